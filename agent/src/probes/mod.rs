@@ -1,0 +1,176 @@
+//! Probe families: loading the eBPF object, attaching each family on its own,
+//! and reading what the kernel side aggregated.
+//!
+//! One file per family (kunai style). Each family degrades alone: a program
+//! that cannot load or attach is recorded with its reason in
+//! [`ProbeStatus`](crate::recording::ProbeStatus) and the others still run.
+//! Dropping [`Probes`] detaches everything (aya owns the links as file
+//! descriptors, so even a crash leaves the host as it was).
+
+pub mod btf;
+pub mod sched;
+
+use aya::{Ebpf, EbpfLoader, programs::BtfTracePoint};
+use mdiag_common::sched as common;
+
+use crate::recording::{ProbeStatus, ProgramStatus};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error(
+        "this mdiag was built without its eBPF object (AYA_BUILD_SKIP was set); rebuild with `cargo xtask run` or `cargo build`"
+    )]
+    NoObject,
+    #[error("loading the eBPF object failed: {0}")]
+    Load(#[from] aya::EbpfError),
+    #[error("no probe family could be attached: {0}")]
+    NothingAttached(String),
+}
+
+/// What to observe.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProbeConfig {
+    /// Thread-group id of the target; `None` = host-wide.
+    pub target_tgid: Option<u32>,
+}
+
+/// Loaded and attached probes. Dropping it detaches every program.
+pub struct Probes {
+    // Field order matters for drop: readers (map fds) before the object.
+    pub sched: Option<sched::SchedReader>,
+    status: Vec<ProbeStatus>,
+    _ebpf: Ebpf,
+}
+
+impl Probes {
+    /// Loads the object and attaches every family that can be attached.
+    pub fn attach(config: ProbeConfig) -> Result<Self, ProbeError> {
+        if crate::EBPF_OBJECT.is_empty() {
+            return Err(ProbeError::NoObject);
+        }
+        raise_memlock();
+        let offsets = btf::load_vmlinux().and_then(|b| btf::TaskOffsets::resolve(&b));
+        let (pid_off, tgid_off, comm_off) = match &offsets {
+            Ok(o) => (o.pid, o.tgid, o.comm),
+            Err(_) => (0, 0, 0),
+        };
+        let target = config.target_tgid.unwrap_or(0);
+        let mut ebpf = EbpfLoader::new()
+            .override_global(common::GLOBAL_TARGET_TGID, &target, true)
+            .override_global(common::GLOBAL_TASK_PID_OFFSET, &pid_off, true)
+            .override_global(common::GLOBAL_TASK_TGID_OFFSET, &tgid_off, true)
+            .override_global(common::GLOBAL_TASK_COMM_OFFSET, &comm_off, true)
+            .load(crate::EBPF_OBJECT)?;
+
+        let kernel_btf = aya::Btf::from_sys_fs();
+        let mut status = Vec::new();
+
+        // Scheduler family.
+        let mut programs = Vec::new();
+        for (prog, tracepoint) in common::TRACEPOINTS {
+            let attach_point = format!("tp_btf/{tracepoint}");
+            let result = match (&offsets, &kernel_btf) {
+                (Err(e), _) => Err(e.to_string()),
+                (_, Err(e)) => Err(format!("kernel BTF: {e}")),
+                (Ok(_), Ok(kbtf)) => attach_btf_tracepoint(&mut ebpf, prog, tracepoint, kbtf),
+            };
+            if let Err(e) = &result {
+                tracing::warn!(program = prog, %attach_point, "not attached: {e}");
+            }
+            programs.push(ProgramStatus {
+                name: prog.to_owned(),
+                attach_point,
+                error: result.err(),
+            });
+        }
+        let sched_status = ProbeStatus {
+            family: "sched".into(),
+            programs,
+        };
+        let sched = if sched_status
+            .programs
+            .first()
+            .is_some_and(|p| p.error.is_none())
+        {
+            // sched_switch is the one the family cannot do without.
+            match sched::SchedReader::new(&mut ebpf, config.target_tgid) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::warn!("sched maps unavailable: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        status.push(sched_status);
+
+        if sched.is_none() {
+            let why = status
+                .iter()
+                .flat_map(|s| s.programs.iter())
+                .filter_map(|p| p.error.as_ref().map(|e| format!("{}: {e}", p.attach_point)))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(ProbeError::NothingAttached(why));
+        }
+        Ok(Self {
+            sched,
+            status,
+            _ebpf: ebpf,
+        })
+    }
+
+    /// Status of every family and program, for the recording.
+    pub fn status(&self) -> &[ProbeStatus] {
+        &self.status
+    }
+}
+
+fn attach_btf_tracepoint(
+    ebpf: &mut Ebpf,
+    prog: &str,
+    tracepoint: &str,
+    btf: &aya::Btf,
+) -> Result<(), String> {
+    let program = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?;
+    let program: &mut BtfTracePoint = program.try_into().map_err(|e| format!("{prog}: {e}"))?;
+    program
+        .load(tracepoint, btf)
+        .map_err(|e| format!("load: {}", error_chain(&e)))?;
+    program
+        .attach()
+        .map_err(|e| format!("attach: {}", error_chain(&e)))?;
+    Ok(())
+}
+
+/// `e: cause: cause` on one line (aya puts the verifier log in a source).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Older kernels charge BPF maps to RLIMIT_MEMLOCK; newer ones use memcg.
+/// Raising it may be refused (containers): log and go on.
+fn raise_memlock() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads a valid, fully initialised rlimit struct.
+    let ret = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+    if ret != 0 {
+        tracing::debug!(
+            "could not raise RLIMIT_MEMLOCK ({}); fine on kernels >= 5.11 that account BPF memory to the cgroup",
+            std::io::Error::last_os_error()
+        );
+    }
+}

@@ -1,0 +1,6 @@
+//! Recordings: the data model (format v1) and reading / writing files.
+pub mod io;
+pub mod model;
+
+pub use io::{RecordingError, default_file_name, newest_in_dir, read_file, write_atomic};
+pub use model::*;

@@ -1,0 +1,165 @@
+//! Scheduler probe family: context switches per thread and run-queue delay.
+//!
+//! Kernel side: BTF tracepoints `sched_switch`, `sched_wakeup`, `sched_wakeup_new`.
+//! Counters are cumulative since attach; user space turns them into per-second
+//! deltas, so nothing is ever reset under the kernel's feet.
+
+use crate::hist::LOG2_BUCKETS;
+
+/// Program names (the function names in `mdiag-ebpf/src/sched.rs`).
+pub const PROG_SCHED_SWITCH: &str = "mdiag_sched_switch";
+pub const PROG_SCHED_WAKEUP: &str = "mdiag_sched_wakeup";
+pub const PROG_SCHED_WAKEUP_NEW: &str = "mdiag_sched_wakeup_new";
+/// The kernel tracepoints those programs attach to, in the same order.
+pub const TRACEPOINTS: [(&str, &str); 3] = [
+    (PROG_SCHED_SWITCH, "sched_switch"),
+    (PROG_SCHED_WAKEUP, "sched_wakeup"),
+    (PROG_SCHED_WAKEUP_NEW, "sched_wakeup_new"),
+];
+
+/// Map names (the static names in `mdiag-ebpf/src/sched.rs`).
+pub const MAP_THREADS: &str = "SCHED_THREADS";
+pub const MAP_WAKEUP_TS: &str = "SCHED_WAKEUP_TS";
+pub const MAP_CPU: &str = "SCHED_CPU";
+
+/// Read-only globals set by the loader before the programs are verified.
+/// Thread-group id to observe; 0 = every task on the host.
+pub const GLOBAL_TARGET_TGID: &str = "MDIAG_SCHED_TARGET_TGID";
+/// Byte offsets in `struct task_struct`, resolved from the kernel's BTF.
+pub const GLOBAL_TASK_PID_OFFSET: &str = "MDIAG_TASK_PID_OFFSET";
+pub const GLOBAL_TASK_TGID_OFFSET: &str = "MDIAG_TASK_TGID_OFFSET";
+pub const GLOBAL_TASK_COMM_OFFSET: &str = "MDIAG_TASK_COMM_OFFSET";
+
+/// Capacity of the per-thread map. A full map is counted as a drop.
+pub const MAX_THREADS: u32 = 32768;
+/// Capacity of the wakeup-timestamp map (threads waiting in a run queue).
+pub const MAX_PENDING_WAKEUPS: u32 = 65536;
+
+pub const TASK_COMM_LEN: usize = 16;
+
+/// Per-thread counters, key: thread id (kernel `pid`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadSched {
+    /// Thread-group id (process id) of the thread.
+    pub tgid: u32,
+    pub _pad0: u32,
+    /// Thread name, NUL padded.
+    pub comm: [u8; TASK_COMM_LEN],
+    /// Switches away while blocking (the kernel's `nvcsw`).
+    pub voluntary: u64,
+    /// Switches away while still runnable (the kernel's `nivcsw`).
+    pub involuntary: u64,
+    /// The subset of `involuntary` where the kernel set the `preempt` flag
+    /// (tick or wakeup preemption rather than a yield).
+    pub preempted: u64,
+    /// Sum and count of run-queue delays: time from becoming runnable
+    /// (wakeup, or preempted while runnable) to running on a CPU.
+    pub runq_delay_ns: u64,
+    pub runq_delays: u64,
+    /// Total time on CPU, accounted at switch-out.
+    pub oncpu_ns: u64,
+    /// Bookkeeping: when the thread last went on a CPU (0 = unknown).
+    pub last_in_ns: u64,
+}
+
+/// Per-CPU counters (a `PerCpuArray` of one element).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedCpu {
+    /// Every context switch on this CPU, idle task included: what the
+    /// kernel adds to `ctxt` in `/proc/stat`.
+    pub switches: u64,
+    /// Switches of observed threads (target, or every non-idle task host-wide).
+    pub voluntary: u64,
+    pub involuntary: u64,
+    pub preempted: u64,
+    /// Wakeups of observed threads.
+    pub wakeups: u64,
+    /// Drops: a thread could not be added to the full thread map.
+    pub drop_thread_map_full: u64,
+    /// Drops: a wakeup timestamp could not be stored (map full).
+    pub drop_wakeup_map_full: u64,
+    /// Drops: a `task_struct` field could not be read.
+    pub drop_read_failed: u64,
+    /// Run-queue delay of observed threads, log2 buckets of nanoseconds.
+    pub runq_hist: [u64; LOG2_BUCKETS],
+}
+
+impl Default for SchedCpu {
+    fn default() -> Self {
+        Self {
+            switches: 0,
+            voluntary: 0,
+            involuntary: 0,
+            preempted: 0,
+            wakeups: 0,
+            drop_thread_map_full: 0,
+            drop_wakeup_map_full: 0,
+            drop_read_failed: 0,
+            runq_hist: [0; LOG2_BUCKETS],
+        }
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<ThreadSched>() == 8 + 16 + 7 * 8);
+const _: () = assert!(core::mem::size_of::<SchedCpu>() == 8 * 8 + 8 * LOG2_BUCKETS);
+const _: () = assert!(core::mem::align_of::<ThreadSched>() == 8);
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: plain old data: #[repr(C)], only integer fields and byte arrays,
+    // explicit padding, so every bit pattern is valid and there are no holes.
+    unsafe impl aya::Pod for super::ThreadSched {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::SchedCpu {}
+}
+
+impl ThreadSched {
+    /// The thread name up to its first NUL, lossily decoded.
+    pub fn comm_bytes(&self) -> &[u8] {
+        let end = self
+            .comm
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(TASK_COMM_LEN);
+        &self.comm[..end]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_sched_round_trips_through_bytes() {
+        let mut t = ThreadSched {
+            tgid: 42,
+            voluntary: 7,
+            involuntary: 9,
+            preempted: 3,
+            ..Default::default()
+        };
+        t.comm[..4].copy_from_slice(b"conn");
+        t.runq_delay_ns = 123_456;
+        t.runq_delays = 12;
+        t.oncpu_ns = u64::MAX;
+        // SAFETY: ThreadSched is repr(C) plain data with no padding holes.
+        let bytes: [u8; core::mem::size_of::<ThreadSched>()] = unsafe { core::mem::transmute(t) };
+        // SAFETY: any byte pattern is a valid ThreadSched.
+        let back: ThreadSched = unsafe { core::mem::transmute(bytes) };
+        assert_eq!(back, t);
+        assert_eq!(back.comm_bytes(), b"conn");
+        // Field offsets the kernel side relies on.
+        assert_eq!(core::mem::offset_of!(ThreadSched, comm), 8);
+        assert_eq!(core::mem::offset_of!(ThreadSched, voluntary), 24);
+        assert_eq!(core::mem::offset_of!(ThreadSched, last_in_ns), 72);
+    }
+
+    #[test]
+    fn sched_cpu_layout() {
+        assert_eq!(core::mem::offset_of!(SchedCpu, runq_hist), 64);
+        let c = SchedCpu::default();
+        assert_eq!(c.runq_hist.iter().sum::<u64>(), 0);
+    }
+}

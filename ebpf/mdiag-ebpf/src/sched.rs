@@ -1,0 +1,238 @@
+//! Scheduler probe family (kernel side): voluntary / involuntary switches per
+//! thread, wakeup → on-CPU run-queue delay, all aggregated in maps.
+//!
+//! `sched_switch` is the BTF tracepoint so we get the raw `prev_state` and the
+//! `preempt` flag (the classic tracepoint folds preemption into
+//! `TASK_REPORT_MAX`). A switch is involuntary exactly when the kernel adds it
+//! to `nivcsw`: `preempt || prev_state == TASK_RUNNING`. `prev` is the current
+//! task, so its ids come from `bpf_get_current_pid_tgid`; `next` and woken
+//! tasks are read through `task_struct` offsets resolved from BTF by user space.
+
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
+    },
+    macros::{btf_tracepoint, map},
+    maps::{HashMap, PerCpuArray},
+    programs::BtfTracePointContext,
+};
+use mdiag_common::{
+    hist::log2_bucket,
+    sched::{MAX_PENDING_WAKEUPS, MAX_THREADS, SchedCpu, TASK_COMM_LEN, ThreadSched},
+};
+
+#[unsafe(no_mangle)]
+static MDIAG_SCHED_TARGET_TGID: u32 = 0;
+#[unsafe(no_mangle)]
+static MDIAG_TASK_PID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static MDIAG_TASK_TGID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static MDIAG_TASK_COMM_OFFSET: u32 = 0;
+
+#[map]
+static SCHED_THREADS: HashMap<u32, ThreadSched> = HashMap::with_max_entries(MAX_THREADS, 0);
+#[map]
+static SCHED_WAKEUP_TS: HashMap<u32, u64> = HashMap::with_max_entries(MAX_PENDING_WAKEUPS, 0);
+#[map]
+static SCHED_CPU: PerCpuArray<SchedCpu> = PerCpuArray::with_max_entries(1, 0);
+
+const BPF_ANY: u64 = 0;
+const BPF_NOEXIST: u64 = 1;
+const TASK_RUNNING: u32 = 0;
+
+#[inline(always)]
+fn global(v: &u32) -> u32 {
+    // SAFETY: reading a global through a volatile read so the compiler keeps
+    // the load: the loader patches the value in .rodata before verification.
+    unsafe { core::ptr::read_volatile(v) }
+}
+
+#[inline(always)]
+fn now_ns() -> u64 {
+    // SAFETY: bpf_ktime_get_ns has no preconditions; it is only `unsafe`
+    // because every raw helper binding is.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
+fn observed(tgid: u32) -> bool {
+    let target = global(&MDIAG_SCHED_TARGET_TGID);
+    target == 0 || tgid == target
+}
+
+#[inline(always)]
+fn cpu_counters() -> Option<&'static mut SchedCpu> {
+    let ptr = SCHED_CPU.get_ptr_mut(0)?;
+    // SAFETY: the per-CPU slot is only touched by programs on this CPU and
+    // tracing programs do not nest on the same CPU for these tracepoints.
+    Some(unsafe { &mut *ptr })
+}
+
+/// Reads a `u32`-sized field of `task` at `offset`.
+#[inline(always)]
+fn task_u32(task: *const u8, offset: u32) -> Option<u32> {
+    // SAFETY: bpf_probe_read_kernel copes with any address (it fails cleanly);
+    // `task` comes from the tracepoint arguments and `offset` from BTF.
+    unsafe { bpf_probe_read_kernel(task.wrapping_add(offset as usize) as *const u32).ok() }
+}
+
+/// The thread's entry, created on first sight. `None` when the map is full.
+#[inline(always)]
+fn thread_entry(
+    tid: u32,
+    tgid: u32,
+    comm: &[u8; TASK_COMM_LEN],
+    cpu: &mut SchedCpu,
+) -> Option<&'static mut ThreadSched> {
+    if let Some(ptr) = SCHED_THREADS.get_ptr_mut(&tid) {
+        // SAFETY: map values stay valid while the program runs; a thread's
+        // entry is only written on the CPU the thread is switching on.
+        return Some(unsafe { &mut *ptr });
+    }
+    let fresh = ThreadSched {
+        tgid,
+        comm: *comm,
+        ..ThreadSched::default()
+    };
+    if SCHED_THREADS.insert(&tid, &fresh, BPF_NOEXIST).is_err()
+        && SCHED_THREADS.get_ptr_mut(&tid).is_none()
+    {
+        cpu.drop_thread_map_full += 1;
+        return None;
+    }
+    let ptr = SCHED_THREADS.get_ptr_mut(&tid)?;
+    // SAFETY: as above.
+    Some(unsafe { &mut *ptr })
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+    let preempt: u64 = ctx.arg(0);
+    let next: *const u8 = ctx.arg(2);
+    let prev_state: u64 = ctx.arg(3);
+    let preempt = preempt & 0xff != 0;
+    let prev_state = prev_state as u32;
+
+    let Some(cpu) = cpu_counters() else { return 0 };
+    cpu.switches += 1;
+    let now = now_ns();
+
+    // prev is the task running this tracepoint.
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let prev_tid = pid_tgid as u32;
+    let prev_tgid = (pid_tgid >> 32) as u32;
+    if prev_tid != 0 && observed(prev_tgid) {
+        let comm = bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]);
+        let involuntary = preempt || prev_state == TASK_RUNNING;
+        if involuntary {
+            cpu.involuntary += 1;
+            if preempt {
+                cpu.preempted += 1;
+            }
+            // Still runnable: its run-queue wait starts now.
+            if SCHED_WAKEUP_TS.insert(&prev_tid, &now, BPF_ANY).is_err() {
+                cpu.drop_wakeup_map_full += 1;
+            }
+        } else {
+            cpu.voluntary += 1;
+            // Going to sleep: any older wakeup stamp is stale.
+            let _ = SCHED_WAKEUP_TS.remove(&prev_tid);
+        }
+        if let Some(t) = thread_entry(prev_tid, prev_tgid, &comm, cpu) {
+            if involuntary {
+                t.involuntary += 1;
+                if preempt {
+                    t.preempted += 1;
+                }
+            } else {
+                t.voluntary += 1;
+            }
+            if t.last_in_ns != 0 && now > t.last_in_ns {
+                t.oncpu_ns += now - t.last_in_ns;
+            }
+            t.last_in_ns = 0;
+            if t.comm[0] == 0 {
+                t.comm = comm;
+            }
+        }
+    }
+
+    // next: going on CPU now.
+    let (Some(next_tid), Some(next_tgid)) = (
+        task_u32(next, global(&MDIAG_TASK_PID_OFFSET)),
+        task_u32(next, global(&MDIAG_TASK_TGID_OFFSET)),
+    ) else {
+        cpu.drop_read_failed += 1;
+        return 0;
+    };
+    if next_tid == 0 || !observed(next_tgid) {
+        return 0;
+    }
+    let delay = match SCHED_WAKEUP_TS.get_ptr(&next_tid) {
+        // SAFETY: valid map value pointer for the duration of the program.
+        Some(ts) => {
+            let ts = unsafe { *ts };
+            let _ = SCHED_WAKEUP_TS.remove(&next_tid);
+            if now > ts { Some(now - ts) } else { Some(0) }
+        }
+        None => None,
+    };
+    let mut comm = [0u8; TASK_COMM_LEN];
+    // SAFETY: reads the fixed-size comm array of a live task; failure leaves zeros.
+    if let Ok(c) = unsafe {
+        bpf_probe_read_kernel(next.wrapping_add(global(&MDIAG_TASK_COMM_OFFSET) as usize)
+            as *const [u8; TASK_COMM_LEN])
+    } {
+        comm = c;
+    }
+    if let Some(d) = delay {
+        let b = log2_bucket(d);
+        if let Some(slot) = cpu.runq_hist.get_mut(b) {
+            *slot += 1;
+        }
+    }
+    if let Some(t) = thread_entry(next_tid, next_tgid, &comm, cpu) {
+        if let Some(d) = delay {
+            t.runq_delay_ns += d;
+            t.runq_delays += 1;
+        }
+        t.last_in_ns = now;
+    }
+    0
+}
+
+#[inline(always)]
+fn on_wakeup(ctx: &BtfTracePointContext) {
+    // TP_PROTO(struct task_struct *p)
+    let p: *const u8 = ctx.arg(0);
+    let Some(cpu) = cpu_counters() else { return };
+    let (Some(tid), Some(tgid)) = (
+        task_u32(p, global(&MDIAG_TASK_PID_OFFSET)),
+        task_u32(p, global(&MDIAG_TASK_TGID_OFFSET)),
+    ) else {
+        cpu.drop_read_failed += 1;
+        return;
+    };
+    if tid == 0 || !observed(tgid) {
+        return;
+    }
+    cpu.wakeups += 1;
+    let now = now_ns();
+    if SCHED_WAKEUP_TS.insert(&tid, &now, BPF_ANY).is_err() {
+        cpu.drop_wakeup_map_full += 1;
+    }
+}
+
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn mdiag_sched_wakeup(ctx: BtfTracePointContext) -> i32 {
+    on_wakeup(&ctx);
+    0
+}
+
+#[btf_tracepoint(function = "sched_wakeup_new")]
+pub fn mdiag_sched_wakeup_new(ctx: BtfTracePointContext) -> i32 {
+    on_wakeup(&ctx);
+    0
+}
