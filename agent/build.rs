@@ -11,6 +11,8 @@ const DEFAULT_EBPF_TOOLCHAIN: &str = "nightly-2026-08-01";
 
 fn main() -> anyhow::Result<()> {
     println!("cargo::rerun-if-env-changed=MDIAG_EBPF_TOOLCHAIN");
+    // Rules are embedded with include_dir!: a new file must trigger a rebuild.
+    println!("cargo::rerun-if-changed=../rules");
     let toolchain =
         env::var("MDIAG_EBPF_TOOLCHAIN").unwrap_or_else(|_| DEFAULT_EBPF_TOOLCHAIN.to_owned());
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);

@@ -1,13 +1,23 @@
 //! mdiag: eBPF profiling and diagnosis for MongoDB hosts.
 //!
-//! The binary (`src/main.rs`) is thin: it parses arguments ([`cli`]), resolves a
-//! plan and runs it ([`app`]). Probe families live in [`probes`] (user side of
-//! the eBPF programs in `ebpf/mdiag-ebpf`), recordings in [`recording`], rules
-//! in [`rules`], reports in [`report`].
-pub mod recording;
-// pub mod rules;
-// pub mod report;
-// pub mod explain;
-
-pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/mdiag"));
+//! The binary (`src/main.rs`) is thin: it parses arguments ([`cli`]), then
+//! [`app`] resolves a plan and runs it. Probe families live in [`probes`] (the
+//! user side of the programs in `ebpf/mdiag-ebpf`), recordings in
+//! [`recording`], the `record` command in [`record`], rules in [`rules`],
+//! `explain` in [`explain`] and the renderers in [`report`].
+pub mod app;
+pub mod cli;
+pub mod explain;
+pub mod host;
+pub mod logging;
+pub mod privileges;
 pub mod probes;
+pub mod record;
+pub mod recording;
+pub mod report;
+pub mod rules;
+pub mod spawn;
+pub mod target;
+
+/// The eBPF object built by `build.rs` (empty when built with AYA_BUILD_SKIP=1).
+pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/mdiag"));

@@ -1,20 +1,16 @@
-fn main() {
-    let p = mdiag::probes::Probes::attach(mdiag::probes::ProbeConfig::default());
-    match p {
-        Ok(mut p) => {
-            println!("{:?}", p.status());
-            std::thread::sleep(std::time::Duration::from_secs(1));
-            let s = p.sched.as_mut().unwrap().next_slice().unwrap();
-            println!(
-                "total {} vol {} invol {} threads {} hist {:?} drops {:?}",
-                s.switches_total,
-                s.voluntary,
-                s.involuntary,
-                s.threads.len(),
-                s.runq_hist_log2_ns,
-                s.drops
-            );
+//! The `mdiag` binary: parse arguments, run, print the error chain, exit.
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = mdiag::cli::Cli::parse();
+    mdiag::logging::init(cli.verbose);
+    match mdiag::app::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mdiag: error: {:#}", e.error);
+            ExitCode::from(e.code)
         }
-        Err(e) => println!("ERR {e}"),
     }
 }

@@ -1,1 +1,99 @@
+//! Helpers for the root integration suite (`root/`): locating binaries,
+//! running mdiag, and reading kernel ground truth from /proc.
 
+use std::{
+    path::PathBuf,
+    process::{Command, Output},
+};
+
+/// The mdiag binary under test: `MDIAG_BIN` (set by `cargo xtask test`), or
+/// the debug build in the workspace's target directory.
+pub fn mdiag_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("MDIAG_BIN") {
+        return PathBuf::from(p);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let p = root.join("target/debug/mdiag");
+    assert!(
+        p.exists(),
+        "mdiag binary not found at {}: run `cargo build -p mdiag` or `cargo xtask test`",
+        p.display()
+    );
+    p
+}
+
+/// Fails loudly (never skips) when not root: these tests must run in CI.
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "the root integration suite loads BPF and must run as root: use `cargo xtask test`"
+    );
+}
+
+/// `ctxt` from /proc/stat.
+pub fn proc_stat_ctxt() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("read /proc/stat");
+    stat.lines()
+        .find_map(|l| l.strip_prefix("ctxt "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("ctxt line in /proc/stat")
+}
+
+/// Per-thread (tid, voluntary, nonvoluntary) from /proc/PID/task/*/status.
+pub fn thread_switches(pid: u32) -> Vec<(u32, u64, u64)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(tid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        let get = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        out.push((
+            tid,
+            get("voluntary_ctxt_switches:"),
+            get("nonvoluntary_ctxt_switches:"),
+        ));
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Runs mdiag with `args`, returning its output (never panics on failure).
+pub fn run_mdiag(args: &[&str]) -> Output {
+    Command::new(mdiag_bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run mdiag")
+}
+
+/// |a - b| / max(a, b), 0 when both are 0.
+pub fn rel_diff(a: u64, b: u64) -> f64 {
+    let m = a.max(b);
+    if m == 0 {
+        0.0
+    } else {
+        a.abs_diff(b) as f64 / m as f64
+    }
+}
+
+/// Serialises the tests of this suite: each measures the whole host, so two
+/// at once would disturb each other's ground truth (and probe counts).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -102,10 +102,10 @@ fn find_member(
                     _ => break,
                 }
             }
-            if let Type::Struct(inner) | Type::Union(inner) = ty {
-                if let Some(found) = find_member(btf, &inner, field, bits, depth + 1)? {
-                    return Ok(Some(found));
-                }
+            if let Type::Struct(inner) | Type::Union(inner) = ty
+                && let Some(found) = find_member(btf, &inner, field, bits, depth + 1)?
+            {
+                return Ok(Some(found));
             }
         }
     }

@@ -1,0 +1,106 @@
+//! From parsed arguments to an exit code: resolve a plan, run it, print.
+//!
+//! Exit codes: 0 success, 1 failure while running, 2 bad input or missing
+//! privileges (the user can fix it by changing the command or the host).
+
+use std::io::IsTerminal;
+
+use crate::{
+    cli::{Cli, ColorChoice, Command, ExplainArgs, Format, RecordArgs},
+    record,
+};
+
+/// An error on its way to `main`, with the exit code it maps to.
+#[derive(Debug)]
+pub struct AppError {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl AppError {
+    fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: 2,
+            error: error.into(),
+        }
+    }
+    fn failure(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: 1,
+            error: error.into(),
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> Result<(), AppError> {
+    match cli.command {
+        Command::Record(args) => record_cmd(&args),
+        Command::Explain(args) => explain_cmd(&args),
+    }
+}
+
+fn record_cmd(args: &RecordArgs) -> Result<(), AppError> {
+    let tty = std::io::stdout().is_terminal();
+    let plan = record::plan(args, tty).map_err(AppError::usage)?;
+    let outcome = record::run::run(&plan).map_err(|e| {
+        if e.is_usage() {
+            AppError::usage(e)
+        } else {
+            AppError::failure(e)
+        }
+    })?;
+    if let Some(why) = &outcome.fallback_reason {
+        eprintln!(
+            "mdiag: {why}; the recording was saved to {} instead",
+            outcome.path.display()
+        );
+    }
+    let rec = &outcome.recording;
+    println!(
+        "Recorded {:.1}s ({}) to {}",
+        (rec.ended_at - rec.started_at).num_milliseconds() as f64 / 1000.0,
+        rec.stop_reason,
+        outcome.path.display()
+    );
+    for line in crate::explain::summary_for(rec) {
+        println!("  {line}");
+    }
+    println!("Full report: mdiag explain {}", outcome.path.display());
+    Ok(())
+}
+
+fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
+    let path = match &args.file {
+        Some(p) => p.clone(),
+        None => {
+            crate::recording::newest_in_dir(std::path::Path::new(".")).map_err(AppError::usage)?
+        }
+    };
+    let recording = crate::recording::read_file(&path).map_err(AppError::usage)?;
+    let rules = match &args.rules {
+        Some(dir) => crate::rules::RuleSet::load_dir(dir).map_err(AppError::usage)?,
+        None => crate::rules::RuleSet::builtin().map_err(AppError::failure)?,
+    };
+    let report = crate::explain::explain(
+        &recording,
+        &rules,
+        args.arch.as_deref(),
+        Some(path.display().to_string()),
+    )
+    .map_err(AppError::usage)?;
+    let color = match args.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    };
+    let text = match args.format {
+        Format::Terminal => crate::report::terminal::render(&report, color),
+        Format::Markdown => crate::report::markdown::render(&report),
+        Format::Json => crate::report::json::render(&report).map_err(AppError::failure)?,
+    };
+    print!("{text}");
+    Ok(())
+}

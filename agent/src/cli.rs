@@ -1,0 +1,172 @@
+//! Command-line interface (clap derive). Parsing only: no I/O happens here.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mdiag",
+    version,
+    about = "eBPF profiling and diagnosis for MongoDB hosts: records what no metric shows and says what to tune",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// More log output on stderr (-v: info, -vv: debug). RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Record probes (and the target, if any) for a while and write one recording file.
+    Record(RecordArgs),
+    /// Read a recording, evaluate the rules and print a ranked report.
+    Explain(ExplainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// How long to record, e.g. 60s, 5m, 1h30m. Ctrl-C stops early and keeps what was recorded.
+    #[arg(short, long, default_value = "60s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Observe this process.
+    #[arg(long, conflicts_with_all = ["process", "command"])]
+    pub pid: Option<u32>,
+    /// Observe the one process with this name (default: mongod if one runs, else host-wide).
+    #[arg(long, conflicts_with = "command")]
+    pub process: Option<String>,
+    /// Observe the whole host even if a mongod runs.
+    #[arg(long, conflicts_with_all = ["pid", "process", "command"])]
+    pub host_wide: bool,
+    /// Where to write the recording (default: ./mdiag-<host>-<UTC time>.mdiag).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Never draw the progress bar (it is hidden anyway when stdout is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Start this command under observation (from its first instruction) and stop it at the end.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Recording to explain (default: the newest *.mdiag in the current directory).
+    pub file: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Terminal)]
+    pub format: Format,
+    /// Load rules from this directory (*.toml) instead of the built-in set.
+    #[arg(long, value_name = "DIR")]
+    pub rules: Option<PathBuf>,
+    /// Rank for another architecture (x86_64, aarch64, s390x), e.g. to plan a migration.
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// When to colour the terminal report (NO_COLOR is honoured by `auto`).
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Terminal,
+    Markdown,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Parses "60s", "5m", "1h30m", "250ms"; refuses zero and anything over a week.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 60s, 5m, 1h30m)"))?;
+    if d < Duration::from_millis(100) {
+        return Err("too short: record for at least 100ms".into());
+    }
+    if d > Duration::from_secs(7 * 24 * 3600) {
+        return Err(
+            "too long for one recording file (at most 7 days); `mdiag agent` is for continuous use"
+                .into(),
+        );
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("mdiag").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn record_defaults_and_options() {
+        let Command::Record(r) = parse(&["record"]).unwrap().command else {
+            panic!()
+        };
+        assert_eq!(r.duration, Duration::from_secs(60));
+        assert!(r.pid.is_none() && r.process.is_none() && r.command.is_empty() && !r.host_wide);
+        let Command::Record(r) = parse(&[
+            "record",
+            "--duration",
+            "1m30s",
+            "--pid",
+            "42",
+            "-o",
+            "x.mdiag",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!((r.duration, r.pid), (Duration::from_secs(90), Some(42)));
+        assert_eq!(r.output.unwrap(), PathBuf::from("x.mdiag"));
+        let Command::Record(r) = parse(&["record", "-d", "5s", "--", "stress", "--cpu", "4"])
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert_eq!(r.command, vec!["stress", "--cpu", "4"]);
+    }
+
+    #[test]
+    fn record_rejects_bad_input() {
+        assert!(parse(&["record", "--duration", "soon"]).is_err());
+        assert!(parse(&["record", "--duration", "0s"]).is_err());
+        assert!(parse(&["record", "--pid", "1", "--process", "mongod"]).is_err());
+        assert!(parse(&["record", "--pid", "1", "--", "true"]).is_err());
+        assert!(parse(&["record", "--pid", "-3"]).is_err());
+        let e = parse(&["record", "--duration", "9999h"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn explain_options() {
+        let Command::Explain(e) = parse(&["explain"]).unwrap().command else {
+            panic!()
+        };
+        assert!(e.file.is_none());
+        assert_eq!((e.format, e.color), (Format::Terminal, ColorChoice::Auto));
+        let Command::Explain(e) = parse(&[
+            "explain", "r.mdiag", "--format", "json", "--rules", "rules", "--arch", "s390x",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(e.format, Format::Json);
+        assert_eq!(e.arch.as_deref(), Some("s390x"));
+        assert!(parse(&["explain", "--format", "pdf"]).is_err());
+    }
+}

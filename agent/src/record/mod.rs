@@ -1,0 +1,137 @@
+//! `mdiag record`: resolve a plan from the arguments (privileges, target,
+//! output path), then run it ([`run::run`]).
+//!
+//! Everything that can be wrong with the user's input is found here, before a
+//! single probe is loaded, so a mistake costs nothing.
+
+mod progress;
+pub mod run;
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use crate::{
+    cli::RecordArgs,
+    privileges::{self, PrivilegeError},
+    probes::ProbeError,
+    recording::{self, RecordingError, Target},
+    spawn::SpawnError,
+    target::{self, TargetError},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Privileges(#[from] PrivilegeError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("cannot write the recording to {path}: {why}; choose another place with --output")]
+    Output { path: PathBuf, why: String },
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    #[error(transparent)]
+    Probes(#[from] ProbeError),
+    #[error(transparent)]
+    Write(#[from] RecordingError),
+    #[error("cannot start the timer/signal runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl RecordError {
+    /// True when the user can fix it by changing the command line or the host
+    /// set-up (exit code 2), false for failures while recording (exit code 1).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::Privileges(_) | Self::Target(_) | Self::Output { .. } | Self::Spawn(_)
+        )
+    }
+}
+
+/// What to observe.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlannedTarget {
+    HostWide,
+    Existing(Target),
+    Spawn(Vec<String>),
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordPlan {
+    pub duration: Duration,
+    pub target: PlannedTarget,
+    pub output: PathBuf,
+    pub progress: bool,
+}
+
+/// Checks the arguments and the host, and decides what to do.
+pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, RecordError> {
+    privileges::check()?;
+    let target = if !args.command.is_empty() {
+        PlannedTarget::Spawn(args.command.clone())
+    } else if let Some(pid) = args.pid {
+        PlannedTarget::Existing(target::describe(pid, "pid")?)
+    } else if let Some(name) = &args.process {
+        PlannedTarget::Existing(target::by_name(name)?)
+    } else if args.host_wide {
+        PlannedTarget::HostWide
+    } else {
+        target::default_target()?.map_or(PlannedTarget::HostWide, PlannedTarget::Existing)
+    };
+    let output = match &args.output {
+        Some(p) => p.clone(),
+        None => PathBuf::from(recording::default_file_name(
+            &crate::host::collect().hostname,
+            chrono::Utc::now(),
+        )),
+    };
+    check_writable(&output)?;
+    Ok(RecordPlan {
+        duration: args.duration,
+        target,
+        output,
+        progress: stdout_is_tty && !args.no_progress,
+    })
+}
+
+/// Fails early when the recording could not be written at the end.
+fn check_writable(path: &Path) -> Result<(), RecordError> {
+    let err = |why: String| RecordError::Output {
+        path: path.to_owned(),
+        why,
+    };
+    if path.is_dir() {
+        return Err(err("it is a directory".into()));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(err(format!("directory {} does not exist", dir.display())));
+    }
+    tempfile::Builder::new()
+        .prefix(".mdiag-probe-")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| err(format!("directory {} is not writable ({e})", dir.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(check_writable(&dir.path().join("r.mdiag")).is_ok());
+        let e = check_writable(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("is a directory") && e.is_usage());
+        let e = check_writable(&dir.path().join("missing/r.mdiag")).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        // Nothing left behind by the check.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

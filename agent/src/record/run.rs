@@ -1,0 +1,275 @@
+//! Running a [`RecordPlan`]: attach, take a slice every second until the
+//! duration ends, a signal arrives or the target exits, then write the file.
+//!
+//! Memory stays bounded by the slices kept (one small struct per second) and
+//! by the kernel maps (fixed size, exited threads pruned every second). On
+//! every exit path the probes are dropped, which detaches them, and a spawned
+//! target is stopped.
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use chrono::Utc;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::{PlannedTarget, RecordError, RecordPlan, progress::Progress};
+use crate::{
+    host,
+    probes::{ProbeConfig, Probes},
+    recording::{self, Checks, FORMAT_NAME, FORMAT_VERSION, Recording, Slice, Target},
+    spawn::SpawnedChild,
+    target,
+};
+
+/// How long a spawned target gets to exit after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+const SLICE: Duration = Duration::from_secs(1);
+/// How often the target's liveness is checked between slices.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What `record` produced.
+pub struct RecordOutcome {
+    pub path: PathBuf,
+    pub recording: Recording,
+    /// Set when the file could not go to the planned path and went elsewhere.
+    pub fallback_reason: Option<String>,
+}
+
+/// Runs the plan. Must be called outside any async runtime.
+pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
+    let host = host::collect();
+    // Attach first, then start (or pick) the target.
+    let (probes, mut target, mut child) = match &plan.target {
+        PlannedTarget::HostWide => (
+            Probes::attach(ProbeConfig { target_tgid: None })?,
+            None,
+            None,
+        ),
+        PlannedTarget::Existing(t) => (
+            Probes::attach(ProbeConfig {
+                target_tgid: Some(t.pid),
+            })?,
+            Some(t.clone()),
+            None,
+        ),
+        PlannedTarget::Spawn(argv) => {
+            let held = crate::spawn::spawn_held(argv)?;
+            let pid = held.pid();
+            let probes = match Probes::attach(ProbeConfig {
+                target_tgid: Some(pid),
+            }) {
+                Ok(p) => p,
+                Err(e) => {
+                    held.abandon();
+                    return Err(e.into());
+                }
+            };
+            let child = held.release()?;
+            let t = target::describe(pid, "spawned").unwrap_or_else(|_| Target {
+                pid,
+                comm: argv.first().cloned().unwrap_or_default(),
+                exe: None,
+                cmdline: argv.clone(),
+                how: "spawned".into(),
+                exit_code: None,
+            });
+            (probes, Some(t), Some(child))
+        }
+    };
+    tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
+    // Integration tests wait for this line before starting their workload.
+    eprintln!(
+        "mdiag: probes attached, recording {}",
+        describe_target(target.as_ref())
+    );
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RecordError::Runtime)?;
+    let mut session = Session::new(probes, target.as_ref().map(|t| t.pid));
+    let started_at = Utc::now();
+    let outcome = rt.block_on(session.record(plan, child.as_mut()));
+    let ended_at = Utc::now();
+
+    if let Some(child) = child.as_mut() {
+        let exited = child.try_exit_code();
+        if let Some(t) = target.as_mut() {
+            t.exit_code = exited;
+        }
+        child.stop(STOP_GRACE);
+    }
+    let Session {
+        probes,
+        slices,
+        checks,
+        ..
+    } = session;
+    let probe_status = probes.status().to_vec();
+    drop(probes); // detach now, before writing
+
+    let recording = Recording {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        mdiag_version: env!("CARGO_PKG_VERSION").into(),
+        started_at,
+        ended_at,
+        requested_duration_ms: plan.duration.as_millis() as u64,
+        stop_reason: outcome,
+        host,
+        target,
+        probes: probe_status,
+        slices,
+        checks,
+    };
+    write(recording, plan.output.clone())
+}
+
+/// Writes the file; if the planned place fails, keeps the data in the temp dir.
+fn write(recording: Recording, path: PathBuf) -> Result<RecordOutcome, RecordError> {
+    match recording::write_atomic(&recording, &path) {
+        Ok(()) => Ok(RecordOutcome {
+            path,
+            recording,
+            fallback_reason: None,
+        }),
+        Err(first) => {
+            let name = path
+                .file_name()
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("mdiag-recording.mdiag"));
+            let fallback = std::env::temp_dir().join(name);
+            recording::write_atomic(&recording, &fallback)?;
+            Ok(RecordOutcome {
+                path: fallback,
+                recording,
+                fallback_reason: Some(first.to_string()),
+            })
+        }
+    }
+}
+
+fn describe_target(t: Option<&Target>) -> String {
+    match t {
+        Some(t) => format!("pid {} ({})", t.pid, t.comm),
+        None => "host-wide (no target process)".into(),
+    }
+}
+
+struct Session {
+    probes: Probes,
+    target_pid: Option<u32>,
+    slices: Vec<Slice>,
+    checks: Checks,
+}
+
+impl Session {
+    fn new(probes: Probes, target_pid: Option<u32>) -> Self {
+        Self {
+            probes,
+            target_pid,
+            slices: Vec::new(),
+            checks: Checks::default(),
+        }
+    }
+
+    /// The recording loop; returns the stop reason.
+    async fn record(&mut self, plan: &RecordPlan, mut child: Option<&mut SpawnedChild>) -> String {
+        let ctxt_start = host::proc_stat_ctxt();
+        let target_start = self.target_pid.and_then(target::ctxt_switches);
+        let progress = Progress::new(
+            plan.duration,
+            plan.progress,
+            &describe_target_short(self.target_pid),
+        );
+        let (mut sigint, mut sigterm) = match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(i), Ok(t)) => (Some(i), Some(t)),
+            _ => (None, None),
+        };
+        let start = Instant::now();
+        let deadline = start + plan.duration;
+        let mut next_slice = start + SLICE;
+        let mut slice_start = start;
+        let mut events = 0u64;
+        let mut target_end = target_start;
+        let reason = loop {
+            let wake = next_slice.min(deadline).min(Instant::now() + POLL);
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake.into()) => {}
+                Some(_) = recv(&mut sigint) => break "interrupted (SIGINT)".to_owned(),
+                Some(_) = recv(&mut sigterm) => break "interrupted (SIGTERM)".to_owned(),
+            }
+            let now = Instant::now();
+            if let Some(code) = child.as_deref_mut().and_then(SpawnedChild::try_exit_code) {
+                break format!("target exited (code {code})");
+            }
+            if let Some(pid) = self.target_pid {
+                match target::ctxt_switches(pid) {
+                    Some(c) => target_end = Some(c),
+                    None => break "target exited".to_owned(),
+                }
+            }
+            if now >= deadline {
+                break "duration".to_owned();
+            }
+            if now >= next_slice {
+                events += self.take_slice(start, slice_start, now);
+                slice_start = now;
+                next_slice += SLICE;
+                let last = self.slices.last().and_then(|s| s.sched.as_ref());
+                progress.update(now - start, last, events);
+            }
+        };
+        let now = Instant::now();
+        if now > slice_start || self.slices.is_empty() {
+            self.take_slice(start, slice_start, now);
+        }
+        progress.finish();
+        self.checks.proc_stat_ctxt = ctxt_start
+            .zip(host::proc_stat_ctxt())
+            .map(|(a, b)| b.saturating_sub(a));
+        if let (Some((v0, i0)), Some((v1, i1))) = (target_start, target_end) {
+            self.checks.target_voluntary_ctxt_switches = Some(v1.saturating_sub(v0));
+            self.checks.target_nonvoluntary_ctxt_switches = Some(i1.saturating_sub(i0));
+        }
+        reason
+    }
+
+    /// Appends the slice [from, to); returns the number of events in it.
+    fn take_slice(&mut self, start: Instant, from: Instant, to: Instant) -> u64 {
+        let sched = self
+            .probes
+            .sched
+            .as_mut()
+            .and_then(|r| match r.next_slice() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("sched slice lost: {e}");
+                    None
+                }
+            });
+        let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups);
+        self.slices.push(Slice {
+            start_ms: (from - start).as_millis() as u64,
+            duration_ms: (to - from).as_millis() as u64,
+            sched,
+        });
+        events
+    }
+}
+
+fn describe_target_short(pid: Option<u32>) -> String {
+    pid.map_or_else(|| "host-wide".to_owned(), |p| format!("pid {p}"))
+}
+
+async fn recv(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,196 @@
+//! JSON rendering of a [`Report`]: the machine-readable contract.
+//!
+//! The shape is the serde form of [`Report`], documented field by field in
+//! `docs/report-json.md`; this module only pretty-prints it, so that what
+//! tools parse is exactly the data the other renderers show.
+
+use super::Report;
+
+/// Why the report could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    #[error("cannot write the report as JSON: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+/// The report as pretty-printed JSON, ending with a newline.
+pub fn render(report: &Report) -> Result<String, JsonError> {
+    let mut s = serde_json::to_string_pretty(report)?;
+    s.push('\n');
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::explain::explain;
+    use crate::rules::{RuleSet, testdata};
+
+    fn keys(v: &Value) -> BTreeSet<&str> {
+        v.as_object()
+            .unwrap_or_else(|| panic!("not an object: {v}"))
+            .keys()
+            .map(String::as_str)
+            .collect()
+    }
+
+    fn set<'a>(k: &[&'a str]) -> BTreeSet<&'a str> {
+        k.iter().copied().collect()
+    }
+
+    fn rendered(rec: &crate::recording::model::Recording) -> Value {
+        let report = explain(
+            rec,
+            &RuleSet::builtin().unwrap(),
+            Some("s390x"),
+            Some("db1.mdiag".into()),
+        )
+        .unwrap();
+        let text = render(&report).unwrap();
+        assert!(text.ends_with("}\n"));
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn json_has_exactly_the_contract_keys() {
+        let v = rendered(&testdata::oversubscribed());
+        assert_eq!(
+            keys(&v),
+            set(&[
+                "report_version",
+                "mdiag_version",
+                "architecture",
+                "architecture_overridden",
+                "recording",
+                "rules",
+                "findings",
+                "not_assessed",
+                "not_applicable",
+                "passed",
+                "probes",
+                "facts",
+            ])
+        );
+        assert_eq!(v["report_version"], 1);
+        assert_eq!(v["architecture"], "s390x");
+
+        let rec = &v["recording"];
+        assert_eq!(
+            keys(rec),
+            set(&[
+                "source",
+                "format_version",
+                "written_by",
+                "started_at",
+                "ended_at",
+                "duration_s",
+                "requested_duration_s",
+                "stop_reason",
+                "slices",
+                "host",
+                "target",
+                "host_wide",
+            ])
+        );
+        assert_eq!(rec["source"], "db1.mdiag");
+        assert_eq!(rec["started_at"], "2026-03-02T10:00:00Z");
+        assert_eq!(rec["host_wide"], false);
+        assert_eq!(rec["target"]["comm"], "mongod");
+        assert_eq!(
+            keys(&rec["host"]),
+            set(&[
+                "hostname",
+                "kernel_release",
+                "kernel_version",
+                "arch",
+                "cpu_count",
+                "cpu_model",
+                "sched_features",
+            ])
+        );
+
+        let f = &v["findings"][0];
+        assert_eq!(
+            keys(f),
+            set(&[
+                "rule_id",
+                "rank",
+                "title",
+                "severity",
+                "score",
+                "architecture",
+                "rank_reason",
+                "confidence",
+                "arch_prior",
+                "impact",
+                "summary",
+                "evidence",
+                "fix",
+                "references",
+            ])
+        );
+        assert_eq!(f["rule_id"], "sched.wakeup_preemption");
+        assert_eq!(f["rank"], 1);
+        assert_eq!(f["severity"], "high");
+        assert_eq!(f["architecture"], "s390x");
+        assert!(f["score"].is_f64());
+        assert!(f["evidence"]["threads observed"].is_i64());
+        assert_eq!(
+            keys(&f["fix"]),
+            set(&["summary", "commands", "revert", "risk", "verify"])
+        );
+        assert!(f["fix"]["commands"][0].is_string());
+        assert_eq!(keys(&f["references"][0]), set(&["title", "url"]));
+        assert_eq!(keys(&f["impact"]), set(&["expected", "score", "source"]));
+
+        let p = &v["probes"][0];
+        assert_eq!(keys(p), set(&["family", "attached", "programs", "drops"]));
+        assert_eq!(p["family"], "sched");
+        assert_eq!(p["attached"], true);
+        assert_eq!(
+            keys(&p["programs"][0]),
+            set(&["name", "attach_point", "attached", "error"])
+        );
+        assert_eq!(
+            keys(&p["drops"]),
+            set(&["thread_map_full", "wakeup_map_full", "read_failed", "total"])
+        );
+        assert_eq!(keys(&v["rules"]), set(&["source", "count"]));
+    }
+
+    #[test]
+    fn host_wide_target_is_null_and_not_assessed_has_reasons() {
+        let mut rec = testdata::oversubscribed();
+        rec.target = None;
+        rec.probes.clear();
+        let v = rendered(&rec);
+        assert_eq!(v["recording"]["target"], Value::Null);
+        assert_eq!(v["recording"]["host_wide"], true);
+        assert_eq!(v["findings"], Value::Array(vec![]));
+        let na = &v["not_assessed"][0];
+        assert_eq!(keys(na), set(&["rule_id", "title", "reason"]));
+        assert!(
+            na["reason"]
+                .as_str()
+                .unwrap()
+                .contains("not part of this recording")
+        );
+    }
+
+    #[test]
+    fn json_round_trips_into_report() {
+        let report = explain(
+            &testdata::oversubscribed(),
+            &RuleSet::builtin().unwrap(),
+            None,
+            None,
+        )
+        .unwrap();
+        let back: Report = serde_json::from_str(&render(&report).unwrap()).unwrap();
+        assert_eq!(back, report);
+    }
+}

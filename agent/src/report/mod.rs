@@ -1,0 +1,394 @@
+//! The diagnosis report: the data type behind `mdiag explain`, and its renderers.
+//!
+//! [`Report`] is also the JSON contract (`docs/report-json.md`): other tools
+//! parse it, so fields may be added but never removed or renamed, and
+//! `report_version` changes when a field's meaning changes. The renderers
+//! ([`terminal`], [`markdown`], [`json`]) only format what is here; every
+//! decision (ranking, wording of reasons) is made when the report is built in
+//! [`crate::explain`], so the three outputs always agree.
+
+pub mod json;
+pub mod markdown;
+pub mod terminal;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+pub use crate::rules::Severity;
+
+/// Value of [`Report::report_version`].
+pub const REPORT_VERSION: u32 = 1;
+
+/// Everything `mdiag explain` says about one recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// [`REPORT_VERSION`].
+    pub report_version: u32,
+    /// Version of the mdiag that built the report.
+    pub mdiag_version: String,
+    /// Architecture the ranking was computed for (`--arch` or the recording's).
+    pub architecture: String,
+    /// `true` when `--arch` replaced the recording's architecture.
+    pub architecture_overridden: bool,
+    pub recording: RecordingSummary,
+    /// Which rules were used.
+    pub rules: RulesSummary,
+    /// Rules that fired, best first.
+    pub findings: Vec<Finding>,
+    /// Rules that could not be evaluated (missing data), with the reason.
+    pub not_assessed: Vec<RuleNote>,
+    /// Rules that do not concern this host (architecture, kernel, ...), with the reason.
+    pub not_applicable: Vec<RuleNote>,
+    /// Rules evaluated that did not fire, with their evidence numbers.
+    pub passed: Vec<PassedRule>,
+    /// Every probe family that was tried.
+    pub probes: Vec<ProbeReport>,
+    /// The facts rules were evaluated on, by group.
+    pub facts: BTreeMap<String, serde_json::Value>,
+}
+
+impl Report {
+    /// Sets where the recording was read from (a path), shown in the header.
+    pub fn with_source(mut self, source: impl Into<String>) -> Report {
+        self.recording.source = Some(source.into());
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordingSummary {
+    /// Where the recording was read from, when known.
+    pub source: Option<String>,
+    pub format_version: u32,
+    /// mdiag version that wrote the recording.
+    pub written_by: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub duration_s: f64,
+    pub requested_duration_s: f64,
+    pub stop_reason: String,
+    pub slices: usize,
+    pub host: HostSummary,
+    /// `None` for a host-wide recording.
+    pub target: Option<TargetSummary>,
+    /// `true` when there is no target process.
+    pub host_wide: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostSummary {
+    pub hostname: String,
+    pub kernel_release: String,
+    /// The release as major.minor.patch, `None` when not understood.
+    pub kernel_version: Option<String>,
+    /// As recorded.
+    pub arch: String,
+    pub cpu_count: u32,
+    pub cpu_model: String,
+    /// Contents of /sys/kernel/debug/sched/features, `None` when not readable.
+    pub sched_features: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetSummary {
+    pub pid: u32,
+    pub comm: String,
+    pub exe: Option<String>,
+    pub cmdline: Vec<String>,
+    pub how: String,
+    pub exit_code: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RulesSummary {
+    /// "builtin" or the `--rules` directory.
+    pub source: String,
+    pub count: usize,
+}
+
+/// A rule that fired.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub rule_id: String,
+    /// 1 = most important.
+    pub rank: usize,
+    pub title: String,
+    pub severity: Severity,
+    /// impact × confidence × arch prior, 4 decimals.
+    pub score: f64,
+    /// Architecture the score was computed for.
+    pub architecture: String,
+    /// "impact 0.60 × confidence 0.80 × s390x prior 1.30 = 0.62".
+    pub rank_reason: String,
+    pub confidence: f64,
+    pub arch_prior: f64,
+    pub impact: Impact,
+    /// What is happening and why it hurts mongod.
+    pub summary: String,
+    /// Label → value, in the rule's order.
+    #[serde(with = "evidence_map")]
+    pub evidence: Vec<EvidenceItem>,
+    pub fix: Fix,
+    pub references: Vec<Reference>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Impact {
+    pub expected: String,
+    pub score: f64,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fix {
+    pub summary: String,
+    /// Exact shell commands, in order.
+    pub commands: Vec<String>,
+    /// Commands that undo the fix.
+    pub revert: Vec<String>,
+    pub risk: String,
+    pub verify: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reference {
+    pub title: String,
+    pub url: Option<String>,
+}
+
+/// One evidence number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvidenceItem {
+    pub label: String,
+    pub value: EvidenceValue,
+}
+
+/// An evidence value: what the rule's expression gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EvidenceValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Null,
+}
+
+impl fmt::Display for EvidenceValue {
+    /// Human form: "yes"/"no" for booleans, numbers by [`format_number`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvidenceValue::Bool(true) => f.write_str("yes"),
+            EvidenceValue::Bool(false) => f.write_str("no"),
+            EvidenceValue::Int(i) => write!(f, "{i}"),
+            EvidenceValue::Float(x) => f.write_str(&format_number(*x)),
+            EvidenceValue::Text(s) => f.write_str(s),
+            EvidenceValue::Null => f.write_str("-"),
+        }
+    }
+}
+
+/// 1234.56 → "1235", 90.28 → "90.3", 4.2 → "4.20", 0.1234 → "0.123",
+/// 0.0001 → "0.000100", 0 → "0".
+pub fn format_number(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let a = x.abs();
+    if a == 0.0 {
+        "0".to_string()
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        // Three significant digits below 1.
+        let decimals = (2.0 - a.log10().floor()).clamp(3.0, 9.0) as usize;
+        format!("{x:.decimals$}")
+    }
+}
+
+/// A rule that was not evaluated, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleNote {
+    pub rule_id: String,
+    pub title: String,
+    pub reason: String,
+}
+
+/// A rule that was evaluated and did not fire, with its evidence numbers
+/// (useful to see how far from firing it was).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PassedRule {
+    pub rule_id: String,
+    pub title: String,
+    #[serde(with = "evidence_map")]
+    pub evidence: Vec<EvidenceItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeReport {
+    pub family: String,
+    /// Every program attached.
+    pub attached: bool,
+    pub programs: Vec<ProgramReport>,
+    /// Events lost in the kernel, summed over the recording (families that count them).
+    pub drops: Option<DropsReport>,
+}
+
+impl ProbeReport {
+    /// "attached (2 programs)", "partly attached (1 of 2 programs)" or
+    /// "not attached (0 of 2 programs)".
+    pub fn status(&self) -> String {
+        let ok = self.programs.iter().filter(|p| p.attached).count();
+        let n = self.programs.len();
+        if self.attached {
+            format!("attached ({n} program{})", if n == 1 { "" } else { "s" })
+        } else if ok > 0 {
+            format!("partly attached ({ok} of {n} programs)")
+        } else {
+            format!("not attached ({ok} of {n} programs)")
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramReport {
+    pub name: String,
+    pub attach_point: String,
+    pub attached: bool,
+    /// Why it did not attach.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DropsReport {
+    pub thread_map_full: u64,
+    pub wakeup_map_full: u64,
+    pub read_failed: u64,
+    pub total: u64,
+}
+
+/// Evidence as a JSON object (label → value) that keeps the rule's order.
+mod evidence_map {
+    use std::fmt;
+
+    use serde::de::{MapAccess, Visitor};
+    use serde::ser::SerializeMap;
+    use serde::{Deserializer, Serializer};
+
+    use super::{EvidenceItem, EvidenceValue};
+
+    pub fn serialize<S: Serializer>(items: &[EvidenceItem], s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(items.len()))?;
+        for item in items {
+            map.serialize_entry(&item.label, &item.value)?;
+        }
+        map.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<EvidenceItem>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<EvidenceItem>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of evidence label → value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::new();
+                while let Some((label, value)) = m.next_entry::<String, EvidenceValue>()? {
+                    items.push(EvidenceItem { label, value });
+                }
+                Ok(items)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A finding with plausible content, for ranking and renderer tests.
+    pub fn sample_finding() -> Finding {
+        Finding {
+            rule_id: "t.sample".into(),
+            rank: 1,
+            title: "Sample finding".into(),
+            severity: Severity::Medium,
+            score: 0.5,
+            architecture: "x86_64".into(),
+            rank_reason: "impact 1.00 × confidence 0.50 × x86_64 prior 1.00 (default) = 0.50"
+                .into(),
+            confidence: 0.5,
+            arch_prior: 1.0,
+            impact: Impact {
+                expected: "better".into(),
+                score: 1.0,
+                source: "test".into(),
+            },
+            summary: "Something is off.".into(),
+            evidence: vec![EvidenceItem {
+                label: "x".into(),
+                value: EvidenceValue::Int(1),
+            }],
+            fix: Fix {
+                summary: "fix it".into(),
+                commands: vec!["true".into()],
+                revert: vec![],
+                risk: "none".into(),
+                verify: "look".into(),
+            },
+            references: vec![],
+        }
+    }
+
+    #[test]
+    fn numbers_are_formatted_for_people() {
+        assert_eq!(format_number(1234.56), "1235");
+        assert_eq!(format_number(90.277), "90.3");
+        assert_eq!(format_number(4.2), "4.20");
+        assert_eq!(format_number(0.12345), "0.123");
+        assert_eq!(format_number(0.0), "0");
+        assert_eq!(format_number(-0.0001), "-0.000100");
+        assert_eq!(format_number(0.05), "0.0500");
+        assert_eq!(format_number(f64::NAN), "-");
+        assert_eq!(EvidenceValue::Bool(true).to_string(), "yes");
+        assert_eq!(EvidenceValue::Int(42).to_string(), "42");
+    }
+
+    #[test]
+    fn evidence_serialises_as_an_ordered_object() {
+        let mut f = sample_finding();
+        f.evidence = vec![
+            EvidenceItem {
+                label: "zeta".into(),
+                value: EvidenceValue::Float(0.5),
+            },
+            EvidenceItem {
+                label: "alpha".into(),
+                value: EvidenceValue::Bool(false),
+            },
+            EvidenceItem {
+                label: "mid".into(),
+                value: EvidenceValue::Text("on".into()),
+            },
+        ];
+        let json = serde_json::to_string(&f).unwrap();
+        let zeta = json.find("\"zeta\"").unwrap();
+        let alpha = json.find("\"alpha\"").unwrap();
+        assert!(zeta < alpha, "{json}");
+        assert!(
+            json.contains(r#""evidence":{"zeta":0.5,"alpha":false,"mid":"on"}"#),
+            "{json}"
+        );
+        let back: Finding = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, f);
+    }
+}

@@ -1,0 +1,47 @@
+//! The builtin rule set: the repository's `rules/*.toml`, compiled into the binary.
+//!
+//! Embedding the rules means a single `mdiag` binary copied to a host can
+//! explain recordings without any other file; `--rules DIR` replaces the set
+//! for experiments. The files are parsed and checked when they are loaded
+//! (every test run loads them, so a broken builtin rule fails the tests).
+
+use include_dir::{Dir, include_dir};
+
+static RULES_DIR: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../rules");
+
+/// Name and text of every embedded `*.toml` file, sorted by name. Files that
+/// are not UTF-8 are returned as `Err(name)`.
+pub fn sources() -> Vec<Result<(String, &'static str), String>> {
+    let mut files: Vec<_> = RULES_DIR
+        .files()
+        .filter(|f| f.path().extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort_by(|a, b| a.path().cmp(b.path()));
+    files
+        .into_iter()
+        .map(|f| {
+            let name = format!("builtin rules/{}", f.path().display());
+            f.contents_utf8()
+                .map(|text| (name.clone(), text))
+                .ok_or(name)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embeds_the_toml_files_only() {
+        let names: Vec<String> = sources()
+            .into_iter()
+            .map(|s| s.map(|(n, _)| n).unwrap_or_else(|n| n))
+            .collect();
+        assert!(
+            names.contains(&"builtin rules/sched-wakeup-preemption.toml".to_string()),
+            "{names:?}"
+        );
+        assert!(names.iter().all(|n| n.ends_with(".toml")), "{names:?}");
+    }
+}

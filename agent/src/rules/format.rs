@@ -1,0 +1,154 @@
+//! The rule file format: one TOML file per rule, deserialised with serde.
+//!
+//! This module only describes the shape of a rule file (what keys exist and
+//! their types); checking the values (ranges, known names, CEL syntax) is done
+//! when a rule is compiled in [`super::compile`]. The format is documented for
+//! rule authors in `rules/README.md`; keep the two in step.
+//!
+//! Unknown keys are rejected (`deny_unknown_fields`) so that a typo such as
+//! `severty` is an error naming the file, not a silently ignored setting.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+/// How bad a finding is for mongod, independent of how sure we are about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    /// The lowercase name used in rule files and in the JSON report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A rule file as written. Field order here follows the recommended order in
+/// a file (top-level keys first, then tables).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleFile {
+    /// Stable identifier, `family.name` in lowercase (e.g. `sched.wakeup_preemption`).
+    pub id: String,
+    /// One line, says what is wrong in plain words.
+    pub title: String,
+    pub severity: Severity,
+    /// One paragraph: what is happening and why it hurts mongod.
+    pub summary: String,
+    /// 0..=1: how directly the evidence shows the cause.
+    pub confidence: f64,
+    /// Fact groups that must have been recorded (e.g. `["sched"]`); when one
+    /// is missing the rule is reported as "not assessed" with the reason.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// CEL expression over the facts; the rule fires when it is `true`.
+    pub condition: Spanned<String>,
+    /// Where the rule applies at all (architecture, kernel, mongod, allocator).
+    #[serde(default)]
+    pub applies_to: Applicability,
+    /// Label → CEL expression; the values are shown as the finding's evidence,
+    /// in the order written in the file.
+    pub evidence: BTreeMap<String, Spanned<String>>,
+    pub impact: Impact,
+    /// Architecture → multiplier of the score (default 1.0).
+    #[serde(default)]
+    pub arch_priors: BTreeMap<String, f64>,
+    pub fix: Fix,
+    #[serde(default)]
+    pub references: Vec<Reference>,
+}
+
+impl RuleFile {
+    /// Evidence entries in the order they are written in the file (TOML tables
+    /// are unordered once parsed; the byte span of each value restores the order).
+    pub fn evidence_in_file_order(&self) -> Vec<(&str, &Spanned<String>)> {
+        let mut entries: Vec<(&str, &Spanned<String>)> = self
+            .evidence
+            .iter()
+            .map(|(label, expr)| (label.as_str(), expr))
+            .collect();
+        entries.sort_by_key(|(_, expr)| expr.span().start);
+        entries
+    }
+}
+
+/// Applicability: a rule that does not apply is listed as "not applicable",
+/// one whose applicability cannot be decided (unknown mongod version, unknown
+/// allocator) as "not assessed".
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Applicability {
+    /// Architectures (Rust names: x86_64, aarch64, s390x, powerpc64, ...); empty = all.
+    #[serde(default)]
+    pub arch: Vec<String>,
+    /// Semver requirement on the kernel release normalised to major.minor.patch
+    /// (e.g. ">=6.6"; "6.18.44-fc-v769" is matched as 6.18.44).
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// Semver requirement on the mongod version (e.g. ">=7.0, <8.1").
+    #[serde(default)]
+    pub mongod: Option<String>,
+    /// Memory allocator kinds the rule is about (e.g. ["tcmalloc"]); empty = any.
+    #[serde(default)]
+    pub allocator: Vec<String>,
+}
+
+/// What fixing the problem is expected to bring.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Impact {
+    /// Plain words: what gets better and by about how much.
+    pub expected: String,
+    /// 0..=1 estimate of the impact on mongod.
+    pub score: f64,
+    /// Where the estimate comes from (benchmark, field report, reasoning).
+    pub source: String,
+}
+
+/// How to fix it, what can go wrong, how to check it worked.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fix {
+    /// One or two sentences.
+    pub summary: String,
+    /// Exact shell commands, in order (a file's content is given as a heredoc).
+    #[serde(default)]
+    pub commands: Vec<String>,
+    /// Exact shell commands that undo the fix.
+    #[serde(default)]
+    pub revert: Vec<String>,
+    /// What the fix can make worse, and for whom.
+    pub risk: String,
+    /// How to see that the fix worked.
+    pub verify: String,
+}
+
+/// A document that backs the rule.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    pub title: String,
+    #[serde(default)]
+    pub url: Option<String>,
+}

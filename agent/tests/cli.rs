@@ -1,0 +1,138 @@
+//! The `mdiag` binary on bad input (no root needed): each mistake gets one
+//! clear error line naming what is wrong, exit code 2, and never a panic.
+
+use std::process::{Command, Output};
+
+fn mdiag(args: &[&str], cwd: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mdiag"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn assert_clean_usage_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains(needle), "expected {needle:?} in: {stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+fn valid_recording_json() -> serde_json::Value {
+    serde_json::json!({
+        "format": "mdiag-recording", "version": 1, "mdiag_version": "0.1.0",
+        "started_at": "2026-11-22T17:45:01Z", "ended_at": "2026-11-22T17:45:03Z",
+        "requested_duration_ms": 2000, "stop_reason": "duration",
+        "host": {"hostname": "h", "kernel_release": "6.18.0", "arch": "x86_64", "cpu_count": 2,
+                 "cpu_model": "m", "sched_features": null},
+        "target": null, "probes": [], "slices": [],
+        "checks": {"proc_stat_ctxt": null, "target_nonvoluntary_ctxt_switches": null,
+                   "target_voluntary_ctxt_switches": null}
+    })
+}
+
+fn write_zst(path: &std::path::Path, json: &[u8]) {
+    std::fs::write(path, zstd::encode_all(json, 3).unwrap()).unwrap();
+}
+
+#[test]
+fn explain_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = mdiag(&["explain", "nope.mdiag"], dir.path());
+    assert_clean_usage_error(&out, "nope.mdiag not found");
+}
+
+#[test]
+fn explain_without_any_recording_in_cwd() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = mdiag(&["explain"], dir.path());
+    assert_clean_usage_error(&out, "no recording (*.mdiag)");
+}
+
+#[test]
+fn explain_truncated_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = serde_json::to_vec(&valid_recording_json()).unwrap();
+    let full = zstd::encode_all(&json[..], 3).unwrap();
+    let p = dir.path().join("t.mdiag");
+    std::fs::write(&p, &full[..full.len() / 2]).unwrap();
+    let out = mdiag(&["explain", "t.mdiag"], dir.path());
+    assert_clean_usage_error(&out, "t.mdiag is truncated or corrupt");
+}
+
+#[test]
+fn explain_corrupt_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.mdiag"),
+        b"\x28\xb5\x2f\xfd garbage after a zstd magic",
+    )
+    .unwrap();
+    let out = mdiag(&["explain", "c.mdiag"], dir.path());
+    assert_clean_usage_error(&out, "c.mdiag is truncated or corrupt");
+    std::fs::write(dir.path().join("d.mdiag"), b"plain text").unwrap();
+    let out = mdiag(&["explain", "d.mdiag"], dir.path());
+    assert_clean_usage_error(&out, "d.mdiag is not an mdiag recording");
+}
+
+#[test]
+fn explain_future_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = valid_recording_json();
+    v["version"] = serde_json::json!(7);
+    write_zst(
+        &dir.path().join("f.mdiag"),
+        &serde_json::to_vec(&v).unwrap(),
+    );
+    let out = mdiag(&["explain", "f.mdiag"], dir.path());
+    assert_clean_usage_error(&out, "format version 7");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("upgrade mdiag"));
+}
+
+#[test]
+fn explain_valid_but_empty_recording_works() {
+    let dir = tempfile::tempdir().unwrap();
+    write_zst(
+        &dir.path().join("ok.mdiag"),
+        &serde_json::to_vec(&valid_recording_json()).unwrap(),
+    );
+    let out = mdiag(&["explain", "--format", "json"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["findings"].as_array().map(Vec::len), Some(0));
+    // Nothing was recorded, so the rules say so instead of staying silent.
+    assert!(!report["not_assessed"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn explain_bad_rules_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    write_zst(
+        &dir.path().join("ok.mdiag"),
+        &serde_json::to_vec(&valid_recording_json()).unwrap(),
+    );
+    std::fs::create_dir(dir.path().join("rules")).unwrap();
+    std::fs::write(dir.path().join("rules/broken.toml"), b"id = [").unwrap();
+    let out = mdiag(&["explain", "ok.mdiag", "--rules", "rules"], dir.path());
+    assert_clean_usage_error(&out, "broken.toml");
+}
+
+#[test]
+fn record_bad_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = mdiag(&["record", "--duration", "soon"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--duration"));
+    let out = mdiag(&["record", "--pid", "1", "--process", "x"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,8 @@
+//! Root integration suite: loads real BPF and checks what mdiag records against
+//! the kernel's own accounting. Run as root (`cargo xtask test`); these tests
+//! fail rather than skip when not root, because CI must execute them.
+//!
+//! Tests run one at a time (`--test-threads=1`): they measure the whole host.
+
+mod record_cli;
+mod sched;

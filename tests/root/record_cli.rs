@@ -1,0 +1,334 @@
+//! `mdiag record` and `mdiag explain` as a user runs them, as root.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use mdiag::recording::{Recording, read_file};
+use mdiag_tests::{mdiag_bin, rel_diff, require_root, run_mdiag, thread_switches};
+
+const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
+const PINGPONG: &str = env!("CARGO_BIN_EXE_mdiag-pingpong");
+
+/// Starts `mdiag record ARGS` and returns once it says the probes are attached.
+fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = Command::new(mdiag_bin())
+        .arg("record")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mdiag record");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).unwrap();
+        seen.push_str(&line);
+        assert!(n > 0, "mdiag exited before attaching: {seen}");
+        if line.contains("probes attached") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no 'probes attached' line: {seen}"
+        );
+    }
+    // Keep draining stderr so mdiag never blocks on a full pipe.
+    let rest = std::thread::spawn(move || {
+        let mut s = seen;
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    (child, rest)
+}
+
+fn finish(
+    child: Child,
+    stderr: std::thread::JoinHandle<String>,
+) -> (std::process::ExitStatus, String, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr.join().unwrap(),
+    )
+}
+
+fn involuntary_of(rec: &Recording, tgid: u32) -> u64 {
+    rec.slices
+        .iter()
+        .filter_map(|s| s.sched.as_ref())
+        .flat_map(|s| &s.threads)
+        .filter(|t| t.tgid == tgid)
+        .map(|t| t.involuntary)
+        .sum()
+}
+
+/// No mdiag program may stay loaded after mdiag exits.
+fn assert_detached() {
+    // Links and programs go away when mdiag's file descriptors are closed.
+    std::thread::sleep(Duration::from_millis(200));
+    let left: Vec<String> = aya::programs::loaded_programs()
+        .flatten()
+        .filter_map(|p| p.name_as_str().map(str::to_owned))
+        .filter(|n| n.starts_with("mdiag_"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "programs still loaded after mdiag exited: {left:?}"
+    );
+}
+
+#[test]
+fn pid_mode_recording_matches_kernel_and_explain_ranks_preemption_first() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("spin.mdiag");
+    let threads = 2 * mdiag::host::online_cpus() as usize + 2;
+    let mut spin = Command::new(SPIN)
+        .args([
+            "--threads",
+            &threads.to_string(),
+            "--spin-ms",
+            "2000",
+            "--wait-stdin",
+            "--linger",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = spin.id();
+    std::thread::sleep(Duration::from_millis(200));
+    let (rec_child, rec_err) = start_record(&[
+        "--duration",
+        "5s",
+        "--pid",
+        &pid.to_string(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let base: u64 = thread_switches(pid).iter().map(|t| t.2).sum();
+    let mut stdin = spin.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    let mut report = String::new();
+    BufReader::new(spin.stdout.take().unwrap())
+        .read_line(&mut report)
+        .unwrap();
+    let (status, stdout, stderr) = finish(rec_child, rec_err);
+    let end: u64 = thread_switches(pid).iter().map(|t| t.2).sum();
+    drop(stdin);
+    let _ = spin.wait();
+    assert!(status.success(), "record failed: {stderr}");
+    assert!(
+        stdout.contains(out.to_str().unwrap()),
+        "path not printed: {stdout}"
+    );
+
+    let rec = read_file(&out).expect("recording");
+    assert_eq!(rec.target.as_ref().map(|t| t.pid), Some(pid));
+    assert_eq!(rec.stop_reason, "duration");
+    assert!(
+        (4..=6).contains(&rec.slices.len()),
+        "{} slices",
+        rec.slices.len()
+    );
+    let truth = end - base;
+    let recorded = involuntary_of(&rec, pid);
+    assert!(truth > 200, "too few involuntary switches: {truth}");
+    assert!(
+        rel_diff(recorded, truth) <= 0.05,
+        "recorded {recorded} vs kernel {truth}"
+    );
+    // mdiag's own cross-check agrees too.
+    let check = rec.checks.target_nonvoluntary_ctxt_switches.unwrap();
+    assert!(
+        rel_diff(recorded, check) <= 0.05,
+        "recorded {recorded} vs mdiag's check {check}"
+    );
+
+    let explained = run_mdiag(&["explain", "--format", "json", out.to_str().unwrap()]);
+    assert!(
+        explained.status.success(),
+        "{}",
+        String::from_utf8_lossy(&explained.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&explained.stdout).expect("JSON report");
+    let first = &json["findings"][0];
+    assert_eq!(first["rule_id"], "sched.wakeup_preemption", "{json:#}");
+    assert_eq!(first["rank"], 1);
+    // The summary printed by `record` names the same finding.
+    assert!(
+        stdout.to_lowercase().contains("preempt"),
+        "summary: {stdout}"
+    );
+    assert_detached();
+}
+
+#[test]
+fn spawned_target_is_seen_from_its_first_instruction() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("spawn.mdiag");
+    let threads = (2 * mdiag::host::online_cpus() + 2).to_string();
+    let t = Instant::now();
+    let done = run_mdiag(&[
+        "record",
+        "--duration",
+        "60s",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        SPIN,
+        "--threads",
+        &threads,
+        "--spin-ms",
+        "1500",
+    ]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "recording did not stop when the target exited"
+    );
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    let report: serde_json::Value = serde_json::from_str(
+        stdout
+            .lines()
+            .find(|l| l.starts_with("{\""))
+            .expect("workload report"),
+    )
+    .unwrap();
+    let rec = read_file(&out).unwrap();
+    let target = rec.target.as_ref().unwrap();
+    assert_eq!(target.how, "spawned");
+    assert_eq!(u64::from(target.pid), report["pid"].as_u64().unwrap());
+    assert_eq!(target.exit_code, Some(0));
+    assert!(
+        rec.stop_reason.starts_with("target exited"),
+        "{}",
+        rec.stop_reason
+    );
+    // Counted from the first instruction: the kernel's totals for the whole
+    // life of the process, taken just before it exited.
+    let truth = report["nonvoluntary"].as_u64().unwrap();
+    let recorded = involuntary_of(&rec, target.pid);
+    assert!(truth > 200, "too few involuntary switches: {truth}");
+    assert!(
+        rel_diff(recorded, truth) <= 0.05,
+        "recorded {recorded} vs the process's own {truth}"
+    );
+    assert_detached();
+}
+
+#[test]
+fn host_wide_recording_matches_proc_stat_per_slice() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("host.mdiag");
+    let (rec_child, rec_err) = start_record(&[
+        "--duration",
+        "3s",
+        "--host-wide",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let load = Command::new(PINGPONG)
+        .args(["--ms", "2500"])
+        .output()
+        .unwrap();
+    assert!(load.status.success());
+    let (status, _, stderr) = finish(rec_child, rec_err);
+    assert!(status.success(), "{stderr}");
+    let rec = read_file(&out).unwrap();
+    assert!(rec.target.is_none());
+    assert!(rec.probes.iter().all(|p| p.attached()), "{:?}", rec.probes);
+    let recorded: u64 = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.sched.as_ref())
+        .map(|s| s.switches_total)
+        .sum();
+    let truth = rec.checks.proc_stat_ctxt.unwrap();
+    assert!(truth > 10_000, "{truth}");
+    assert!(
+        rel_diff(recorded, truth) <= 0.05,
+        "recorded {recorded} vs /proc/stat {truth}"
+    );
+    let per_cpu: u64 = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.sched.as_ref())
+        .flat_map(|s| &s.switches_per_cpu)
+        .sum();
+    assert_eq!(per_cpu, recorded);
+    assert!(rec.slices.iter().all(|s| s.duration_ms <= 1100));
+    assert_detached();
+}
+
+#[test]
+fn sigint_and_sigterm_keep_what_was_recorded() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("int.mdiag");
+        let (rec_child, rec_err) = start_record(&[
+            "--duration",
+            "10m",
+            "--host-wide",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: plain kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(rec_child.id() as i32, sig) }, 0);
+        let (status, _, stderr) = finish(rec_child, rec_err);
+        assert!(status.success(), "{name}: {stderr}");
+        let rec = read_file(&out).unwrap();
+        assert_eq!(rec.stop_reason, format!("interrupted ({name})"));
+        assert!(!rec.slices.is_empty());
+        let total_ms: u64 = rec.slices.iter().map(|s| s.duration_ms).sum();
+        assert!(
+            (1000..5000).contains(&total_ms),
+            "{name}: recorded {total_ms} ms"
+        );
+        assert_detached();
+    }
+}
+
+#[test]
+fn without_privileges_record_says_what_is_missing() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(mdiag_bin())
+        .args(["record", "--duration", "1s", "-o", "/tmp/never.mdiag"])
+        .output()
+        .expect("setpriv (util-linux)");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("needs root, or the capabilities CAP_BPF and CAP_PERFMON"),
+        "{stderr}"
+    );
+    assert!(!std::path::Path::new("/tmp/never.mdiag").exists());
+}

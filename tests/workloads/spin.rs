@@ -1,0 +1,121 @@
+//! Workload: N busy threads (more than CPUs ⇒ involuntary switches), then a
+//! report of the kernel's own per-thread switch counts as ground truth.
+//!
+//! mdiag-spin --threads N --spin-ms MS [--wait-stdin] [--linger]
+//!   --wait-stdin: threads start spinning only after a line on stdin.
+//!   --linger:     after the report, keep every thread alive until stdin
+//!                 reaches EOF (so a test can still read /proc/PID/task).
+//! Prints one JSON line on stdout: {"pid", "threads": [{"tid","voluntary",
+//! "nonvoluntary"}], "voluntary", "nonvoluntary", "spins"} where the totals
+//! cover every thread of the process, read while all of them are alive.
+use std::{
+    io::BufRead,
+    sync::{
+        Arc, Barrier,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn status_counts(tid: &str) -> (u64, u64) {
+    let status =
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap_or_default();
+    let get = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        get("voluntary_ctxt_switches:"),
+        get("nonvoluntary_ctxt_switches:"),
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let threads: usize = arg(&args, "--threads")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let spin = Duration::from_millis(
+        arg(&args, "--spin-ms")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000),
+    );
+    let wait_stdin = args.iter().any(|a| a == "--wait-stdin");
+    let linger = args.iter().any(|a| a == "--linger");
+
+    let start = Arc::new(Barrier::new(threads + 1));
+    let done = Arc::new(Barrier::new(threads + 1));
+    let release = Arc::new(Barrier::new(threads + 1));
+    let spins = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let (start, done, release, spins) =
+                (start.clone(), done.clone(), release.clone(), spins.clone());
+            std::thread::Builder::new()
+                .name(format!("spin{i}"))
+                .spawn(move || {
+                    start.wait();
+                    let t = Instant::now();
+                    let mut n = 0u64;
+                    while t.elapsed() < spin {
+                        n = std::hint::black_box(n + 1);
+                    }
+                    spins.fetch_add(n, Ordering::Relaxed);
+                    done.wait();
+                    release.wait();
+                })
+                .expect("spawn thread")
+        })
+        .collect();
+    if wait_stdin {
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+    }
+    start.wait();
+    done.wait();
+    // Every thread is alive and blocked: read the kernel's counts.
+    let mut rows = Vec::new();
+    let (mut vol, mut invol) = (0u64, 0u64);
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for e in dir.flatten() {
+            let tid = e.file_name().to_string_lossy().into_owned();
+            let (v, n) = status_counts(&tid);
+            vol += v;
+            invol += n;
+            rows.push(serde_json::json!({"tid": tid.parse::<u64>().unwrap_or(0), "voluntary": v, "nonvoluntary": n}));
+        }
+    }
+    let report = serde_json::json!({
+        "pid": std::process::id(),
+        "threads": rows,
+        "voluntary": vol,
+        "nonvoluntary": invol,
+        "spins": spins.load(Ordering::Relaxed),
+    });
+    println!("{report}");
+    if linger {
+        // Keep every thread alive (and idle) until stdin closes.
+        let mut sink = String::new();
+        while std::io::stdin()
+            .lock()
+            .read_line(&mut sink)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {
+            sink.clear();
+        }
+    }
+    release.wait();
+    for h in handles {
+        let _ = h.join();
+    }
+}
