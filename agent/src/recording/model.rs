@@ -123,7 +123,8 @@ pub struct SchedSlice {
     /// Observed threads (the target's, or every non-idle task host-wide).
     pub voluntary: u64,
     pub involuntary: u64,
-    /// The part of `involuntary` with the kernel's preempt flag set.
+    /// The part of `involuntary` with `sched_switch`'s preempt flag set
+    /// (preempted while in the kernel).
     pub preempted: u64,
     pub wakeups: u64,
     /// Run-queue delay of observed threads: log2 buckets of nanoseconds

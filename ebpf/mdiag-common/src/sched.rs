@@ -50,8 +50,10 @@ pub struct ThreadSched {
     pub voluntary: u64,
     /// Switches away while still runnable (the kernel's `nivcsw`).
     pub involuntary: u64,
-    /// The subset of `involuntary` where the kernel set the `preempt` flag
-    /// (tick or wakeup preemption rather than a yield).
+    /// The subset of `involuntary` where `sched_switch`'s `preempt` flag was
+    /// set: the thread was preempted while in the kernel. A user-space thread
+    /// descheduled on its way back to user space (tick or wakeup preemption of
+    /// busy user code) is involuntary without this flag.
     pub preempted: u64,
     /// Sum and count of run-queue delays: time from becoming runnable
     /// (wakeup, or preempted while runnable) to running on a CPU.
