@@ -1,1 +1,103 @@
-fn main() {}
+//! `cargo xtask`: the project's one entry point for setting up, building,
+//! running and testing mdiag (see `cargo xtask --help`).
+//!
+//! Every command runs from the workspace root with inherited stdio; xtask's
+//! own messages go to stderr, prefixed `xtask:`.
+use std::{ffi::OsString, process::ExitCode};
+
+use clap::{Args, Parser, Subcommand};
+
+mod cmd;
+mod run;
+mod setup;
+mod test;
+
+/// Prints one `xtask:` line on stderr.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        eprintln!("xtask: {}", format_args!($($arg)*))
+    };
+}
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", version)]
+#[command(about = "Set up, build, run and test mdiag")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install what building and testing need (Debian packages, rustup
+    /// toolchains, bpf-linker); only what is missing, and fast when nothing is.
+    Setup,
+    /// Set up, then build mdiag.
+    Build {
+        /// Build with the release profile.
+        #[arg(long)]
+        release: bool,
+        #[command(flatten)]
+        setup: SetupArgs,
+    },
+    /// Set up, build mdiag (release by default) and run it as root with ARGS,
+    /// ending with its exit status.
+    Run {
+        /// Build and run the debug binary instead of the release one.
+        #[arg(long)]
+        debug: bool,
+        #[command(flatten)]
+        setup: SetupArgs,
+        /// Arguments for mdiag (after `--`).
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<OsString>,
+    },
+    /// Set up, then run the test tiers in order, stopping at the first failure.
+    Test {
+        /// Run only this tier (repeatable); all tiers when not given.
+        #[arg(long = "tier", value_name = "TIER")]
+        tiers: Vec<test::Tier>,
+        #[command(flatten)]
+        setup: SetupArgs,
+    },
+}
+
+#[derive(Args)]
+struct SetupArgs {
+    /// Do not run setup first.
+    #[arg(long)]
+    skip_setup: bool,
+}
+
+impl SetupArgs {
+    fn setup(&self) -> anyhow::Result<()> {
+        if self.skip_setup {
+            Ok(())
+        } else {
+            setup::setup()
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Setup => setup::setup(),
+        Command::Build { release, setup } => {
+            setup.setup().and_then(|()| run::build(release).map(drop))
+        }
+        Command::Run { debug, setup, args } => setup.setup().and_then(|()| run::run(!debug, &args)),
+        Command::Test { tiers, setup } => test::test(&tiers, setup.skip_setup),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! `cargo xtask test`: every test tier, in order, stopping at the first failure.
+//!
+//! Tiers: `lint` (rustfmt, clippy), `unit` (everything but the root suite),
+//! `root` (the integration suite in `tests/`, which loads real BPF and needs
+//! root) and `bench-build` (benchmarks still compile). Cargo's own output goes
+//! straight through; xtask adds a failure line and a timed summary on stderr.
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use clap::ValueEnum;
+
+use crate::{
+    cmd::{Cmd, need_sudo},
+    run::build,
+    say, setup,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, ValueEnum)]
+pub enum Tier {
+    /// `cargo fmt --check` and `cargo clippy -D warnings` on the workspace.
+    Lint,
+    /// Every crate's tests except the root-only suite.
+    Unit,
+    /// The integration suite in tests/ against a real mdiag binary, as root.
+    Root,
+    /// `cargo bench --no-run`: benchmarks keep compiling.
+    BenchBuild,
+}
+
+impl Tier {
+    const ALL: [Tier; 4] = [Tier::Lint, Tier::Unit, Tier::Root, Tier::BenchBuild];
+
+    fn name(self) -> &'static str {
+        match self {
+            Tier::Lint => "lint",
+            Tier::Unit => "unit",
+            Tier::Root => "root",
+            Tier::BenchBuild => "bench-build",
+        }
+    }
+
+    fn run(self) -> Result<()> {
+        match self {
+            Tier::Lint => {
+                Cmd::cargo().args(["fmt", "--all", "--", "--check"]).run()?;
+                Cmd::cargo()
+                    .args([
+                        "clippy",
+                        "--workspace",
+                        "--all-targets",
+                        "--",
+                        "-D",
+                        "warnings",
+                    ])
+                    .run()
+            }
+            Tier::Unit => Cmd::cargo()
+                .args(["test", "--workspace", "--exclude", "mdiag-tests"])
+                .run(),
+            Tier::Root => root(),
+            Tier::BenchBuild => Cmd::cargo()
+                .args(["bench", "--workspace", "--no-run"])
+                .run(),
+        }
+    }
+}
+
+/// The root tier: the suite runs the debug mdiag named by `MDIAG_BIN`. Not
+/// root: everything is built as the caller and only the test binaries run
+/// under `sudo -E` (as cargo's runner), so target/ gets no root-owned files.
+fn root() -> Result<()> {
+    let sudo = need_sudo(
+        "the root tier (it loads real BPF)",
+        "run `cargo xtask test` as root, or leave this tier out with --tier",
+    )?;
+    let bin = build(false)?;
+    let mut cmd = Cmd::cargo();
+    if sudo {
+        say!("not root: running the root tier's test binaries through `sudo -E`");
+        cmd.args(["--config", r#"target.'cfg(all())'.runner = ["sudo", "-E"]"#]);
+    }
+    cmd.env("MDIAG_BIN", &bin)
+        .args(["test", "-p", "mdiag-tests", "--", "--test-threads=1"])
+        .run()
+}
+
+enum Outcome {
+    Passed(Duration),
+    Failed(Duration),
+}
+
+/// Runs `tiers` (all when empty) in their fixed order, after setup unless
+/// `skip_setup`.
+pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
+    let mut tiers: Vec<Tier> = if tiers.is_empty() {
+        Tier::ALL.to_vec()
+    } else {
+        tiers.to_vec()
+    };
+    tiers.sort();
+    tiers.dedup();
+
+    let mut done: Vec<(&str, Outcome)> = Vec::new();
+    let mut failure = None;
+    if !skip_setup {
+        let start = Instant::now();
+        match setup::setup() {
+            Ok(()) => done.push(("setup", Outcome::Passed(start.elapsed()))),
+            Err(e) => {
+                done.push(("setup", Outcome::Failed(start.elapsed())));
+                say!("setup failed");
+                failure = Some(e);
+            }
+        }
+    }
+    if failure.is_none() {
+        for &tier in &tiers {
+            say!("tier {}: starting", tier.name());
+            let start = Instant::now();
+            let result = tier.run();
+            let elapsed = start.elapsed();
+            match result {
+                Ok(()) => done.push((tier.name(), Outcome::Passed(elapsed))),
+                Err(e) => {
+                    done.push((tier.name(), Outcome::Failed(elapsed)));
+                    say!("tier {} failed", tier.name());
+                    failure = Some(e.context(format!("tier {} failed", tier.name())));
+                    break;
+                }
+            }
+        }
+    }
+
+    say!("summary:");
+    for (name, outcome) in &done {
+        let (word, time) = match outcome {
+            Outcome::Passed(t) => ("ok", t),
+            Outcome::Failed(t) => ("FAILED", t),
+        };
+        say!("  {name:<12} {word:<7} {:>7.1}s", time.as_secs_f64());
+    }
+    for tier in tiers
+        .iter()
+        .filter(|t| !done.iter().any(|(n, _)| *n == t.name()))
+    {
+        say!("  {:<12} not run", tier.name());
+    }
+    failure.map_or(Ok(()), Err)
+}
