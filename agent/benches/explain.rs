@@ -48,6 +48,7 @@ fn recording_60s() -> Recording {
                     threads,
                     drops: SchedDrops::default(),
                 }),
+                softirq: None,
             }
         })
         .collect();
@@ -66,6 +67,7 @@ fn recording_60s() -> Recording {
             cpu_count: 8,
             cpu_model: "bench".into(),
             sched_features: None,
+            net: None,
         },
         target: Some(Target {
             pid: 5000,

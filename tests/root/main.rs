@@ -6,3 +6,4 @@
 
 mod record_cli;
 mod sched;
+mod softirq;

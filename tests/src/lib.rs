@@ -97,3 +97,19 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// /proc/softirqs as (vector name → per-CPU counts).
+pub fn proc_softirqs() -> std::collections::BTreeMap<String, Vec<u64>> {
+    let text = std::fs::read_to_string("/proc/softirqs").expect("read /proc/softirqs");
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let (name, counts) = l.split_once(':')?;
+            let counts = counts
+                .split_whitespace()
+                .filter_map(|c| c.parse().ok())
+                .collect();
+            Some((name.trim().to_owned(), counts))
+        })
+        .collect()
+}

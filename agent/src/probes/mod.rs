@@ -9,9 +9,10 @@
 
 pub mod btf;
 pub mod sched;
+pub mod softirq;
 
 use aya::{Ebpf, EbpfLoader, programs::BtfTracePoint};
-use mdiag_common::sched as common;
+use mdiag_common::{sched as sched_common, softirq as softirq_common};
 
 use crate::recording::{ProbeStatus, ProgramStatus};
 
@@ -38,12 +39,14 @@ pub struct ProbeConfig {
 pub struct Probes {
     // Field order matters for drop: readers (map fds) before the object.
     pub sched: Option<sched::SchedReader>,
+    pub softirq: Option<softirq::SoftirqReader>,
     status: Vec<ProbeStatus>,
     _ebpf: Ebpf,
 }
 
 impl Probes {
-    /// Loads the object and attaches every family that can be attached.
+    /// Loads the object and attaches every family that can be attached; a
+    /// family that cannot is recorded with its reasons and skipped.
     pub fn attach(config: ProbeConfig) -> Result<Self, ProbeError> {
         if crate::EBPF_OBJECT.is_empty() {
             return Err(ProbeError::NoObject);
@@ -56,56 +59,40 @@ impl Probes {
         };
         let target = config.target_tgid.unwrap_or(0);
         let mut ebpf = EbpfLoader::new()
-            .override_global(common::GLOBAL_TARGET_TGID, &target, true)
-            .override_global(common::GLOBAL_TASK_PID_OFFSET, &pid_off, true)
-            .override_global(common::GLOBAL_TASK_TGID_OFFSET, &tgid_off, true)
-            .override_global(common::GLOBAL_TASK_COMM_OFFSET, &comm_off, true)
+            .override_global(sched_common::GLOBAL_TARGET_TGID, &target, true)
+            .override_global(sched_common::GLOBAL_TASK_PID_OFFSET, &pid_off, true)
+            .override_global(sched_common::GLOBAL_TASK_TGID_OFFSET, &tgid_off, true)
+            .override_global(sched_common::GLOBAL_TASK_COMM_OFFSET, &comm_off, true)
             .load(crate::EBPF_OBJECT)?;
+        let kernel_btf = aya::Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {e}"));
 
-        let kernel_btf = aya::Btf::from_sys_fs();
-        let mut status = Vec::new();
+        // Scheduler: needs the task_struct offsets; sched_switch is essential.
+        let sched_pre = offsets.as_ref().map(|_| ()).map_err(ToString::to_string);
+        let sched_status = attach_family(
+            &mut ebpf,
+            "sched",
+            &sched_common::TRACEPOINTS,
+            &kernel_btf,
+            &sched_pre,
+        );
+        let sched = reader_if(&sched_status, 0, "sched", || {
+            sched::SchedReader::new(&mut ebpf, config.target_tgid)
+        });
 
-        // Scheduler family.
-        let mut programs = Vec::new();
-        for (prog, tracepoint) in common::TRACEPOINTS {
-            let attach_point = format!("tp_btf/{tracepoint}");
-            let result = match (&offsets, &kernel_btf) {
-                (Err(e), _) => Err(e.to_string()),
-                (_, Err(e)) => Err(format!("kernel BTF: {e}")),
-                (Ok(_), Ok(kbtf)) => attach_btf_tracepoint(&mut ebpf, prog, tracepoint, kbtf),
-            };
-            if let Err(e) = &result {
-                tracing::warn!(program = prog, %attach_point, "not attached: {e}");
-            }
-            programs.push(ProgramStatus {
-                name: prog.to_owned(),
-                attach_point,
-                error: result.err(),
-            });
-        }
-        let sched_status = ProbeStatus {
-            family: "sched".into(),
-            programs,
-        };
-        let sched = if sched_status
-            .programs
-            .first()
-            .is_some_and(|p| p.error.is_none())
-        {
-            // sched_switch is the one the family cannot do without.
-            match sched::SchedReader::new(&mut ebpf, config.target_tgid) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    tracing::warn!("sched maps unavailable: {e}");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        status.push(sched_status);
+        // Softirq / hard IRQ: host-wide by nature (interrupts belong to CPUs).
+        let softirq_status = attach_family(
+            &mut ebpf,
+            "softirq",
+            &softirq_common::TRACEPOINTS,
+            &kernel_btf,
+            &Ok(()),
+        );
+        let softirq = reader_if(&softirq_status, 0, "softirq", || {
+            softirq::SoftirqReader::new(&mut ebpf)
+        });
 
-        if sched.is_none() {
+        let status = vec![sched_status, softirq_status];
+        if sched.is_none() && softirq.is_none() {
             let why = status
                 .iter()
                 .flat_map(|s| s.programs.iter())
@@ -116,6 +103,7 @@ impl Probes {
         }
         Ok(Self {
             sched,
+            softirq,
             status,
             _ebpf: ebpf,
         })
@@ -125,6 +113,59 @@ impl Probes {
     pub fn status(&self) -> &[ProbeStatus] {
         &self.status
     }
+}
+
+/// Loads and attaches each `(program, tracepoint)` of a family; never fails
+/// as a whole: every program gets its own status.
+fn attach_family(
+    ebpf: &mut Ebpf,
+    family: &str,
+    tracepoints: &[(&str, &str)],
+    kernel_btf: &Result<aya::Btf, String>,
+    precondition: &Result<(), String>,
+) -> ProbeStatus {
+    let programs = tracepoints
+        .iter()
+        .map(|&(prog, tracepoint)| {
+            let attach_point = format!("tp_btf/{tracepoint}");
+            let result = match (precondition, kernel_btf) {
+                (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+                (Ok(()), Ok(kbtf)) => attach_btf_tracepoint(ebpf, prog, tracepoint, kbtf),
+            };
+            if let Err(e) = &result {
+                tracing::warn!(family, program = prog, %attach_point, "not attached: {e}");
+            }
+            ProgramStatus {
+                name: prog.to_owned(),
+                attach_point,
+                error: result.err(),
+            }
+        })
+        .collect();
+    ProbeStatus {
+        family: family.to_owned(),
+        programs,
+    }
+}
+
+/// Builds a family's reader when its essential program (index `essential`)
+/// attached; a reader that cannot be built is logged and the family skipped.
+fn reader_if<R, E: std::fmt::Display>(
+    status: &ProbeStatus,
+    essential: usize,
+    family: &str,
+    build: impl FnOnce() -> Result<R, E>,
+) -> Option<R> {
+    if !status
+        .programs
+        .get(essential)
+        .is_some_and(|p| p.error.is_none())
+    {
+        return None;
+    }
+    build()
+        .map_err(|e| tracing::warn!(family, "maps unavailable: {e}"))
+        .ok()
 }
 
 fn attach_btf_tracepoint(

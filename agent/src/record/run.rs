@@ -18,7 +18,9 @@ use super::{PlannedTarget, RecordError, RecordPlan, progress::Progress};
 use crate::{
     host,
     probes::{ProbeConfig, Probes},
-    recording::{self, Checks, FORMAT_NAME, FORMAT_VERSION, Recording, Slice, Target},
+    recording::{
+        self, Checks, FORMAT_NAME, FORMAT_VERSION, Recording, Slice, SoftirqSlice, Target,
+    },
     spawn::SpawnedChild,
     target,
 };
@@ -253,11 +255,24 @@ impl Session {
                     None
                 }
             });
-        let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups);
+        let softirq = self
+            .probes
+            .softirq
+            .as_mut()
+            .and_then(|r| match r.next_slice() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("softirq slice lost: {e}");
+                    None
+                }
+            });
+        let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups)
+            + softirq.as_ref().map_or(0, SoftirqSlice::events);
         self.slices.push(Slice {
             start_ms: (from - start).as_millis() as u64,
             duration_ms: (to - from).as_millis() as u64,
             sched,
+            softirq,
         });
         events
     }

@@ -253,6 +253,7 @@ mod tests {
                 cpu_count: 2,
                 cpu_model: "Intel(R) Xeon(R)".into(),
                 sched_features: None,
+                net: None,
             },
             target: Some(Target {
                 pid: 4242,
@@ -303,6 +304,7 @@ mod tests {
                             read_failed: 3,
                         },
                     }),
+                    softirq: None,
                 })
                 .collect(),
             checks: Checks {

@@ -57,6 +57,57 @@ pub struct HostFacts {
     pub cpu_model: String,
     /// Contents of /sys/kernel/debug/sched/features when readable.
     pub sched_features: Option<String>,
+    /// Receive packet / flow steering state (RPS/RFS), `None` when unreadable.
+    #[serde(default)]
+    pub net: Option<NetFacts>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetFacts {
+    /// /proc/sys/net/core/rps_sock_flow_entries (0 = RFS off).
+    pub rps_sock_flow_entries: u64,
+    /// Interfaces with receive queues (the loopback interface excluded).
+    pub interfaces: Vec<NetInterface>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetInterface {
+    pub name: String,
+    pub rx_queues: Vec<RxQueue>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RxQueue {
+    /// "rx-0", ...
+    pub name: String,
+    /// rps_cpus as the kernel prints it (hex CPU mask; all zeros = RPS off).
+    pub rps_cpus: String,
+    /// rps_flow_cnt (0 = RFS off for this queue).
+    pub rps_flow_cnt: u64,
+}
+
+impl NetFacts {
+    /// RPS is on when any queue steers to some CPU.
+    pub fn rps_enabled(&self) -> bool {
+        self.interfaces.iter().flat_map(|i| &i.rx_queues).any(|q| {
+            q.rps_cpus
+                .chars()
+                .any(|c| c.is_ascii_hexdigit() && c != '0')
+        })
+    }
+
+    /// RFS needs both the global flow table and per-queue flow counts.
+    pub fn rfs_enabled(&self) -> bool {
+        self.rps_sock_flow_entries > 0
+            && self
+                .interfaces
+                .iter()
+                .flat_map(|i| &i.rx_queues)
+                .any(|q| q.rps_flow_cnt > 0)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +162,59 @@ pub struct Slice {
     pub duration_ms: u64,
     /// Scheduler family; `None` when it was not attached.
     pub sched: Option<SchedSlice>,
+    /// Softirq / hard-IRQ family; `None` when it was not attached.
+    #[serde(default)]
+    pub softirq: Option<SoftirqSlice>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoftirqSlice {
+    /// Softirq vectors that ran in this slice (kernel names: NET_RX, TIMER, ...).
+    pub vectors: Vec<SoftirqVector>,
+    /// Hard IRQs that fired in this slice.
+    pub hardirqs: Vec<HardIrqSlice>,
+    pub drops: SoftirqDrops,
+}
+
+impl SoftirqSlice {
+    /// Softirq entries plus hard IRQs, all CPUs.
+    pub fn events(&self) -> u64 {
+        let softirqs: u64 = self.vectors.iter().flat_map(|v| &v.count_per_cpu).sum();
+        let hardirqs: u64 = self.hardirqs.iter().flat_map(|h| &h.count_per_cpu).sum();
+        softirqs + hardirqs
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoftirqVector {
+    pub name: String,
+    /// Entries per CPU (index = CPU number), as /proc/softirqs counts them.
+    pub count_per_cpu: Vec<u64>,
+    /// Time in the vector's handlers per CPU, nanoseconds.
+    pub time_ns_per_cpu: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardIrqSlice {
+    pub irq: u32,
+    /// Handler names from /sys/kernel/irq/N/actions ("irqN" when unknown).
+    pub name: String,
+    pub count_per_cpu: Vec<u64>,
+    pub time_ns_per_cpu: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoftirqDrops {
+    /// Exits without a matching entry (their time is unknown; normal right after attach).
+    pub unmatched_exit: u64,
+    /// IRQ numbers that did not fit in the IRQ map.
+    pub irq_map_full: u64,
+    /// Softirq vector numbers out of range.
+    pub bad_vector: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -617,6 +617,7 @@ fn example_recording() -> Recording {
             cpu_count: 2,
             cpu_model: "example".into(),
             sched_features: Some("WAKEUP_PREEMPTION".into()),
+            net: None,
         },
         target: Some(Target {
             pid: 100,
@@ -652,6 +653,7 @@ fn example_recording() -> Recording {
                     read_failed: 1,
                 },
             }),
+            softirq: None,
         }],
         checks: Default::default(),
     }

@@ -28,6 +28,7 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
             sched_features: Some(
                 "PLACE_LAG RUN_TO_PARITY NO_NEXT_BUDDY WAKEUP_PREEMPTION NO_HRTICK".into(),
             ),
+            net: None,
         },
         target: Some(Target {
             pid: 1000,
@@ -76,6 +77,7 @@ fn with_slices(mut rec: Recording, slice: SchedSlice, n: u64) -> Recording {
             start_ms: i * 1000,
             duration_ms: 1000,
             sched: Some(slice.clone()),
+            softirq: None,
         })
         .collect();
     rec

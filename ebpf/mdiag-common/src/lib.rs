@@ -11,3 +11,4 @@
 
 pub mod hist;
 pub mod sched;
+pub mod softirq;

@@ -8,6 +8,8 @@
 
 #[cfg(target_arch = "bpf")]
 mod sched;
+#[cfg(target_arch = "bpf")]
+mod softirq;
 
 #[cfg(target_arch = "bpf")]
 #[panic_handler]
