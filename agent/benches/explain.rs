@@ -29,6 +29,9 @@ fn recording_60s() -> Recording {
                     runq_delay_ns: 3_000_000 * 160,
                     runq_delays: 160,
                     oncpu_ns: 90_000_000,
+                    wakeup_preempted: 0,
+                    migrations: 0,
+                    wakeup_preempting: 0,
                 })
                 .collect();
             Slice {
@@ -41,6 +44,8 @@ fn recording_60s() -> Recording {
                     involuntary: 25_000,
                     preempted: 22_000,
                     wakeups: 9_500,
+                    wakeup_preemptions: 0,
+                    migrations: 0,
                     runq_hist_log2_ns: vec![
                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 40, 300, 900, 2000, 4000, 8000, 9000,
                         6000, 3000, 900, 300, 40, 2,
@@ -49,6 +54,7 @@ fn recording_60s() -> Recording {
                     drops: SchedDrops::default(),
                 }),
                 softirq: None,
+                syscalls: None,
             }
         })
         .collect();
@@ -68,6 +74,7 @@ fn recording_60s() -> Recording {
             cpu_model: "bench".into(),
             sched_features: None,
             net: None,
+            ..HostFacts::default()
         },
         target: Some(Target {
             pid: 5000,

@@ -5,15 +5,17 @@
 //! hold? Every rule ends up in exactly one list of the report — findings, not
 //! applicable, not assessed (with the reason) or passed — so nothing is
 //! silently dropped and nothing is guessed. Findings are then scored and
-//! ranked for one architecture ([`crate::rules::ranking`]).
+//! ranked for one architecture ([`crate::rules::ranking`]). Beside the rules'
+//! verdicts, the report gets the [`Measurements`] of every probe family, built
+//! from the same facts, so the numbers are shown even when no rule uses them.
 //!
 //! [`top_findings_summary`] gives the few lines `mdiag record` prints at the end.
 
 use crate::recording::model::{FORMAT_NAME, FORMAT_VERSION, Recording};
 use crate::report::{
-    DropsReport, EvidenceItem, Finding, Fix, HostSummary, Impact, PassedRule, ProbeReport,
-    ProgramReport, REPORT_VERSION, RecordingSummary, Reference, Report, RuleNote, RulesSummary,
-    TargetSummary,
+    DropsReport, EvidenceItem, Finding, Fix, HostSummary, Impact, Measurements, PassedRule,
+    ProbeReport, ProgramReport, REPORT_VERSION, RecordingSummary, Reference, Report, RuleNote,
+    RulesSummary, TargetSummary,
 };
 use crate::rules::{Applies, Facts, Rule, RuleSet, eval, ranking};
 
@@ -105,6 +107,7 @@ pub fn explain(
         passed,
         probes: probe_reports(recording),
         facts: facts.to_json(),
+        measurements: Measurements::build(recording, &facts),
     })
 }
 

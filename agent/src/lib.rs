@@ -17,6 +17,7 @@ pub mod recording;
 pub mod report;
 pub mod rules;
 pub mod spawn;
+pub mod symbols;
 pub mod target;
 
 /// The eBPF object built by `build.rs` (empty when built with AYA_BUILD_SKIP=1).

@@ -7,3 +7,4 @@
 mod record_cli;
 mod sched;
 mod softirq;
+mod syscalls;

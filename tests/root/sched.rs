@@ -4,10 +4,11 @@
 use std::{process::Command, time::Duration};
 
 use mdiag::probes::{ProbeConfig, Probes};
-use mdiag_tests::{proc_stat_ctxt, rel_diff, require_root, thread_switches};
+use mdiag_tests::{proc_stat_ctxt, rel_diff, require_root, thread_migrations, thread_switches};
 
 const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
 const PINGPONG: &str = env!("CARGO_BIN_EXE_mdiag-pingpong");
+const WAKEUP: &str = env!("CARGO_BIN_EXE_mdiag-wakeup");
 
 #[test]
 fn host_wide_switches_match_proc_stat() {
@@ -74,6 +75,7 @@ fn target_involuntary_switches_match_each_thread() {
     })
     .expect("attach");
     let base = thread_switches(pid);
+    let base_migrations = thread_migrations(pid);
     assert_eq!(base.len(), threads + 1);
     use std::io::{BufRead, Write};
     let mut stdin = child.stdin.take().unwrap();
@@ -83,6 +85,7 @@ fn target_involuntary_switches_match_each_thread() {
         .read_line(&mut line)
         .unwrap();
     let end = thread_switches(pid);
+    let end_migrations = thread_migrations(pid);
     let totals = probes.sched.as_mut().unwrap().next_slice().unwrap();
     drop(stdin);
     let _ = child.wait();
@@ -114,6 +117,35 @@ fn target_involuntary_switches_match_each_thread() {
         rel_diff(sum_recorded, sum_truth) <= 0.05,
         "total: probe {sum_recorded} vs kernel {sum_truth}"
     );
+    // Migrations per thread against the scheduler's own se.nr_migrations.
+    let mut migrations_truth = 0;
+    for (tid, n1) in &end_migrations {
+        let truth = n1 - base_migrations.get(tid).copied().unwrap_or(0);
+        let recorded = totals
+            .threads
+            .iter()
+            .find(|t| t.tid == *tid)
+            .map_or(0, |t| t.migrations);
+        migrations_truth += truth;
+        assert!(
+            recorded.abs_diff(truth) <= 2 + truth / 20,
+            "tid {tid}: {recorded} migrations recorded, kernel {truth}"
+        );
+    }
+    // The per-CPU total and the per-thread counts are read one after the
+    // other (and a thread migrated before its first switch has no entry yet).
+    let per_thread: u64 = totals.threads.iter().map(|t| t.migrations).sum();
+    assert!(
+        totals.migrations.abs_diff(per_thread) <= 2,
+        "{} vs {per_thread}",
+        totals.migrations
+    );
+    if cpus > 1 {
+        assert!(
+            migrations_truth > 0,
+            "oversubscribed threads never migrated"
+        );
+    }
     // Only the target's threads are recorded.
     assert!(totals.threads.iter().all(|t| t.tgid == pid));
     // Busy threads wait in the run queue for milliseconds.
@@ -123,5 +155,84 @@ fn target_involuntary_switches_match_each_thread() {
         delays > 0 && delay_ns / delays > 100_000,
         "mean run-queue delay {} ns",
         delay_ns / delays.max(1)
+    );
+}
+
+#[test]
+fn wakeups_onto_a_busy_cpu_are_counted_as_wakeup_preemptions() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    use std::io::{BufRead, Write};
+    let mut child = Command::new(WAKEUP)
+        .args([
+            "--ms",
+            "1500",
+            "--sleep-us",
+            "1000",
+            "--cpu",
+            "0",
+            "--rt",
+            "--wait-stdin",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn wakeup workload");
+    let pid = child.id();
+    let mut probes = Probes::attach(ProbeConfig {
+        target_tgid: Some(pid),
+    })
+    .expect("attach");
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.wait();
+    let report: serde_json::Value = serde_json::from_str(&line).expect("workload report");
+    let totals = probes.sched.as_mut().unwrap().next_slice().unwrap();
+    let spinner = report["spinner_tid"].as_u64().unwrap() as u32;
+    let wakeups = report["sleeper_wakeups"].as_u64().unwrap();
+    assert!(wakeups > 300, "the sleeper woke only {wakeups} times");
+    let spun = totals
+        .threads
+        .iter()
+        .find(|t| t.tid == spinner)
+        .expect("spinner recorded");
+    // A real-time wakeup takes the CPU at once from whatever runs there, and
+    // the pinned spinner keeps that CPU from ever idling: every wakeup of the
+    // sleeper is a wakeup preemption (its victim may be the spinner or, on a
+    // busy host, any other task that was running on that CPU).
+    let sleeper_tid = report["sleeper_tid"].as_u64().unwrap() as u32;
+    let sleeper = totals
+        .threads
+        .iter()
+        .find(|t| t.tid == sleeper_tid)
+        .expect("sleeper recorded");
+    assert!(
+        rel_diff(sleeper.wakeup_preempting, wakeups) <= 0.05,
+        "the sleeper took the CPU {} times, it woke {wakeups} times",
+        sleeper.wakeup_preempting
+    );
+    // The victims among the observed threads: the spinner, never more often
+    // than the sleeper woke, and only while it was runnable.
+    assert!(spun.wakeup_preempted > 0 && spun.wakeup_preempted <= sleeper.wakeup_preempting);
+    assert!(spun.wakeup_preempted <= spun.involuntary);
+    assert_eq!(
+        sleeper.wakeup_preempted, 0,
+        "nothing preempts a real-time thread here"
+    );
+    assert!(
+        sleeper.voluntary as f64 >= 0.95 * wakeups as f64,
+        "{} voluntary",
+        sleeper.voluntary
+    );
+    assert_eq!(
+        totals.wakeup_preemptions,
+        totals
+            .threads
+            .iter()
+            .map(|t| t.wakeup_preempted)
+            .sum::<u64>()
     );
 }

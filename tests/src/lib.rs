@@ -113,3 +113,26 @@ pub fn proc_softirqs() -> std::collections::BTreeMap<String, Vec<u64>> {
         })
         .collect()
 }
+
+/// Per-thread `se.nr_migrations` from /proc/PID/task/*/sched.
+pub fn thread_migrations(pid: u32) -> std::collections::BTreeMap<u32, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(tid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(sched) = std::fs::read_to_string(e.path().join("sched")) else {
+            continue;
+        };
+        let n = sched
+            .lines()
+            .find_map(|l| l.strip_prefix("se.nr_migrations"))
+            .and_then(|v| v.trim().trim_start_matches(':').trim().parse().ok())
+            .unwrap_or(0);
+        out.insert(tid, n);
+    }
+    out
+}

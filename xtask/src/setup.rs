@@ -21,6 +21,9 @@ pub const APT_PACKAGES: &[&str] = &[
     "zlib1g-dev",
     "pkg-config",
     "build-essential",
+    // Allocators the symbol-resolution tests preload into child processes.
+    "libtcmalloc-minimal4",
+    "libjemalloc2",
 ];
 
 /// The nightly that builds the eBPF object; agent/build.rs reads the same

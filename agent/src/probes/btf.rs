@@ -32,6 +32,9 @@ pub struct TaskOffsets {
     pub pid: u32,
     pub tgid: u32,
     pub comm: u32,
+    /// The CPU the task is queued on (`task_cpu()`): `thread_info.cpu` on
+    /// most architectures, `cpu` on some.
+    pub cpu: u32,
 }
 
 pub fn load_vmlinux() -> Result<Btf, BtfError> {
@@ -47,66 +50,83 @@ impl TaskOffsets {
             pid: field_offset(btf, "task_struct", "pid")?,
             tgid: field_offset(btf, "task_struct", "tgid")?,
             comm: field_offset(btf, "task_struct", "comm")?,
+            cpu: field_offset(btf, "task_struct", "thread_info.cpu")
+                .or_else(|_| field_offset(btf, "task_struct", "cpu"))?,
         })
     }
 }
 
-/// Byte offset of `field` in struct `strukt`.
+/// Byte offset of `field` in struct `strukt`; `field` may be a dotted path
+/// through nested structs ("thread_info.cpu").
 pub fn field_offset(btf: &Btf, strukt: &str, field: &str) -> Result<u32, BtfError> {
+    let no_field = || BtfError::NoField {
+        strukt: strukt.into(),
+        field: field.into(),
+    };
     let types = btf
         .resolve_types_by_name(strukt)
         .map_err(|_| BtfError::NoStruct(strukt.into()))?;
-    for ty in types {
-        if let Type::Struct(s) = ty {
-            if s.members.is_empty() {
-                continue; // a forward declaration's twin; look for the full one
+    let Some(mut current) = types.into_iter().find_map(|ty| match ty {
+        // Skip forward declarations' twins: look for the full definition.
+        Type::Struct(s) if !s.members.is_empty() => Some(s),
+        _ => None,
+    }) else {
+        return Err(BtfError::NoStruct(strukt.into()));
+    };
+    let mut bits = 0;
+    let mut segments = field.split('.').peekable();
+    while let Some(segment) = segments.next() {
+        let (offset, member) = find_member(btf, &current, segment, 0, 0)?.ok_or_else(no_field)?;
+        bits += offset;
+        if segments.peek().is_some() {
+            match strip_qualifiers(btf, btf.resolve_chained_type(&member)?)? {
+                Type::Struct(inner) | Type::Union(inner) => current = inner,
+                _ => return Err(no_field()),
             }
-            if let Some(bits) = find_member(btf, &s, field, 0, 0)? {
-                return Ok(bits / 8);
-            }
-            return Err(BtfError::NoField {
-                strukt: strukt.into(),
-                field: field.into(),
-            });
         }
     }
-    Err(BtfError::NoStruct(strukt.into()))
+    Ok(bits / 8)
 }
 
+/// Follows typedefs and qualifiers to the underlying type.
+fn strip_qualifiers(btf: &Btf, mut ty: Type) -> Result<Type, BtfError> {
+    for _ in 0..8 {
+        match ty {
+            Type::Typedef(_)
+            | Type::Const(_)
+            | Type::Volatile(_)
+            | Type::TypeTag(_)
+            | Type::Restrict(_) => {
+                let Some(inner) = ty.as_btf_type() else { break };
+                ty = btf.resolve_chained_type(inner)?;
+            }
+            _ => break,
+        }
+    }
+    Ok(ty)
+}
+
+/// Bit offset and member named `field`, searching anonymous members too.
 fn find_member(
     btf: &Btf,
     s: &btf_rs::Struct,
     field: &str,
     base_bits: u32,
     depth: u32,
-) -> Result<Option<u32>, BtfError> {
+) -> Result<Option<(u32, btf_rs::Member)>, BtfError> {
     for m in &s.members {
         let name = btf.resolve_name(m).unwrap_or_default();
         let bits = base_bits + m.bit_offset();
         if name == field {
-            return Ok(Some(bits));
+            return Ok(Some((bits, m.clone())));
         }
-        if name.is_empty() && depth < 8 {
-            let mut ty = btf.resolve_chained_type(m)?;
-            // Skip qualifiers/typedefs to reach the anonymous aggregate.
-            for _ in 0..8 {
-                match ty {
-                    Type::Typedef(_)
-                    | Type::Const(_)
-                    | Type::Volatile(_)
-                    | Type::TypeTag(_)
-                    | Type::Restrict(_) => {
-                        let Some(inner) = ty.as_btf_type() else { break };
-                        ty = btf.resolve_chained_type(inner)?;
-                    }
-                    _ => break,
-                }
-            }
-            if let Type::Struct(inner) | Type::Union(inner) = ty
-                && let Some(found) = find_member(btf, &inner, field, bits, depth + 1)?
-            {
-                return Ok(Some(found));
-            }
+        if name.is_empty()
+            && depth < 8
+            && let Type::Struct(inner) | Type::Union(inner) =
+                strip_qualifiers(btf, btf.resolve_chained_type(m)?)?
+            && let Some(found) = find_member(btf, &inner, field, bits, depth + 1)?
+        {
+            return Ok(Some(found));
         }
     }
     Ok(None)
@@ -124,6 +144,17 @@ mod tests {
         // pid and tgid are adjacent pid_t fields; comm is a later char[16].
         assert_eq!(off.tgid, off.pid + 4);
         assert!(off.comm > off.tgid);
+        // x86_64 keeps thread_info (flags, syscall_work, status, cpu) first in task_struct.
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(off.cpu, 20);
+        assert_eq!(
+            field_offset(&btf, "task_struct", "thread_info.cpu").ok(),
+            Some(
+                field_offset(&btf, "task_struct", "thread_info").unwrap()
+                    + field_offset(&btf, "thread_info", "cpu").unwrap()
+            )
+        );
+        assert!(field_offset(&btf, "task_struct", "pid.nope").is_err());
         assert!(field_offset(&btf, "task_struct", "no_such_field_xyz").is_err());
         assert!(matches!(
             field_offset(&btf, "no_such_struct_xyz", "pid"),

@@ -10,9 +10,10 @@
 pub mod btf;
 pub mod sched;
 pub mod softirq;
+pub mod syscalls;
 
 use aya::{Ebpf, EbpfLoader, programs::BtfTracePoint};
-use mdiag_common::{sched as sched_common, softirq as softirq_common};
+use mdiag_common::{sched as sched_common, softirq as softirq_common, syscalls as syscalls_common};
 
 use crate::recording::{ProbeStatus, ProgramStatus};
 
@@ -40,6 +41,7 @@ pub struct Probes {
     // Field order matters for drop: readers (map fds) before the object.
     pub sched: Option<sched::SchedReader>,
     pub softirq: Option<softirq::SoftirqReader>,
+    pub syscalls: Option<syscalls::SyscallsReader>,
     status: Vec<ProbeStatus>,
     _ebpf: Ebpf,
 }
@@ -52,10 +54,22 @@ impl Probes {
             return Err(ProbeError::NoObject);
         }
         raise_memlock();
-        let offsets = btf::load_vmlinux().and_then(|b| btf::TaskOffsets::resolve(&b));
-        let (pid_off, tgid_off, comm_off) = match &offsets {
-            Ok(o) => (o.pid, o.tgid, o.comm),
-            Err(_) => (0, 0, 0),
+        let vmlinux = btf::load_vmlinux();
+        let offsets = vmlinux
+            .as_ref()
+            .map_err(ToString::to_string)
+            .and_then(|b| btf::TaskOffsets::resolve(b).map_err(|e| e.to_string()));
+        let regs = vmlinux
+            .as_ref()
+            .map_err(ToString::to_string)
+            .and_then(|b| syscalls::regs_offsets(b).map_err(|e| e.to_string()));
+        let regs_offsets = regs
+            .as_ref()
+            .map_or(syscalls::RegsOffsets::default(), |r| *r);
+        let syscall_nrs = syscalls::syscall_numbers();
+        let (pid_off, tgid_off, comm_off, cpu_off) = match &offsets {
+            Ok(o) => (o.pid, o.tgid, o.comm, o.cpu),
+            Err(_) => (0, 0, 0, 0),
         };
         let target = config.target_tgid.unwrap_or(0);
         let mut ebpf = EbpfLoader::new()
@@ -63,11 +77,28 @@ impl Probes {
             .override_global(sched_common::GLOBAL_TASK_PID_OFFSET, &pid_off, true)
             .override_global(sched_common::GLOBAL_TASK_TGID_OFFSET, &tgid_off, true)
             .override_global(sched_common::GLOBAL_TASK_COMM_OFFSET, &comm_off, true)
+            .override_global(sched_common::GLOBAL_TASK_CPU_OFFSET, &cpu_off, true)
+            .override_global(syscalls_common::GLOBAL_SYSCALL_NRS, &syscall_nrs, true)
+            .override_global(
+                syscalls_common::GLOBAL_REGS_ARG_OFFSETS,
+                &regs_offsets.args,
+                true,
+            )
+            .override_global(
+                syscalls_common::GLOBAL_REGS_IP_OFFSET,
+                &regs_offsets.ip,
+                true,
+            )
+            .override_global(
+                syscalls_common::GLOBAL_REGS_SP_OFFSET,
+                &regs_offsets.sp,
+                true,
+            )
             .load(crate::EBPF_OBJECT)?;
         let kernel_btf = aya::Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {e}"));
 
         // Scheduler: needs the task_struct offsets; sched_switch is essential.
-        let sched_pre = offsets.as_ref().map(|_| ()).map_err(ToString::to_string);
+        let sched_pre = offsets.as_ref().map(|_| ()).map_err(Clone::clone);
         let sched_status = attach_family(
             &mut ebpf,
             "sched",
@@ -91,8 +122,26 @@ impl Probes {
             softirq::SoftirqReader::new(&mut ebpf)
         });
 
-        let status = vec![sched_status, softirq_status];
-        if sched.is_none() && softirq.is_none() {
+        // Syscalls: the pt_regs offsets are needed to read arguments.
+        let syscalls_pre = regs.as_ref().map(|_| ()).map_err(Clone::clone);
+        let syscalls_status = attach_family(
+            &mut ebpf,
+            "syscalls",
+            &syscalls_common::TRACEPOINTS,
+            &kernel_btf,
+            &syscalls_pre,
+        );
+        // Both programs are needed: entries without exits would only fill the map.
+        let syscalls = if syscalls_status.attached() {
+            reader_if(&syscalls_status, 0, "syscalls", || {
+                syscalls::SyscallsReader::new(&mut ebpf)
+            })
+        } else {
+            None
+        };
+
+        let status = vec![sched_status, softirq_status, syscalls_status];
+        if sched.is_none() && softirq.is_none() && syscalls.is_none() {
             let why = status
                 .iter()
                 .flat_map(|s| s.programs.iter())
@@ -104,6 +153,7 @@ impl Probes {
         Ok(Self {
             sched,
             softirq,
+            syscalls,
             status,
             _ebpf: ebpf,
         })

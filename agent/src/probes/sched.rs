@@ -140,6 +140,8 @@ pub fn slice_between(before: &SchedSnapshot, after: &SchedSnapshot) -> SchedSlic
         slice.involuntary += a.involuntary.saturating_sub(b.involuntary);
         slice.preempted += a.preempted.saturating_sub(b.preempted);
         slice.wakeups += a.wakeups.saturating_sub(b.wakeups);
+        slice.wakeup_preemptions += a.wakeup_preemptions.saturating_sub(b.wakeup_preemptions);
+        slice.migrations += a.migrations.saturating_sub(b.migrations);
         drops.thread_map_full += a
             .drop_thread_map_full
             .saturating_sub(b.drop_thread_map_full);
@@ -178,8 +180,12 @@ pub fn slice_between(before: &SchedSnapshot, after: &SchedSnapshot) -> SchedSlic
                 runq_delay_ns: a.runq_delay_ns.saturating_sub(b.runq_delay_ns),
                 runq_delays: a.runq_delays.saturating_sub(b.runq_delays),
                 oncpu_ns: a.oncpu_ns.saturating_sub(b.oncpu_ns),
+                wakeup_preempted: a.wakeup_preempted.saturating_sub(b.wakeup_preempted),
+                migrations: a.migrations.saturating_sub(b.migrations),
+                wakeup_preempting: a.wakeup_preempting.saturating_sub(b.wakeup_preempting),
             };
-            let active = t.voluntary + t.involuntary + t.runq_delays + t.oncpu_ns > 0;
+            let active =
+                t.voluntary + t.involuntary + t.runq_delays + t.oncpu_ns + t.migrations > 0;
             active.then_some(t)
         })
         .collect();

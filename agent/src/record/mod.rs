@@ -83,7 +83,7 @@ pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, Record
     let output = match &args.output {
         Some(p) => p.clone(),
         None => PathBuf::from(recording::default_file_name(
-            &crate::host::collect().hostname,
+            &crate::host::hostname(),
             chrono::Utc::now(),
         )),
     };

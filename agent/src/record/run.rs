@@ -41,7 +41,6 @@ pub struct RecordOutcome {
 
 /// Runs the plan. Must be called outside any async runtime.
 pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
-    let host = host::collect();
     // Attach first, then start (or pick) the target.
     let (probes, mut target, mut child) = match &plan.target {
         PlannedTarget::HostWide => (
@@ -80,6 +79,8 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
             (probes, Some(t), Some(child))
         }
     };
+    // Host facts once the target is known (a spawned one has exec'd by now).
+    let host = host::collect(target.as_ref().map(|t| t.pid));
     tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
     // Integration tests wait for this line before starting their workload.
     eprintln!(
@@ -206,6 +207,9 @@ impl Session {
                 Some(_) = recv(&mut sigint) => break "interrupted (SIGINT)".to_owned(),
                 Some(_) = recv(&mut sigterm) => break "interrupted (SIGTERM)".to_owned(),
             }
+            if let Some(r) = self.probes.syscalls.as_mut() {
+                r.poll();
+            }
             let now = Instant::now();
             if let Some(code) = child.as_deref_mut().and_then(SpawnedChild::try_exit_code) {
                 break format!("target exited (code {code})");
@@ -266,13 +270,28 @@ impl Session {
                     None
                 }
             });
+        let syscalls = self
+            .probes
+            .syscalls
+            .as_mut()
+            .and_then(|r| match r.next_slice() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("syscalls slice lost: {e}");
+                    None
+                }
+            });
         let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups)
-            + softirq.as_ref().map_or(0, SoftirqSlice::events);
+            + softirq.as_ref().map_or(0, SoftirqSlice::events)
+            + syscalls
+                .as_ref()
+                .map_or(0, |s| s.calls.iter().map(|c| c.count).sum::<u64>());
         self.slices.push(Slice {
             start_ms: (from - start).as_millis() as u64,
             duration_ms: (to - from).as_millis() as u64,
             sched,
             softirq,
+            syscalls,
         });
         events
     }

@@ -254,6 +254,7 @@ mod tests {
                 cpu_model: "Intel(R) Xeon(R)".into(),
                 sched_features: None,
                 net: None,
+                ..HostFacts::default()
             },
             target: Some(Target {
                 pid: 4242,
@@ -286,6 +287,8 @@ mod tests {
                         involuntary: 900,
                         preempted: 850,
                         wakeups: 20,
+                        wakeup_preemptions: 0,
+                        migrations: 0,
                         runq_hist_log2_ns: vec![0, 0, 3, u64::MAX],
                         threads: vec![ThreadSlice {
                             tid: 4243,
@@ -297,6 +300,9 @@ mod tests {
                             runq_delay_ns: 1_234_567_890,
                             runq_delays: 451,
                             oncpu_ns: 999_999_999,
+                            wakeup_preempted: 0,
+                            migrations: 0,
+                            wakeup_preempting: 0,
                         }],
                         drops: SchedDrops {
                             thread_map_full: 1,
@@ -305,6 +311,7 @@ mod tests {
                         },
                     }),
                     softirq: None,
+                    syscalls: None,
                 })
                 .collect(),
             checks: Checks {

@@ -43,7 +43,7 @@ pub struct Recording {
     pub checks: Checks,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostFacts {
     pub hostname: String,
@@ -60,6 +60,209 @@ pub struct HostFacts {
     /// Receive packet / flow steering state (RPS/RFS), `None` when unreadable.
     #[serde(default)]
     pub net: Option<NetFacts>,
+    /// The kernel's fair scheduler, derived from `kernel_release` (not measured):
+    /// "eevdf" from 6.6 on, "cfs" before; `None` when the release does not parse.
+    #[serde(default)]
+    pub sched_class: Option<String>,
+    /// SMT, cores and sockets of the online CPUs.
+    #[serde(default)]
+    pub cpu_topology: Option<CpuTopology>,
+    /// Memory sizes, transparent huge pages and memory sysctls.
+    #[serde(default)]
+    pub memory: Option<MemoryFacts>,
+    /// NUMA nodes (/sys/devices/system/node), `None` when the kernel shows none.
+    #[serde(default)]
+    pub numa_nodes: Option<Vec<NumaNode>>,
+    /// cgroup limits of the target process, or of mdiag itself when there is
+    /// no target (see [`CgroupFacts::pid`]).
+    #[serde(default)]
+    pub cgroup: Option<CgroupFacts>,
+    /// Allocator settings, glibc, limits and NUMA policy of the target process;
+    /// `None` for a host-wide recording.
+    #[serde(default)]
+    pub target_process: Option<ProcessFacts>,
+}
+
+/// A sysfs "choice" file such as THP `enabled` or a block queue's `scheduler`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SysfsChoice {
+    /// The value in brackets ("madvise" in "always [madvise] never"); a file
+    /// holding a single word selects that word; `None` otherwise.
+    pub selected: Option<String>,
+    /// The line as the kernel prints it.
+    pub raw: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CpuTopology {
+    /// /sys/devices/system/cpu/smt/active, else "some core has more than one thread".
+    pub smt_active: Option<bool>,
+    /// Most hardware threads seen on one core (thread_siblings_list).
+    pub threads_per_core: Option<u32>,
+    /// Distinct cores among the online CPUs.
+    pub cores: Option<u32>,
+    /// Distinct physical packages among the online CPUs.
+    pub sockets: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryFacts {
+    /// MemTotal from /proc/meminfo, in bytes.
+    pub mem_total_bytes: Option<u64>,
+    /// MemAvailable from /proc/meminfo, in bytes.
+    pub mem_available_bytes: Option<u64>,
+    /// SwapTotal from /proc/meminfo, in bytes (0: no swap).
+    pub swap_total_bytes: Option<u64>,
+    /// Transparent huge pages (/sys/kernel/mm/transparent_hugepage).
+    pub thp: Option<ThpFacts>,
+    /// vm.* sysctls (/proc/sys/vm).
+    pub vm: VmSysctls,
+    /// kernel.numa_balancing (absent without CONFIG_NUMA_BALANCING).
+    pub numa_balancing: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ThpFacts {
+    pub enabled: Option<SysfsChoice>,
+    pub defrag: Option<SysfsChoice>,
+    /// khugepaged/max_ptes_none.
+    pub khugepaged_max_ptes_none: Option<u64>,
+}
+
+/// The vm.* sysctls that decide writeback, swapping and mappings; each
+/// `None` when unreadable.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VmSysctls {
+    pub dirty_ratio: Option<u64>,
+    pub dirty_background_ratio: Option<u64>,
+    pub dirty_bytes: Option<u64>,
+    pub dirty_background_bytes: Option<u64>,
+    pub dirty_expire_centisecs: Option<u64>,
+    pub dirty_writeback_centisecs: Option<u64>,
+    pub swappiness: Option<u64>,
+    pub overcommit_memory: Option<u64>,
+    pub zone_reclaim_mode: Option<u64>,
+    pub max_map_count: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NumaNode {
+    /// N of /sys/devices/system/node/nodeN.
+    pub id: u32,
+    /// The node's CPUs as the kernel lists them ("0-7,16-23"; empty: memory-only node).
+    pub cpus: String,
+    /// MemTotal of the node's meminfo, in bytes.
+    pub mem_total_bytes: Option<u64>,
+}
+
+/// One process's cgroup and the limits set on it (not on its ancestors).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CgroupFacts {
+    /// The process these facts are about (the target, or mdiag itself).
+    pub pid: u32,
+    /// cgroup v2 path (the `0::` line of /proc/PID/cgroup); `None` without one.
+    pub path: Option<String>,
+    /// v2 `cpu.max` as printed: "max 100000" (no limit) or "QUOTA PERIOD" (µs).
+    pub cpu_max: Option<String>,
+    /// v2 `memory.max`: "max" or bytes.
+    pub memory_max: Option<String>,
+    /// v2 `memory.high`: "max" or bytes.
+    pub memory_high: Option<String>,
+    /// cgroup v1 limits, when the cpu or memory controller is on a v1 hierarchy.
+    pub v1: Option<CgroupV1Limits>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CgroupV1Limits {
+    /// Path in the hierarchy holding the cpu controller.
+    pub cpu_path: Option<String>,
+    /// `cpu.cfs_quota_us` (-1: no limit).
+    pub cpu_cfs_quota_us: Option<i64>,
+    /// `cpu.cfs_period_us`.
+    pub cpu_cfs_period_us: Option<u64>,
+    /// Path in the hierarchy holding the memory controller.
+    pub memory_path: Option<String>,
+    /// `memory.limit_in_bytes` (a huge page-rounded value: no limit).
+    pub memory_limit_in_bytes: Option<u64>,
+}
+
+impl CgroupFacts {
+    /// v1 `memory.limit_in_bytes` at or above this means "no limit" (the
+    /// kernel prints LONG_MAX rounded down to a page).
+    pub const V1_UNLIMITED: u64 = 1 << 62;
+
+    /// The memory limit in bytes (v2 `memory.max`, else v1), `None` when
+    /// there is none or it is unknown.
+    pub fn memory_limit_bytes(&self) -> Option<u64> {
+        if let Some(m) = &self.memory_max {
+            return m.parse().ok();
+        }
+        self.v1
+            .as_ref()?
+            .memory_limit_in_bytes
+            .filter(|&b| b < Self::V1_UNLIMITED)
+    }
+
+    /// The CPU limit in thousandths of a CPU (v2 `cpu.max`, else v1 CFS
+    /// quota), `None` when there is none or it is unknown.
+    pub fn cpu_limit_millicpus(&self) -> Option<u64> {
+        let (quota, period) = match &self.cpu_max {
+            Some(m) => {
+                let mut it = m.split_whitespace();
+                (
+                    it.next()?.parse::<u64>().ok()?,
+                    it.next()?.parse::<u64>().ok()?,
+                )
+            }
+            None => {
+                let v1 = self.v1.as_ref()?;
+                (
+                    u64::try_from(v1.cpu_cfs_quota_us?).ok()?,
+                    v1.cpu_cfs_period_us?,
+                )
+            }
+        };
+        (period > 0).then(|| quota.saturating_mul(1000) / period)
+    }
+}
+
+/// Facts about the target process that change how mongod behaves.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProcessFacts {
+    pub pid: u32,
+    /// The allow-listed variables of /proc/PID/environ (GLIBC_TUNABLES,
+    /// LD_PRELOAD, TCMALLOC_*, MALLOC_*); no other variable is ever kept.
+    /// `None` when unreadable.
+    pub environ: Option<std::collections::BTreeMap<String, String>>,
+    /// The mapped glibc (`libc.so.6` / `libc-X.Y.so`) as /proc/PID/maps names
+    /// it; `None` when none is mapped (static binary, musl) or maps is unreadable.
+    pub libc_path: Option<String>,
+    /// glibc release ("2.36"), from the file name or the library's banner.
+    pub glibc_version: Option<String>,
+    /// "Max open files" of /proc/PID/limits.
+    pub max_open_files: Option<ResourceLimit>,
+    /// NUMA memory policy from /proc/PID/numa_maps: the heap's, else the most
+    /// common one ("default", "interleave:0-1", "bind:0", ...).
+    pub numa_policy: Option<String>,
+    /// The process's cgroup limits.
+    pub cgroup: Option<CgroupFacts>,
+}
+
+/// A soft/hard resource limit; `None` = unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceLimit {
+    pub soft: Option<u64>,
+    pub hard: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +368,91 @@ pub struct Slice {
     /// Softirq / hard-IRQ family; `None` when it was not attached.
     #[serde(default)]
     pub softirq: Option<SoftirqSlice>,
+    /// Syscalls family (memory syscalls, futex waits, rseq registrations);
+    /// `None` when it was not attached.
+    #[serde(default)]
+    pub syscalls: Option<SyscallsSlice>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyscallsSlice {
+    /// Watched syscalls made in this slice by observed threads.
+    pub calls: Vec<SyscallCalls>,
+    /// Observed threads that waited on futexes or made memory syscalls.
+    pub threads: Vec<ThreadSyscallSlice>,
+    /// rseq(2) calls received in this slice, in arrival order.
+    pub rseq: Vec<RseqCall>,
+    pub drops: SyscallDropsSlice,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyscallCalls {
+    /// "mmap", "munmap", "madvise", "brk", "mremap", "futex_wait",
+    /// "futex_wake", "futex_waitv", "rseq".
+    pub name: String,
+    pub count: u64,
+    /// Calls that returned an error.
+    pub errors: u64,
+    /// Time inside the syscall (entry to exit), nanoseconds.
+    pub time_ns: u64,
+    /// Length arguments summed (mmap, munmap, madvise; mremap's new size).
+    pub bytes: u64,
+    /// Latency, log2 buckets of nanoseconds (as `runq_hist_log2_ns`).
+    pub hist_log2_ns: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadSyscallSlice {
+    pub tid: u32,
+    pub tgid: u32,
+    /// Blocking futex operations (wait, wait_bitset, lock_pi, futex_waitv...) and the time blocked.
+    pub futex_waits: u64,
+    pub futex_wait_ns: u64,
+    /// Memory syscalls (mmap, munmap, madvise, brk, mremap) and their time.
+    pub mem_calls: u64,
+    pub mem_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RseqCall {
+    pub tid: u32,
+    pub tgid: u32,
+    /// 0 on success; -22 (EINVAL): another area is already registered for
+    /// the thread (e.g. glibc's, when TCMalloc tries to register its own) or
+    /// bad arguments; -16 (EBUSY): the same area registered twice; -1 (EPERM):
+    /// signature mismatch.
+    pub ret: i64,
+    /// The rseq area address, its length, flags and signature as passed.
+    pub area: u64,
+    pub len: u32,
+    pub flags: u32,
+    pub sig: u32,
+    /// User address right after the syscall instruction.
+    pub caller_ip: u64,
+    /// The mapped object containing `caller_ip` (e.g. .../libc.so.6), when known.
+    pub caller_object: Option<String>,
+    /// True when the call went through glibc's `syscall()` wrapper (as
+    /// TCMalloc's registration does): then `origin_object` is the wrapper's caller.
+    #[serde(default)]
+    pub via_syscall_wrapper: bool,
+    /// The object that made the call: `caller_object`, or for a call through
+    /// the `syscall()` wrapper, the object the wrapper returns to.
+    #[serde(default)]
+    pub origin_object: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyscallDropsSlice {
+    /// Calls that could not be timed (in-flight map full).
+    pub inflight_full: u64,
+    pub thread_map_full: u64,
+    /// rseq events lost (ring buffer full).
+    pub rseq_ring_full: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,6 +519,13 @@ pub struct SchedSlice {
     /// (preempted while in the kernel).
     pub preempted: u64,
     pub wakeups: u64,
+    /// Involuntary switches of observed threads to the task just woken on
+    /// the same CPU (wakeup preemption).
+    #[serde(default)]
+    pub wakeup_preemptions: u64,
+    /// Migrations of observed threads to another CPU.
+    #[serde(default)]
+    pub migrations: u64,
     /// Run-queue delay of observed threads: log2 buckets of nanoseconds
     /// (`[i]` counts delays in [2^i, 2^(i+1)) ns; `[0]` also holds 0 ns),
     /// trailing empty buckets removed.
@@ -252,6 +547,16 @@ pub struct ThreadSlice {
     pub runq_delay_ns: u64,
     pub runq_delays: u64,
     pub oncpu_ns: u64,
+    /// Involuntary switches in which this thread lost its CPU to a task
+    /// just woken there.
+    #[serde(default)]
+    pub wakeup_preempted: u64,
+    #[serde(default)]
+    pub migrations: u64,
+    /// The other side: times this thread, just woken, took its CPU from a
+    /// still-runnable task (observed or not).
+    #[serde(default)]
+    pub wakeup_preempting: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -73,6 +73,8 @@ mod tests {
                 "passed",
                 "probes",
                 "facts",
+                // Added within version 1 (docs/report-json.md).
+                "measurements",
             ])
         );
         assert_eq!(v["report_version"], 1);
@@ -179,6 +181,61 @@ mod tests {
                 .unwrap()
                 .contains("not part of this recording")
         );
+    }
+
+    #[test]
+    fn measurements_are_structured_and_facts_carry_the_new_groups() {
+        let v = rendered(&crate::rules::facts::softirq::testdata::net_rx_on_cpu0());
+        let m = &v["measurements"];
+        assert_eq!(keys(m), set(&["sched", "softirq", "net", "not_recorded"]));
+        assert_eq!(m["not_recorded"], Value::Array(vec![]));
+        assert_eq!(m["sched"]["switches_per_s"], 1500.0);
+        assert_eq!(m["sched"]["top_classes"][0]["class"], "conn");
+        assert_eq!(m["sched"]["top_classes"][0]["threads"], 4);
+
+        let s = &m["softirq"];
+        assert_eq!(s["cpu_count"], 4);
+        assert_eq!(s["vectors"][0]["name"], "NET_RX");
+        assert_eq!(s["vectors"][0]["time_ms_per_s"], 350.0);
+        assert_eq!(s["cpus"][1]["cpu"], 1);
+        assert_eq!(s["cpus"][1]["time_ms_per_s"][0], 20.0);
+        assert_eq!(s["other_cpus"], Value::Null);
+        assert_eq!(s["net_rx_busiest_cpu"], 0);
+        assert_eq!(s["net_rx_time_share_of_cpu"], 0.3);
+        assert_eq!(s["top_hardirqs"][0]["name"], "eth0-TxRx-0");
+        assert_eq!(s["drops"]["total"], 3);
+
+        assert_eq!(m["net"]["rps_enabled"], false);
+        assert_eq!(m["net"]["rfs_enabled"], true);
+        assert_eq!(m["net"]["interfaces"][0]["name"], "eth0");
+        assert_eq!(m["net"]["interfaces"][0]["rx_queues"], 4);
+
+        let imbalance = v["facts"]["softirq"]["net_rx_imbalance"].as_f64().unwrap();
+        assert!((imbalance - 300.0 / 87.5).abs() < 1e-9, "{imbalance}");
+        assert_eq!(v["facts"]["net"]["rps_enabled"], false);
+        assert_eq!(v["facts"]["net"]["rx_queues"], 6);
+        assert_eq!(v["facts"]["host"]["net_readable"], true);
+    }
+
+    #[test]
+    fn reports_without_measurements_still_parse() {
+        // A report written before `measurements` existed.
+        let report = explain(
+            &testdata::oversubscribed(),
+            &RuleSet::builtin().unwrap(),
+            None,
+            None,
+        )
+        .unwrap();
+        let mut v: Value = serde_json::from_str(&render(&report).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("measurements");
+        let back: Report = serde_json::from_value(v).unwrap();
+        assert_eq!(back.measurements, crate::report::Measurements::default());
+        // (Going through `Value` sorts object keys, so evidence order is not compared.)
+        assert_eq!(back.findings[0].rule_id, "sched.wakeup_preemption");
+        assert_eq!(back.probes, report.probes);
+        assert_eq!(back.facts, report.facts);
+        assert_ne!(report.measurements, back.measurements);
     }
 
     #[test]

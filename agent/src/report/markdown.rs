@@ -2,13 +2,17 @@
 //!
 //! Same content and order as the terminal report: a header table, the ranked
 //! findings (evidence as a table, commands in `sh` code blocks so they can be
-//! copied as they are), the rules not assessed / not applicable / passed, and
-//! the probes.
+//! copied as they are), the rules not assessed / not applicable / passed, the
+//! measurements of each probe family (as tables), and the probes.
 
 use std::fmt::Write;
 
-use super::terminal::{ranking_line, recorded_line, rules_line, target_line};
-use super::{Finding, Report};
+use super::measurements::Measurements;
+use super::terminal::{
+    net_line, net_rx_line, percent, ranking_line, recorded_line, rules_line, runq_percentiles,
+    sched_scope, softirq_cpu_line, softirq_drops_line, target_line,
+};
+use super::{Finding, Report, format_number};
 
 /// The report as GitHub-flavoured Markdown.
 pub fn render(report: &Report) -> String {
@@ -124,6 +128,8 @@ fn write_report(out: &mut String, report: &Report) -> std::fmt::Result {
         writeln!(out)?;
     }
 
+    write_measurements(out, &report.measurements)?;
+
     writeln!(out, "## Probes")?;
     writeln!(out)?;
     if report.probes.is_empty() {
@@ -156,6 +162,176 @@ fn write_report(out: &mut String, report: &Report) -> std::fmt::Result {
         )?;
     }
     Ok(())
+}
+
+fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
+    writeln!(out, "## Measurements")?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "What the probes measured, whether or not a rule used it."
+    )?;
+    writeln!(out)?;
+    if let Some(s) = &m.sched {
+        writeln!(out, "### Scheduler")?;
+        writeln!(out)?;
+        writeln!(out, "Observed: {}, {:.1} s.", sched_scope(s), s.duration_s)?;
+        writeln!(out)?;
+        writeln!(out, "| Measurement | Value |")?;
+        writeln!(out, "|---|---:|")?;
+        writeln!(
+            out,
+            "| Context switches per second (all CPUs) | {} |",
+            format_number(s.switches_per_s)
+        )?;
+        writeln!(
+            out,
+            "| Switches of observed threads per second | {} |",
+            format_number(s.observed_switches_per_s)
+        )?;
+        writeln!(
+            out,
+            "| Involuntary switches per second | {} |",
+            format_number(s.involuntary_per_s)
+        )?;
+        writeln!(
+            out,
+            "| Involuntary share of observed switches | {} |",
+            percent(s.involuntary_share)
+        )?;
+        writeln!(out, "| Run-queue delay | {} |", runq_percentiles(s))?;
+        writeln!(out)?;
+        if !s.top_classes.is_empty() {
+            writeln!(
+                out,
+                "| Thread class | Threads | Involuntary/s | Involuntary % | Mean run-queue delay (µs) |"
+            )?;
+            writeln!(out, "|---|---:|---:|---:|---:|")?;
+            for c in &s.top_classes {
+                writeln!(
+                    out,
+                    "| {} | {} | {:.1} | {:.1} | {} |",
+                    cell(&c.class),
+                    c.threads,
+                    c.involuntary_per_s,
+                    c.involuntary_share * 100.0,
+                    format_number(c.runq_mean_us)
+                )?;
+            }
+            writeln!(out)?;
+        }
+    }
+    if let Some(s) = &m.softirq {
+        writeln!(out, "### Softirq")?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Host-wide, {} CPUs, {:.1} s. CPU time in ms per second (1000 = one whole CPU).",
+            s.cpu_count, s.duration_s
+        )?;
+        writeln!(out)?;
+        let names: Vec<&str> = s.vectors.iter().map(|v| v.name.as_str()).collect();
+        writeln!(out, "| CPU | {} | all | % CPU |", names.join(" | "))?;
+        writeln!(out, "|---:|{}---:|---:|", "---:|".repeat(names.len()))?;
+        let row = |label: &str, times: &[f64], all: f64, share: f64| -> String {
+            let cells: Vec<String> = times.iter().map(|t| format!("{t:.1}")).collect();
+            format!(
+                "| {label} | {} | {all:.1} | {:.1} |",
+                cells.join(" | "),
+                share * 100.0
+            )
+        };
+        for c in &s.cpus {
+            writeln!(
+                out,
+                "{}",
+                row(
+                    &c.cpu.to_string(),
+                    &c.time_ms_per_s,
+                    c.all_ms_per_s,
+                    c.share
+                )
+            )?;
+        }
+        if let Some(o) = &s.other_cpus {
+            writeln!(
+                out,
+                "{}",
+                row(
+                    &format!("mean of the {} others", o.cpus),
+                    &o.time_ms_per_s,
+                    o.all_ms_per_s,
+                    o.share
+                )
+            )?;
+        }
+        let totals: Vec<f64> = s.vectors.iter().map(|v| v.time_ms_per_s).collect();
+        writeln!(
+            out,
+            "{}",
+            row("**all CPUs**", &totals, s.time_ms_per_s, s.cpu_mean_share)
+        )?;
+        let counts: Vec<String> = s
+            .vectors
+            .iter()
+            .map(|v| format!("{:.0}", v.count_per_s))
+            .collect();
+        writeln!(
+            out,
+            "| entries/s | {} | {:.0} | |",
+            counts.join(" | "),
+            s.count_per_s
+        )?;
+        writeln!(out)?;
+        writeln!(out, "- {}.", net_rx_line(s))?;
+        writeln!(out, "- {}.", capitalise(&softirq_cpu_line(s)))?;
+        writeln!(
+            out,
+            "- Hard IRQs: {}/s, {} ms/s.",
+            format_number(s.hardirq_count_per_s),
+            format_number(s.hardirq_time_ms_per_s)
+        )?;
+        if let Some(drops) = softirq_drops_line(s) {
+            writeln!(out, "- {}.", capitalise(&drops))?;
+        }
+        writeln!(out)?;
+        if !s.top_hardirqs.is_empty() {
+            writeln!(out, "| IRQ | Name | Per second | ms/s | Busiest CPU |")?;
+            writeln!(out, "|---:|---|---:|---:|---:|")?;
+            for h in &s.top_hardirqs {
+                writeln!(
+                    out,
+                    "| {} | {} | {:.0} | {:.1} | {} |",
+                    h.irq,
+                    cell(&h.name),
+                    h.count_per_s,
+                    h.time_ms_per_s,
+                    h.busiest_cpu
+                )?;
+            }
+            writeln!(out)?;
+        }
+    }
+    writeln!(out, "{}.", net_line(m.net.as_ref()))?;
+    writeln!(out)?;
+    if !m.not_recorded.is_empty() {
+        writeln!(out, "Not measured:")?;
+        writeln!(out)?;
+        for n in &m.not_recorded {
+            writeln!(out, "- {}: {}", code(&n.family), n.reason)?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// First letter in upper case.
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 fn write_finding(out: &mut String, f: &Finding) -> std::fmt::Result {
@@ -283,6 +459,74 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("No probe was tried."), "{md}");
+    }
+
+    #[test]
+    fn markdown_measurements_are_tables() {
+        let rec = crate::rules::facts::softirq::testdata::net_rx_on_cpu0();
+        let report = explain(&rec, &RuleSet::builtin().unwrap(), None, None).unwrap();
+        let md = render(&report);
+        let start = md.find("## Measurements\n").expect("section present");
+        let end = md.find("## Probes\n").unwrap();
+        assert!(start < end);
+        let section = &md[start..end];
+        for expected in [
+            "### Scheduler\n\nObserved: the target's threads, 10.0 s.\n",
+            "| Measurement | Value |\n|---|---:|\n| Context switches per second (all CPUs) | 1500 |\n",
+            "| Switches of observed threads per second | 720 |\n",
+            "| Involuntary switches per second | 650 |\n",
+            "| Involuntary share of observed switches | 90.3% |\n",
+            "| Run-queue delay | p50 3146 µs, p90 6576 µs, p99 8329 µs |\n",
+            "| Thread class | Threads | Involuntary/s | Involuntary % | Mean run-queue delay (µs) |\n\
+             |---|---:|---:|---:|---:|\n\
+             | conn | 4 | 650.0 | 90.3 | 3000 |\n",
+            "### Softirq\n\nHost-wide, 4 CPUs, 10.0 s.",
+            "| CPU | NET_RX | NET_TX | TIMER | RCU | SCHED | BLOCK | all | % CPU |\n\
+             |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| 1 | 20.0 | 2.0 | 1.0 | 0.4 | 1.2 | 0.0 | 24.6 | 2.5 |\n",
+            "| 3 | 10.0 | 2.0 | 1.0 | 0.6 | 0.8 | 0.0 | 14.4 | 1.4 |\n",
+            "| **all CPUs** | 350.0 | 8.0 | 4.0 | 2.0 | 4.8 | 0.0 | 368.9 | 9.2 |\n",
+            "| entries/s | 48000 | 2000 | 4000 | 1000 | 2400 | 0 | 57410 | |\n",
+            "- NET_RX imbalance 3.43 (busiest CPU / mean; 1.00 = even, 4 = all on one CPU): \
+             CPU 0 has 85.7% of NET_RX time, and NET_RX takes 30.0% of that CPU.\n",
+            "- Busiest CPU in softirqs: CPU 0, 30.5% of its time (mean over 4 CPUs 9.2%).\n",
+            "- Hard IRQs: 22505/s, 45.0 ms/s.\n",
+            "- 3 events lost (3 exits without entry,",
+            "| IRQ | Name | Per second | ms/s | Busiest CPU |\n\
+             |---:|---|---:|---:|---:|\n\
+             | 45 | eth0-TxRx-0 | 20000 | 40.0 | 0 |\n\
+             | 46 | eth0-TxRx-1 | 2000 | 4.0 | 1 |\n\
+             | 24 | nvme0q1 | 500 | 1.0 | 2 |\n\n",
+            "RPS off, RFS on (rps_sock_flow_entries 32768); \
+             rx queues: eth0 4 (RPS 0, RFS 4), eth1 2 (RPS 0, RFS 0).\n",
+        ] {
+            assert!(
+                section.contains(expected),
+                "missing {expected:?} in:\n{section}"
+            );
+        }
+        assert!(!section.contains("Not measured"), "{section}");
+    }
+
+    #[test]
+    fn markdown_lists_families_not_measured() {
+        let report = explain(
+            &testdata::oversubscribed(),
+            &RuleSet::builtin().unwrap(),
+            None,
+            None,
+        )
+        .unwrap();
+        let md = render(&report);
+        assert!(md.contains("### Scheduler\n"), "{md}");
+        assert!(!md.contains("### Softirq\n"), "{md}");
+        assert!(
+            md.contains(
+                "RPS/RFS: not readable when recording.\n\nNot measured:\n\n\
+                 - `softirq`: the softirq probe was not part of this recording\n"
+            ),
+            "{md}"
+        );
     }
 
     #[test]

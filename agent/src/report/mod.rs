@@ -6,9 +6,13 @@
 //! ([`terminal`], [`markdown`], [`json`]) only format what is here; every
 //! decision (ranking, wording of reasons) is made when the report is built in
 //! [`crate::explain`], so the three outputs always agree.
+//!
+//! Besides the rules' verdicts, the report carries the [`Measurements`]: the
+//! numbers each probe family measured, shown even when no rule uses them.
 
 pub mod json;
 pub mod markdown;
+pub mod measurements;
 pub mod terminal;
 
 use std::collections::BTreeMap;
@@ -18,6 +22,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 pub use crate::rules::Severity;
+pub use measurements::Measurements;
 
 /// Value of [`Report::report_version`].
 pub const REPORT_VERSION: u32 = 1;
@@ -48,6 +53,10 @@ pub struct Report {
     pub probes: Vec<ProbeReport>,
     /// The facts rules were evaluated on, by group.
     pub facts: BTreeMap<String, serde_json::Value>,
+    /// What each probe family measured, whether or not a rule used it.
+    /// (Added in report version 1; absent from reports of older builds.)
+    #[serde(default)]
+    pub measurements: Measurements,
 }
 
 impl Report {

@@ -3,7 +3,8 @@
 //! Plain text wrapped to 100 columns: a header (host, kernel, arch, target,
 //! duration), the ranked findings with their evidence, fix commands, risk,
 //! verification and references, then the rules that were not assessed or do
-//! not apply, the rules that passed, and the probes. Colour is used only when
+//! not apply, the rules that passed, the measurements of each probe family
+//! (whether or not a rule used them), and the probes. Colour is used only when
 //! the caller asks for it (it decides from the TTY and `NO_COLOR`); without it
 //! the output has no escape sequences at all, so it can be piped or pasted.
 
@@ -11,7 +12,8 @@ use std::fmt::Write;
 
 use anstyle::{AnsiColor, Style};
 
-use super::{EvidenceItem, Finding, Report, Severity};
+use super::measurements::{Measurements, NetMeasurements, SchedMeasurements, SoftirqMeasurements};
+use super::{EvidenceItem, Finding, Report, Severity, format_number};
 
 const WIDTH: usize = 100;
 
@@ -211,6 +213,9 @@ fn write_report(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
     }
 
     writeln!(out)?;
+    write_measurements(out, &report.measurements, p)?;
+
+    writeln!(out)?;
     writeln!(out, "{}", p.heading("Probes"))?;
     if report.probes.is_empty() {
         writeln!(out, "  No probe was tried.")?;
@@ -246,6 +251,288 @@ fn write_report(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
                     )
                 )?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// A share (0..1) as a percentage with one decimal: 0.857 → "85.7%".
+pub(crate) fn percent(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
+/// "the target's threads" / "every non-idle task (host-wide)".
+pub(crate) fn sched_scope(s: &SchedMeasurements) -> &'static str {
+    if s.scope == "target" {
+        "the target's threads"
+    } else {
+        "every non-idle task (host-wide)"
+    }
+}
+
+/// "p50 3146 µs, p90 6711 µs, p99 8329 µs".
+pub(crate) fn runq_percentiles(s: &SchedMeasurements) -> String {
+    format!(
+        "p50 {} µs, p90 {} µs, p99 {} µs",
+        format_number(s.runq_p50_us),
+        format_number(s.runq_p90_us),
+        format_number(s.runq_p99_us)
+    )
+}
+
+/// "NET_RX imbalance 3.43 (busiest CPU / mean; 1.00 = even): CPU 0 has 85.7%
+/// of NET_RX time, and NET_RX takes 30.0% of that CPU".
+pub(crate) fn net_rx_line(s: &SoftirqMeasurements) -> String {
+    if s.net_rx_imbalance == 0.0 {
+        return "NET_RX: no time recorded".into();
+    }
+    format!(
+        "NET_RX imbalance {:.2} (busiest CPU / mean; 1.00 = even, {} = all on one CPU): \
+         CPU {} has {} of NET_RX time, and NET_RX takes {} of that CPU",
+        s.net_rx_imbalance,
+        s.cpu_count,
+        s.net_rx_busiest_cpu,
+        percent(s.net_rx_busiest_share),
+        percent(s.net_rx_time_share_of_cpu)
+    )
+}
+
+/// "busiest CPU in softirqs: CPU 0, 30.5% of its time (mean over 4 CPUs 9.2%)".
+pub(crate) fn softirq_cpu_line(s: &SoftirqMeasurements) -> String {
+    format!(
+        "busiest CPU in softirqs: CPU {}, {} of its time (mean over {} CPUs {})",
+        s.cpu_max_share_cpu,
+        percent(s.cpu_max_share),
+        s.cpu_count,
+        percent(s.cpu_mean_share)
+    )
+}
+
+/// "3 events lost (3 exits without entry, 0 IRQ map full, 0 bad vector)", or
+/// `None` when nothing was lost.
+pub(crate) fn softirq_drops_line(s: &SoftirqMeasurements) -> Option<String> {
+    let d = &s.drops;
+    (d.total > 0).then(|| {
+        format!(
+            "{} events lost ({} exits without entry, normal right after attach; \
+             {} IRQ map full; {} bad vector)",
+            d.total, d.unmatched_exit, d.irq_map_full, d.bad_vector
+        )
+    })
+}
+
+/// Interfaces listed in the RPS/RFS line; the rest are counted.
+const NET_INTERFACES_SHOWN: usize = 6;
+
+/// "RPS off, RFS on (rps_sock_flow_entries 32768); rx queues: eth0 4 (RPS 0,
+/// RFS 4), eth1 2 (RPS 0, RFS 0)".
+pub(crate) fn net_line(net: Option<&NetMeasurements>) -> String {
+    let Some(n) = net else {
+        return "RPS/RFS: not readable when recording".into();
+    };
+    let on = |b: bool| if b { "on" } else { "off" };
+    let mut line = format!(
+        "RPS {}, RFS {} (rps_sock_flow_entries {})",
+        on(n.rps_enabled),
+        on(n.rfs_enabled),
+        n.rps_sock_flow_entries
+    );
+    if n.interfaces.is_empty() {
+        line.push_str("; no interface with rx queues");
+        return line;
+    }
+    let shown: Vec<String> = n
+        .interfaces
+        .iter()
+        .take(NET_INTERFACES_SHOWN)
+        .map(|i| {
+            format!(
+                "{} {} (RPS {}, RFS {})",
+                i.name, i.rx_queues, i.rps_queues, i.rfs_queues
+            )
+        })
+        .collect();
+    let _ = write!(line, "; rx queues: {}", shown.join(", "));
+    let more = n.interfaces.len().saturating_sub(NET_INTERFACES_SHOWN);
+    if more > 0 {
+        let _ = write!(line, " and {more} more interfaces");
+    }
+    line
+}
+
+/// `name` cut to `max` characters, with "…" when cut.
+pub(crate) fn truncate(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        name.to_string()
+    } else {
+        let mut s: String = name.chars().take(max.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::fmt::Result {
+    writeln!(out, "{}", p.heading("Measurements"))?;
+    if let Some(s) = &m.sched {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "  {}  {}, {:.1} s",
+            p.bold("Scheduler"),
+            sched_scope(s),
+            s.duration_s
+        )?;
+        let label = |l: &str| format!("    {l:<18}");
+        writeln!(
+            out,
+            "{}{}/s on all CPUs; observed threads {}/s",
+            label("context switches"),
+            p.bold(&format_number(s.switches_per_s)),
+            format_number(s.observed_switches_per_s)
+        )?;
+        writeln!(
+            out,
+            "{}{}/s, {} of observed switches",
+            label("involuntary"),
+            p.bold(&format_number(s.involuntary_per_s)),
+            p.bold(&percent(s.involuntary_share))
+        )?;
+        writeln!(out, "{}{}", label("run-queue delay"), runq_percentiles(s))?;
+        if !s.top_classes.is_empty() {
+            writeln!(out, "    top thread classes by involuntary switches:")?;
+            writeln!(
+                out,
+                "{}",
+                p.dim(&format!(
+                    "      {:<20} {:>7} {:>9} {:>8}  {}",
+                    "class", "threads", "invol/s", "invol %", "mean run-queue delay"
+                ))
+            )?;
+            for c in &s.top_classes {
+                writeln!(
+                    out,
+                    "      {:<20} {:>7} {:>9.1} {:>8.1}  {} µs",
+                    truncate(&c.class, 20),
+                    c.threads,
+                    c.involuntary_per_s,
+                    c.involuntary_share * 100.0,
+                    format_number(c.runq_mean_us)
+                )?;
+            }
+        }
+    }
+    if let Some(s) = &m.softirq {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "  {}  host-wide, {} CPUs, {:.1} s; CPU time in ms per second (1000 = one whole CPU)",
+            p.bold("Softirq"),
+            s.cpu_count,
+            s.duration_s
+        )?;
+        let mut header = format!("      {:<10}", "CPU");
+        for v in &s.vectors {
+            let _ = write!(header, "{:>8}", v.name);
+        }
+        let _ = write!(header, "{:>8}{:>7}", "all", "% CPU");
+        writeln!(out, "{}", p.dim(&header))?;
+        let row = |label: &str, times: &[f64], all: f64, share: f64| -> String {
+            let mut line = format!("      {label:<10}");
+            for t in times {
+                let _ = write!(line, "{t:>8.1}");
+            }
+            let _ = write!(line, "{all:>8.1}{:>7.1}", share * 100.0);
+            line
+        };
+        for c in &s.cpus {
+            writeln!(
+                out,
+                "{}",
+                row(
+                    &c.cpu.to_string(),
+                    &c.time_ms_per_s,
+                    c.all_ms_per_s,
+                    c.share
+                )
+            )?;
+        }
+        if let Some(o) = &s.other_cpus {
+            let label = format!("mean of {}", o.cpus);
+            writeln!(
+                out,
+                "{}",
+                row(&label, &o.time_ms_per_s, o.all_ms_per_s, o.share)
+            )?;
+        }
+        let totals: Vec<f64> = s.vectors.iter().map(|v| v.time_ms_per_s).collect();
+        writeln!(
+            out,
+            "{}",
+            p.bold(&row("all CPUs", &totals, s.time_ms_per_s, s.cpu_mean_share))
+        )?;
+        let mut counts = format!("      {:<10}", "entries/s");
+        for v in &s.vectors {
+            let _ = write!(counts, "{:>8.0}", v.count_per_s);
+        }
+        let _ = write!(counts, "{:>8.0}", s.count_per_s);
+        writeln!(out, "{counts}")?;
+        writeln!(out, "{}", wrap(&net_rx_line(s), "    ", WIDTH))?;
+        writeln!(out, "{}", wrap(&softirq_cpu_line(s), "    ", WIDTH))?;
+        writeln!(
+            out,
+            "    hard IRQs {}/s, {} ms/s{}",
+            format_number(s.hardirq_count_per_s),
+            format_number(s.hardirq_time_ms_per_s),
+            if s.top_hardirqs.is_empty() {
+                ""
+            } else {
+                "; most time:"
+            }
+        )?;
+        if !s.top_hardirqs.is_empty() {
+            writeln!(
+                out,
+                "{}",
+                p.dim(&format!(
+                    "      {:>5}  {:<30} {:>9} {:>8} {:>12}",
+                    "IRQ", "name", "per s", "ms/s", "busiest CPU"
+                ))
+            )?;
+            for h in &s.top_hardirqs {
+                writeln!(
+                    out,
+                    "      {:>5}  {:<30} {:>9.0} {:>8.1} {:>12}",
+                    h.irq,
+                    truncate(&h.name, 30),
+                    h.count_per_s,
+                    h.time_ms_per_s,
+                    h.busiest_cpu
+                )?;
+            }
+        }
+        if let Some(drops) = softirq_drops_line(s) {
+            writeln!(out, "{}", wrap(&drops, "    ", WIDTH))?;
+        }
+    }
+    writeln!(out)?;
+    writeln!(out, "{}", wrap(&net_line(m.net.as_ref()), "  ", WIDTH))?;
+    if !m.not_recorded.is_empty() {
+        writeln!(out)?;
+        for n in &m.not_recorded {
+            // "  softirq    not measured: reason...", the reason wrapped under itself.
+            let plain = format!("  {:<10} not measured: ", n.family);
+            let hang = " ".repeat(plain.chars().count());
+            let reason = wrap(&n.reason, &hang, WIDTH);
+            let status = p.paint(
+                Style::new().fg_color(Some(AnsiColor::Yellow.into())),
+                "not measured:",
+            );
+            writeln!(
+                out,
+                "  {:<10} {status} {}",
+                n.family,
+                reason.trim_start_matches(' ')
+            )?;
         }
     }
     Ok(())
@@ -479,6 +766,168 @@ mod tests {
         assert!(
             text.contains("involuntary switches (% of observed switches): 10.0;"),
             "{text}"
+        );
+    }
+
+    /// The text with every run of whitespace made one space (wrapping undone).
+    fn flat(text: &str) -> String {
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn measurements_show_the_numbers_of_each_family() {
+        let rec = crate::rules::facts::softirq::testdata::net_rx_on_cpu0();
+        let report = explain(&rec, &RuleSet::builtin().unwrap(), None, None).unwrap();
+        let text = render(&report, false);
+        assert!(!text.contains('\x1b'), "escape sequence without color");
+        let measurements = text.find("\nMeasurements\n").expect("section present");
+        let probes = text.find("\nProbes\n").unwrap();
+        assert!(measurements < probes, "{text}");
+        let section = &text[measurements..probes];
+
+        // Scheduler: 1500 switches/s, 650 involuntary of 720 observed, the
+        // run-queue percentiles of the histogram, one thread class.
+        assert!(
+            section.contains("\n  Scheduler  the target's threads, 10.0 s\n"),
+            "{section}"
+        );
+        assert!(
+            section
+                .contains("\n    context switches  1500/s on all CPUs; observed threads 720/s\n"),
+            "{section}"
+        );
+        assert!(
+            section.contains("\n    involuntary       650/s, 90.3% of observed switches\n"),
+            "{section}"
+        );
+        assert!(
+            section.contains("\n    run-queue delay   p50 3146 µs, p90 6576 µs, p99 8329 µs\n"),
+            "{section}"
+        );
+        assert!(
+            section.contains(
+                "\n      class                threads   invol/s  invol %  mean run-queue delay\n\
+                 \x20     conn                       4     650.0     90.3  3000 µs\n"
+            ),
+            "{section}"
+        );
+
+        // Softirq: the per-CPU table (ms/s), totals and entries per second.
+        assert!(
+            section.contains(
+                "\n  Softirq  host-wide, 4 CPUs, 10.0 s; CPU time in ms per second (1000 = one whole CPU)\n"
+            ),
+            "{section}"
+        );
+        assert!(
+            section.contains(
+                "\n      CPU         NET_RX  NET_TX   TIMER     RCU   SCHED   BLOCK     all  % CPU\n"
+            ),
+            "{section}"
+        );
+        assert!(
+            section.contains(
+                "\n      1             20.0     2.0     1.0     0.4     1.2     0.0    24.6    2.5\n"
+            ),
+            "{section}"
+        );
+        assert!(
+            section.contains(
+                "\n      3             10.0     2.0     1.0     0.6     0.8     0.0    14.4    1.4\n"
+            ),
+            "{section}"
+        );
+        assert!(
+            section.contains(
+                "\n      all CPUs     350.0     8.0     4.0     2.0     4.8     0.0   368.9    9.2\n"
+            ),
+            "{section}"
+        );
+        assert!(
+            section.contains(
+                "\n      entries/s    48000    2000    4000    1000    2400       0   57410\n"
+            ),
+            "{section}"
+        );
+        let flat = flat(section);
+        assert!(
+            flat.contains(
+                "NET_RX imbalance 3.43 (busiest CPU / mean; 1.00 = even, 4 = all on one CPU): \
+                 CPU 0 has 85.7% of NET_RX time, and NET_RX takes 30.0% of that CPU"
+            ),
+            "{flat}"
+        );
+        assert!(
+            flat.contains(
+                "busiest CPU in softirqs: CPU 0, 30.5% of its time (mean over 4 CPUs 9.2%)"
+            ),
+            "{flat}"
+        );
+        assert!(
+            section.contains("\n    hard IRQs 22505/s, 45.0 ms/s; most time:\n"),
+            "{section}"
+        );
+        assert!(
+            section.contains(
+                "\n         45  eth0-TxRx-0                        20000     40.0            0\n\
+                 \x20        46  eth0-TxRx-1                         2000      4.0            1\n\
+                 \x20        24  nvme0q1                              500      1.0            2\n"
+            ),
+            "{section}"
+        );
+        assert!(!section.contains("virtio0-config"), "only the top 3 IRQs");
+        assert!(
+            flat.contains("3 events lost (3 exits without entry, normal right after attach;"),
+            "{flat}"
+        );
+        assert!(
+            flat.contains(
+                "RPS off, RFS on (rps_sock_flow_entries 32768); \
+                 rx queues: eth0 4 (RPS 0, RFS 4), eth1 2 (RPS 0, RFS 0)"
+            ),
+            "{flat}"
+        );
+        assert!(!section.contains("not measured"), "{section}");
+        for line in section.lines() {
+            assert!(line.chars().count() <= WIDTH, "too long: {line}");
+            assert!(!line.ends_with(' '), "trailing space: {line:?}");
+        }
+    }
+
+    #[test]
+    fn families_not_measured_say_why() {
+        // A recording from before the softirq family, sched failed, RPS unreadable.
+        let mut rec = testdata::oversubscribed();
+        rec.probes[0].programs[0].error = Some("permission denied".into());
+        rec.probes[0].programs[1].error = Some("permission denied".into());
+        let report = explain(&rec, &RuleSet::builtin().unwrap(), None, None).unwrap();
+        let text = render(&report, false);
+        assert!(!text.contains("  Scheduler  "), "{text}");
+        assert!(!text.contains("  Softirq  "), "{text}");
+        // The reason is wrapped under itself, within the width.
+        assert!(
+            text.contains(
+                "\n  sched      not measured: the sched probe did not attach: sched_switch \
+                 (tp_btf/sched_switch):\n\
+                 \x20                          permission denied; sched_wakeup \
+                 (tp_btf/sched_wakeup): permission denied\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\n  softirq    not measured: the softirq probe was not part of this recording\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  RPS/RFS: not readable when recording\n"),
+            "{text}"
+        );
+        let colored = render(&report, true);
+        assert!(
+            colored.contains("\x1b[33mnot measured:\x1b[0m"),
+            "{colored}"
         );
     }
 

@@ -2,7 +2,7 @@
 //!
 //! Rules never read the recording directly; they read a small, documented set
 //! of named numbers grouped by where they come from (`host`, `recording`,
-//! `target`, `sched`, later allocator, WiredTiger, ...). Deriving them in one
+//! `target`, `sched`, `softirq`, `net`, later allocator, WiredTiger, ...). Deriving them in one
 //! place keeps the arithmetic (sums over slices, percentiles, rates) tested
 //! once, and lets a rule say which groups it `requires`: a group that was not
 //! recorded is *absent* with a reason, so the rule is reported as "not
@@ -26,8 +26,10 @@ use serde::Serialize;
 use super::ranking::normalise_arch;
 use crate::recording::model::{Recording, SchedSlice, Slice};
 
+pub mod softirq;
+
 /// Every fact group this build can derive, in display order.
-pub const FACT_GROUPS: &[&str] = &["host", "recording", "target", "sched"];
+pub const FACT_GROUPS: &[&str] = &["host", "recording", "target", "sched", "softirq", "net"];
 
 /// One fact value: what a CEL expression sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -108,15 +110,29 @@ impl Facts {
                 "host-wide recording: no target process was observed".into(),
             );
         }
-        match sched_facts(rec) {
+        facts.insert_or_absent("sched", sched_facts(rec));
+        facts.insert_or_absent("softirq", softirq::softirq_facts(rec));
+        facts.insert_or_absent(
+            "net",
+            rec.host
+                .net
+                .as_ref()
+                .map(softirq::net_facts)
+                .ok_or_else(|| softirq::NET_UNREADABLE.to_string()),
+        );
+        facts
+    }
+
+    /// Binds `group`, or records why it is absent.
+    fn insert_or_absent(&mut self, name: &str, group: Result<FactGroup, String>) {
+        match group {
             Ok(group) => {
-                facts.groups.insert("sched".into(), group);
+                self.groups.insert(name.into(), group);
             }
             Err(reason) => {
-                facts.absent.insert("sched".into(), reason);
+                self.absent.insert(name.into(), reason);
             }
         }
-        facts
     }
 
     /// The facts of one group when it is bound.
@@ -289,6 +305,7 @@ fn host_facts(rec: &Recording, kernel: Option<&Version>) -> FactGroup {
             "WAKEUP_PREEMPTION",
         )),
     );
+    g.insert("net_readable".into(), FactValue::Bool(h.net.is_some()));
     g
 }
 
@@ -345,13 +362,16 @@ fn target_facts(rec: &Recording) -> FactGroup {
     g
 }
 
-/// Why the sched facts cannot be relied on, or `None` when the probe attached.
-fn sched_unavailable(rec: &Recording) -> Option<String> {
-    let Some(probe) = rec.probes.iter().find(|p| p.family == "sched") else {
-        return Some("the sched probe was not part of this recording".into());
+/// Why the facts of probe family `family` ("sched", "softirq", ...) cannot be
+/// relied on, or `None` when every program of the family attached.
+pub fn family_unavailable(rec: &Recording, family: &str) -> Option<String> {
+    let Some(probe) = rec.probes.iter().find(|p| p.family == family) else {
+        return Some(format!("the {family} probe was not part of this recording"));
     };
     if probe.programs.is_empty() {
-        return Some("the sched probe has no programs in this recording".into());
+        return Some(format!(
+            "the {family} probe has no programs in this recording"
+        ));
     }
     let failed: Vec<String> = probe
         .programs
@@ -366,12 +386,12 @@ fn sched_unavailable(rec: &Recording) -> Option<String> {
         None
     } else if failed.len() == probe.programs.len() {
         Some(format!(
-            "the sched probe did not attach: {}",
+            "the {family} probe did not attach: {}",
             failed.join("; ")
         ))
     } else {
         Some(format!(
-            "the sched probe attached only partly, its numbers are incomplete: {}",
+            "the {family} probe attached only partly, its numbers are incomplete: {}",
             failed.join("; ")
         ))
     }
@@ -401,7 +421,7 @@ struct ClassTotals {
 }
 
 fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
-    if let Some(reason) = sched_unavailable(rec) {
+    if let Some(reason) = family_unavailable(rec, "sched") {
         return Err(reason);
     }
     let slices: Vec<(&Slice, &SchedSlice)> = rec
@@ -587,7 +607,8 @@ fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
 /// A made-up, fully populated recording (see [`Facts::example`]).
 fn example_recording() -> Recording {
     use crate::recording::model::{
-        FORMAT_NAME, FORMAT_VERSION, HostFacts, ProbeStatus, ProgramStatus, SchedDrops, Target,
+        FORMAT_NAME, FORMAT_VERSION, HardIrqSlice, HostFacts, NetFacts, NetInterface, ProbeStatus,
+        ProgramStatus, RxQueue, SchedDrops, SoftirqDrops, SoftirqSlice, SoftirqVector, Target,
         ThreadSlice,
     };
     let started_at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
@@ -601,6 +622,9 @@ fn example_recording() -> Recording {
         runq_delay_ns: 3_000_000,
         runq_delays: 25,
         oncpu_ns: 400_000_000,
+        wakeup_preempted: 0,
+        migrations: 0,
+        wakeup_preempting: 0,
     };
     Recording {
         format: FORMAT_NAME.into(),
@@ -617,7 +641,18 @@ fn example_recording() -> Recording {
             cpu_count: 2,
             cpu_model: "example".into(),
             sched_features: Some("WAKEUP_PREEMPTION".into()),
-            net: None,
+            net: Some(NetFacts {
+                rps_sock_flow_entries: 4096,
+                interfaces: vec![NetInterface {
+                    name: "eth0".into(),
+                    rx_queues: vec![RxQueue {
+                        name: "rx-0".into(),
+                        rps_cpus: "3".into(),
+                        rps_flow_cnt: 2048,
+                    }],
+                }],
+            }),
+            ..HostFacts::default()
         },
         target: Some(Target {
             pid: 100,
@@ -627,14 +662,24 @@ fn example_recording() -> Recording {
             how: "pid".into(),
             exit_code: None,
         }),
-        probes: vec![ProbeStatus {
-            family: "sched".into(),
-            programs: vec![ProgramStatus {
-                name: "sched_switch".into(),
-                attach_point: "tp_btf/sched_switch".into(),
-                error: None,
-            }],
-        }],
+        probes: vec![
+            ProbeStatus {
+                family: "sched".into(),
+                programs: vec![ProgramStatus {
+                    name: "sched_switch".into(),
+                    attach_point: "tp_btf/sched_switch".into(),
+                    error: None,
+                }],
+            },
+            ProbeStatus {
+                family: "softirq".into(),
+                programs: vec![ProgramStatus {
+                    name: "softirq_entry".into(),
+                    attach_point: "tp_btf/softirq_entry".into(),
+                    error: None,
+                }],
+            },
+        ],
         slices: vec![Slice {
             start_ms: 0,
             duration_ms: 1000,
@@ -645,6 +690,8 @@ fn example_recording() -> Recording {
                 involuntary: 40,
                 preempted: 30,
                 wakeups: 25,
+                wakeup_preemptions: 0,
+                migrations: 0,
                 runq_hist_log2_ns: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 20, 20],
                 threads: vec![thread(101, "conn1"), thread(102, "WTEvict-1")],
                 drops: SchedDrops {
@@ -653,7 +700,28 @@ fn example_recording() -> Recording {
                     read_failed: 1,
                 },
             }),
-            softirq: None,
+            softirq: Some(SoftirqSlice {
+                vectors: softirq::MAIN_VECTORS
+                    .iter()
+                    .map(|name| SoftirqVector {
+                        name: (*name).into(),
+                        count_per_cpu: vec![100, 10],
+                        time_ns_per_cpu: vec![1_000_000, 100_000],
+                    })
+                    .collect(),
+                hardirqs: vec![HardIrqSlice {
+                    irq: 45,
+                    name: "eth0-TxRx-0".into(),
+                    count_per_cpu: vec![50, 5],
+                    time_ns_per_cpu: vec![200_000, 20_000],
+                }],
+                drops: SoftirqDrops {
+                    unmatched_exit: 1,
+                    irq_map_full: 1,
+                    bad_vector: 1,
+                },
+            }),
+            syscalls: None,
         }],
         checks: Default::default(),
     }

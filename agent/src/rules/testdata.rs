@@ -29,6 +29,7 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
                 "PLACE_LAG RUN_TO_PARITY NO_NEXT_BUDDY WAKEUP_PREEMPTION NO_HRTICK".into(),
             ),
             net: None,
+            ..HostFacts::default()
         },
         target: Some(Target {
             pid: 1000,
@@ -78,6 +79,7 @@ fn with_slices(mut rec: Recording, slice: SchedSlice, n: u64) -> Recording {
             duration_ms: 1000,
             sched: Some(slice.clone()),
             softirq: None,
+            syscalls: None,
         })
         .collect();
     rec
@@ -97,6 +99,9 @@ pub fn oversubscribed() -> Recording {
         runq_delay_ns: (vol + invol) * 3_000_000,
         runq_delays: vol + invol,
         oncpu_ns: 500_000_000,
+        wakeup_preempted: 0,
+        migrations: 0,
+        wakeup_preempting: 0,
     };
     let slice = SchedSlice {
         switches_total: 1500,
@@ -105,6 +110,8 @@ pub fn oversubscribed() -> Recording {
         involuntary: 650,
         preempted: 640,
         wakeups: 75,
+        wakeup_preemptions: 0,
+        migrations: 0,
         // 720 delays: 60 short (4-8 µs), the rest 1-8 ms, 5 above 8 ms.
         runq_hist_log2_ns: hist(&[(12, 60), (20, 100), (21, 400), (22, 155), (23, 5)]),
         threads: vec![
@@ -131,6 +138,9 @@ pub fn near_miss() -> Recording {
         runq_delay_ns: 250 * 20_000,
         runq_delays: 250,
         oncpu_ns: 200_000_000,
+        wakeup_preempted: 0,
+        migrations: 0,
+        wakeup_preempting: 0,
     };
     let slice = SchedSlice {
         switches_total: 4000,
@@ -139,6 +149,8 @@ pub fn near_miss() -> Recording {
         involuntary: 100,
         preempted: 80,
         wakeups: 900,
+        wakeup_preemptions: 0,
+        migrations: 0,
         runq_hist_log2_ns: hist(&[(13, 580), (14, 400), (15, 20)]),
         threads: (1001..=1004).map(thread).collect(),
         drops: SchedDrops::default(),

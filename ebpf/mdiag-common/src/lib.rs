@@ -12,3 +12,4 @@
 pub mod hist;
 pub mod sched;
 pub mod softirq;
+pub mod syscalls;

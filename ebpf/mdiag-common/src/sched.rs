@@ -10,17 +10,21 @@ use crate::hist::LOG2_BUCKETS;
 pub const PROG_SCHED_SWITCH: &str = "mdiag_sched_switch";
 pub const PROG_SCHED_WAKEUP: &str = "mdiag_sched_wakeup";
 pub const PROG_SCHED_WAKEUP_NEW: &str = "mdiag_sched_wakeup_new";
-/// The kernel tracepoints those programs attach to, in the same order.
-pub const TRACEPOINTS: [(&str, &str); 3] = [
+pub const PROG_SCHED_MIGRATE: &str = "mdiag_sched_migrate";
+/// The kernel tracepoints those programs attach to, in the same order
+/// (the first, `sched_switch`, is the one the family cannot do without).
+pub const TRACEPOINTS: [(&str, &str); 4] = [
     (PROG_SCHED_SWITCH, "sched_switch"),
     (PROG_SCHED_WAKEUP, "sched_wakeup"),
     (PROG_SCHED_WAKEUP_NEW, "sched_wakeup_new"),
+    (PROG_SCHED_MIGRATE, "sched_migrate_task"),
 ];
 
 /// Map names (the static names in `mdiag-ebpf/src/sched.rs`).
 pub const MAP_THREADS: &str = "SCHED_THREADS";
 pub const MAP_WAKEUP_TS: &str = "SCHED_WAKEUP_TS";
 pub const MAP_CPU: &str = "SCHED_CPU";
+pub const MAP_LAST_WAKEUP: &str = "SCHED_LAST_WAKEUP";
 
 /// Read-only globals set by the loader before the programs are verified.
 /// Thread-group id to observe; 0 = every task on the host.
@@ -29,6 +33,7 @@ pub const GLOBAL_TARGET_TGID: &str = "MDIAG_SCHED_TARGET_TGID";
 pub const GLOBAL_TASK_PID_OFFSET: &str = "MDIAG_TASK_PID_OFFSET";
 pub const GLOBAL_TASK_TGID_OFFSET: &str = "MDIAG_TASK_TGID_OFFSET";
 pub const GLOBAL_TASK_COMM_OFFSET: &str = "MDIAG_TASK_COMM_OFFSET";
+pub const GLOBAL_TASK_CPU_OFFSET: &str = "MDIAG_TASK_CPU_OFFSET";
 
 /// Capacity of the per-thread map. A full map is counted as a drop.
 pub const MAX_THREADS: u32 = 32768;
@@ -36,6 +41,19 @@ pub const MAX_THREADS: u32 = 32768;
 pub const MAX_PENDING_WAKEUPS: u32 = 65536;
 
 pub const TASK_COMM_LEN: usize = 16;
+/// CPUs addressable by the last-wakeup array (larger CPU numbers are counted
+/// as drops for wakeup-preemption detection only).
+pub const MAX_CPUS: u32 = 4096;
+
+/// The most recent wakeup of an observed thread onto a CPU (an `Array` indexed
+/// by CPU number, written from whichever CPU ran the wakeup).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LastWakeup {
+    pub tid: u32,
+    pub _pad0: u32,
+    pub ts_ns: u64,
+}
 
 /// Per-thread counters, key: thread id (kernel `pid`).
 #[repr(C)]
@@ -61,6 +79,14 @@ pub struct ThreadSched {
     pub runq_delays: u64,
     /// Total time on CPU, accounted at switch-out.
     pub oncpu_ns: u64,
+    /// Involuntary switches where the next task was the one just woken on
+    /// this CPU: the thread lost its CPU to a wakeup (wakeup preemption).
+    pub wakeup_preempted: u64,
+    /// Times the thread was moved to another CPU.
+    pub migrations: u64,
+    /// The other side of wakeup preemption: times this thread, just woken,
+    /// took its CPU from a still-runnable task (any task, observed or not).
+    pub wakeup_preempting: u64,
     /// Bookkeeping: when the thread last went on a CPU (0 = unknown).
     pub last_in_ns: u64,
 }
@@ -78,6 +104,11 @@ pub struct SchedCpu {
     pub preempted: u64,
     /// Wakeups of observed threads.
     pub wakeups: u64,
+    /// Involuntary switches of observed threads to the task just woken on
+    /// this CPU (wakeup preemption).
+    pub wakeup_preemptions: u64,
+    /// Migrations of observed threads to another CPU.
+    pub migrations: u64,
     /// Drops: a thread could not be added to the full thread map.
     pub drop_thread_map_full: u64,
     /// Drops: a wakeup timestamp could not be stored (map full).
@@ -96,6 +127,8 @@ impl Default for SchedCpu {
             involuntary: 0,
             preempted: 0,
             wakeups: 0,
+            wakeup_preemptions: 0,
+            migrations: 0,
             drop_thread_map_full: 0,
             drop_wakeup_map_full: 0,
             drop_read_failed: 0,
@@ -104,8 +137,9 @@ impl Default for SchedCpu {
     }
 }
 
-const _: () = assert!(core::mem::size_of::<ThreadSched>() == 8 + 16 + 7 * 8);
-const _: () = assert!(core::mem::size_of::<SchedCpu>() == 8 * 8 + 8 * LOG2_BUCKETS);
+const _: () = assert!(core::mem::size_of::<ThreadSched>() == 8 + 16 + 10 * 8);
+const _: () = assert!(core::mem::size_of::<SchedCpu>() == 10 * 8 + 8 * LOG2_BUCKETS);
+const _: () = assert!(core::mem::size_of::<LastWakeup>() == 16);
 const _: () = assert!(core::mem::align_of::<ThreadSched>() == 8);
 
 #[cfg(feature = "user")]
@@ -115,6 +149,8 @@ mod user {
     unsafe impl aya::Pod for super::ThreadSched {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::SchedCpu {}
+    // SAFETY: as above (u32 + explicit u32 padding + u64).
+    unsafe impl aya::Pod for super::LastWakeup {}
 }
 
 impl ThreadSched {
@@ -155,12 +191,13 @@ mod tests {
         // Field offsets the kernel side relies on.
         assert_eq!(core::mem::offset_of!(ThreadSched, comm), 8);
         assert_eq!(core::mem::offset_of!(ThreadSched, voluntary), 24);
-        assert_eq!(core::mem::offset_of!(ThreadSched, last_in_ns), 72);
+        assert_eq!(core::mem::offset_of!(ThreadSched, last_in_ns), 96);
+        assert_eq!(core::mem::offset_of!(ThreadSched, migrations), 80);
     }
 
     #[test]
     fn sched_cpu_layout() {
-        assert_eq!(core::mem::offset_of!(SchedCpu, runq_hist), 64);
+        assert_eq!(core::mem::offset_of!(SchedCpu, runq_hist), 80);
         let c = SchedCpu::default();
         assert_eq!(c.runq_hist.iter().sum::<u64>(), 0);
     }

@@ -10,6 +10,8 @@
 mod sched;
 #[cfg(target_arch = "bpf")]
 mod softirq;
+#[cfg(target_arch = "bpf")]
+mod syscalls;
 
 #[cfg(target_arch = "bpf")]
 #[panic_handler]

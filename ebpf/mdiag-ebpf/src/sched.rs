@@ -10,15 +10,19 @@
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel,
     },
     macros::{btf_tracepoint, map},
-    maps::{HashMap, PerCpuArray},
+    maps::{Array, HashMap, PerCpuArray},
     programs::BtfTracePointContext,
 };
 use mdiag_common::{
     hist::log2_bucket,
-    sched::{MAX_PENDING_WAKEUPS, MAX_THREADS, SchedCpu, TASK_COMM_LEN, ThreadSched},
+    sched::{
+        LastWakeup, MAX_CPUS, MAX_PENDING_WAKEUPS, MAX_THREADS, SchedCpu, TASK_COMM_LEN,
+        ThreadSched,
+    },
 };
 
 #[unsafe(no_mangle)]
@@ -29,6 +33,8 @@ static MDIAG_TASK_PID_OFFSET: u32 = 0;
 static MDIAG_TASK_TGID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static MDIAG_TASK_COMM_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static MDIAG_TASK_CPU_OFFSET: u32 = 0;
 
 #[map]
 static SCHED_THREADS: HashMap<u32, ThreadSched> = HashMap::with_max_entries(MAX_THREADS, 0);
@@ -36,27 +42,30 @@ static SCHED_THREADS: HashMap<u32, ThreadSched> = HashMap::with_max_entries(MAX_
 static SCHED_WAKEUP_TS: HashMap<u32, u64> = HashMap::with_max_entries(MAX_PENDING_WAKEUPS, 0);
 #[map]
 static SCHED_CPU: PerCpuArray<SchedCpu> = PerCpuArray::with_max_entries(1, 0);
+/// Indexed by CPU: the last observed thread woken onto that CPU.
+#[map]
+static SCHED_LAST_WAKEUP: Array<LastWakeup> = Array::with_max_entries(MAX_CPUS, 0);
 
 const BPF_ANY: u64 = 0;
 const BPF_NOEXIST: u64 = 1;
 const TASK_RUNNING: u32 = 0;
 
 #[inline(always)]
-fn global(v: &u32) -> u32 {
+pub(crate) fn global(v: &u32) -> u32 {
     // SAFETY: reading a global through a volatile read so the compiler keeps
     // the load: the loader patches the value in .rodata before verification.
     unsafe { core::ptr::read_volatile(v) }
 }
 
 #[inline(always)]
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     // SAFETY: bpf_ktime_get_ns has no preconditions; it is only `unsafe`
     // because every raw helper binding is.
     unsafe { bpf_ktime_get_ns() }
 }
 
 #[inline(always)]
-fn observed(tgid: u32) -> bool {
+pub(crate) fn observed(tgid: u32) -> bool {
     let target = global(&MDIAG_SCHED_TARGET_TGID);
     target == 0 || tgid == target
 }
@@ -118,6 +127,22 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
     let Some(cpu) = cpu_counters() else { return 0 };
     cpu.switches += 1;
     let now = now_ns();
+    // The thread last woken onto this CPU, consumed by this switch.
+    // SAFETY: bpf_get_smp_processor_id has no preconditions.
+    let this_cpu = unsafe { bpf_get_smp_processor_id() };
+    let woken_tid = match SCHED_LAST_WAKEUP.get_ptr_mut(this_cpu) {
+        // SAFETY: valid array slot; a racing wakeup on another CPU can at
+        // worst make us miss or misattribute one wakeup preemption.
+        Some(w) => unsafe { core::mem::replace(&mut (*w).tid, 0) },
+        None => 0,
+    };
+    let next_ids = (
+        task_u32(next, global(&MDIAG_TASK_PID_OFFSET)),
+        task_u32(next, global(&MDIAG_TASK_TGID_OFFSET)),
+    );
+    // prev loses the CPU while still runnable (the kernel's nivcsw).
+    let involuntary = preempt || prev_state == TASK_RUNNING;
+    let wakeup_preempt = woken_tid != 0 && next_ids.0 == Some(woken_tid) && involuntary;
 
     // prev is the task running this tracepoint.
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -125,11 +150,13 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
     let prev_tgid = (pid_tgid >> 32) as u32;
     if prev_tid != 0 && observed(prev_tgid) {
         let comm = bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]);
-        let involuntary = preempt || prev_state == TASK_RUNNING;
         if involuntary {
             cpu.involuntary += 1;
             if preempt {
                 cpu.preempted += 1;
+            }
+            if wakeup_preempt {
+                cpu.wakeup_preemptions += 1;
             }
             // Still runnable: its run-queue wait starts now.
             if SCHED_WAKEUP_TS.insert(&prev_tid, &now, BPF_ANY).is_err() {
@@ -146,6 +173,9 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
                 if preempt {
                     t.preempted += 1;
                 }
+                if wakeup_preempt {
+                    t.wakeup_preempted += 1;
+                }
             } else {
                 t.voluntary += 1;
             }
@@ -160,10 +190,7 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
     }
 
     // next: going on CPU now.
-    let (Some(next_tid), Some(next_tgid)) = (
-        task_u32(next, global(&MDIAG_TASK_PID_OFFSET)),
-        task_u32(next, global(&MDIAG_TASK_TGID_OFFSET)),
-    ) else {
+    let (Some(next_tid), Some(next_tgid)) = next_ids else {
         cpu.drop_read_failed += 1;
         return 0;
     };
@@ -194,6 +221,9 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
         }
     }
     if let Some(t) = thread_entry(next_tid, next_tgid, &comm, cpu) {
+        if wakeup_preempt && prev_tid != 0 {
+            t.wakeup_preempting += 1;
+        }
         if let Some(d) = delay {
             t.runq_delay_ns += d;
             t.runq_delays += 1;
@@ -223,6 +253,51 @@ fn on_wakeup(ctx: &BtfTracePointContext) {
     if SCHED_WAKEUP_TS.insert(&tid, &now, BPF_ANY).is_err() {
         cpu.drop_wakeup_map_full += 1;
     }
+    // Remember it on the CPU it was queued on, for wakeup-preemption detection.
+    if let Some(target_cpu) = task_u32(p, global(&MDIAG_TASK_CPU_OFFSET))
+        && let Some(w) = SCHED_LAST_WAKEUP.get_ptr_mut(target_cpu)
+    {
+        // SAFETY: valid array slot for the duration of the program.
+        unsafe {
+            *w = LastWakeup {
+                tid,
+                _pad0: 0,
+                ts_ns: now,
+            }
+        };
+    }
+}
+
+#[btf_tracepoint(function = "sched_migrate_task")]
+pub fn mdiag_sched_migrate(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(struct task_struct *p, int dest_cpu)
+    let p: *const u8 = ctx.arg(0);
+    let Some(cpu) = cpu_counters() else { return 0 };
+    let (Some(tid), Some(tgid)) = (
+        task_u32(p, global(&MDIAG_TASK_PID_OFFSET)),
+        task_u32(p, global(&MDIAG_TASK_TGID_OFFSET)),
+    ) else {
+        cpu.drop_read_failed += 1;
+        return 0;
+    };
+    if tid == 0 || !observed(tgid) {
+        return 0;
+    }
+    // set_task_cpu() fires the tracepoint even when the CPU does not change;
+    // the kernel counts a migration (se.nr_migrations) only when it does.
+    let dest_cpu: u64 = ctx.arg(1);
+    if task_u32(p, global(&MDIAG_TASK_CPU_OFFSET)) == Some(dest_cpu as u32) {
+        return 0;
+    }
+    cpu.migrations += 1;
+    if let Some(t) = SCHED_THREADS.get_ptr_mut(&tid) {
+        // SAFETY: valid map value. A task is migrated while it is not running
+        // (or by its own CPU's stopper), so its own switch accounting does not
+        // touch the entry at the same time. (The BPF target has no atomic
+        // read-modify-write in `core`.)
+        unsafe { (*t).migrations += 1 };
+    }
+    0
 }
 
 #[btf_tracepoint(function = "sched_wakeup")]

@@ -1,0 +1,442 @@
+//! Syscalls family, user side: memory syscalls and futex waits per second,
+//! per-thread futex wait time, and every rseq registration with the library
+//! that made it.
+//!
+//! Counters are cumulative in the kernel (slices are differences, as for the
+//! other families); rseq registrations arrive as events on a ring buffer and
+//! are drained at each slice. The caller of each rseq call is resolved to the
+//! object mapped at that address in /proc/PID/maps.
+
+use std::collections::HashMap;
+
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+};
+use mdiag_common::{
+    hist::LOG2_BUCKETS,
+    syscalls::{
+        MAP_DROPS, MAP_RSEQ_EVENTS, MAP_STATS, MAP_THREADS, NO_SYSCALL, NR_SLOTS, NR_SYSCALL_NRS,
+        RseqEvent, SLOT_NAMES, SyscallDrops, SyscallStats, ThreadSyscalls,
+    },
+};
+
+use crate::recording::{
+    RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyscallsError {
+    #[error("map {0} missing from the eBPF object")]
+    MissingMap(&'static str),
+    #[error("map {name}: {source}")]
+    Map {
+        name: &'static str,
+        source: aya::maps::MapError,
+    },
+}
+
+/// Syscall numbers of the watched slots on the architecture mdiag runs on,
+/// indexed by slot.
+pub fn syscall_numbers() -> [u64; NR_SYSCALL_NRS] {
+    let nr = |n: libc::c_long| u64::try_from(n).unwrap_or(NO_SYSCALL);
+    [
+        nr(libc::SYS_mmap),
+        nr(libc::SYS_munmap),
+        nr(libc::SYS_madvise),
+        nr(libc::SYS_brk),
+        nr(libc::SYS_mremap),
+        nr(libc::SYS_futex),
+        NO_SYSCALL, // futex_wake: same number as futex_wait, told apart by the operation
+        FUTEX_WAITV,
+        nr(libc::SYS_rseq),
+    ]
+}
+
+/// futex_waitv(2) has number 449 on every architecture (asm-generic table).
+const FUTEX_WAITV: u64 = 449;
+
+/// Byte offsets in `struct pt_regs` of what the programs read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegsOffsets {
+    /// Syscall arguments 0..4.
+    pub args: [u32; 4],
+    /// User instruction pointer.
+    pub ip: u32,
+    /// User stack pointer.
+    pub sp: u32,
+}
+
+/// Offsets in `struct pt_regs` of syscall arguments 0..4 and of the user
+/// instruction and stack pointers, for the architecture mdiag runs on.
+pub fn regs_offsets(btf: &btf_rs::Btf) -> Result<RegsOffsets, super::btf::BtfError> {
+    use super::btf::field_offset;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let f = |f| field_offset(btf, "pt_regs", f);
+        Ok(RegsOffsets {
+            args: [f("di")?, f("si")?, f("dx")?, f("r10")?],
+            ip: f("ip")?,
+            sp: f("sp")?,
+        })
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let regs = field_offset(btf, "pt_regs", "regs")?;
+        Ok(RegsOffsets {
+            args: [regs, regs + 8, regs + 16, regs + 24],
+            ip: field_offset(btf, "pt_regs", "pc")?,
+            sp: field_offset(btf, "pt_regs", "sp")?,
+        })
+    }
+    #[cfg(target_arch = "s390x")]
+    {
+        // The first argument register is overwritten by the return value;
+        // the kernel keeps the original in orig_gpr2. r15 is the stack pointer.
+        let gprs = field_offset(btf, "pt_regs", "gprs")?;
+        let orig = field_offset(btf, "pt_regs", "orig_gpr2")?;
+        Ok(RegsOffsets {
+            args: [orig, gprs + 3 * 8, gprs + 4 * 8, gprs + 5 * 8],
+            ip: field_offset(btf, "pt_regs", "psw.addr")?,
+            sp: gprs + 15 * 8,
+        })
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "s390x")))]
+    {
+        let _ = btf;
+        Err(super::btf::BtfError::NoStruct(
+            "pt_regs (architecture not supported by the syscalls family)".into(),
+        ))
+    }
+}
+
+/// Cumulative counters at one instant.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SyscallsSnapshot {
+    /// `[slot]` summed over CPUs.
+    pub slots: Vec<SyscallStats>,
+    pub threads: HashMap<u32, ThreadSyscalls>,
+    pub drops: SyscallDrops,
+}
+
+pub struct SyscallsReader {
+    stats: PerCpuArray<MapData, SyscallStats>,
+    threads: BpfHashMap<MapData, u32, ThreadSyscalls>,
+    drops: PerCpuArray<MapData, SyscallDrops>,
+    rseq: RingBuf<MapData>,
+    /// rseq calls drained (and their callers resolved) since the last slice.
+    pending_rseq: Vec<RseqCall>,
+    last: SyscallsSnapshot,
+}
+
+impl SyscallsReader {
+    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, SyscallsError> {
+        fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, SyscallsError>
+        where
+            T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+        {
+            let map = ebpf.take_map(name).ok_or(SyscallsError::MissingMap(name))?;
+            T::try_from(map).map_err(|source| SyscallsError::Map { name, source })
+        }
+        let mut reader = Self {
+            stats: take(ebpf, MAP_STATS)?,
+            threads: take(ebpf, MAP_THREADS)?,
+            drops: take(ebpf, MAP_DROPS)?,
+            rseq: take(ebpf, MAP_RSEQ_EVENTS)?,
+            pending_rseq: Vec::new(),
+            last: SyscallsSnapshot::default(),
+        };
+        reader.last = reader.snapshot()?;
+        Ok(reader)
+    }
+
+    pub fn snapshot(&self) -> Result<SyscallsSnapshot, SyscallsError> {
+        let map_err = |name| move |source| SyscallsError::Map { name, source };
+        let mut slots = Vec::with_capacity(NR_SLOTS);
+        for slot in 0..NR_SLOTS as u32 {
+            let per_cpu = self.stats.get(&slot, 0).map_err(map_err(MAP_STATS))?;
+            slots.push(per_cpu.iter().fold(SyscallStats::default(), add_stats));
+        }
+        let per_cpu = self.drops.get(&0, 0).map_err(map_err(MAP_DROPS))?;
+        let drops = per_cpu
+            .iter()
+            .fold(SyscallDrops::default(), |a, b| SyscallDrops {
+                inflight_full: a.inflight_full + b.inflight_full,
+                thread_map_full: a.thread_map_full + b.thread_map_full,
+                rseq_ring_full: a.rseq_ring_full + b.rseq_ring_full,
+            });
+        let threads = self.threads.iter().flatten().collect();
+        Ok(SyscallsSnapshot {
+            slots,
+            threads,
+            drops,
+        })
+    }
+
+    /// The slice since the previous call, with the rseq calls received since.
+    pub fn next_slice(&mut self) -> Result<SyscallsSlice, SyscallsError> {
+        let now = self.snapshot()?;
+        let mut slice = slice_between(&self.last, &now);
+        self.poll();
+        slice.rseq = std::mem::take(&mut self.pending_rseq);
+        self.prune_exited(&now);
+        self.last = now;
+        Ok(slice)
+    }
+
+    /// Totals since attach, as one slice (rseq events are not drained).
+    pub fn totals_since_attach(&self) -> Result<SyscallsSlice, SyscallsError> {
+        Ok(slice_between(
+            &SyscallsSnapshot::default(),
+            &self.snapshot()?,
+        ))
+    }
+
+    /// Drains rseq events now, resolving each caller while its process still
+    /// exists (call it often: a thread registers rseq as it starts, and a
+    /// short-lived process may be gone by the next slice).
+    pub fn poll(&mut self) {
+        let calls = self.drain_rseq();
+        self.pending_rseq.extend(calls);
+    }
+
+    fn drain_rseq(&mut self) -> Vec<RseqCall> {
+        let mut events = Vec::new();
+        while let Some(item) = self.rseq.next() {
+            if let Some(e) = RseqEvent::from_bytes(&item) {
+                events.push(e);
+            }
+        }
+        let mut maps: HashMap<u32, Vec<(u64, u64, String)>> = HashMap::new();
+        let mut wrappers: HashMap<u32, Option<(u64, u64)>> = HashMap::new();
+        events
+            .into_iter()
+            .map(|e| {
+                let ranges = maps
+                    .entry(e.tgid)
+                    .or_insert_with(|| executable_ranges(e.tgid));
+                let object_at = |addr: u64| {
+                    ranges
+                        .iter()
+                        .find(|(lo, hi, _)| (*lo..*hi).contains(&addr))
+                        .map(|(_, _, p)| p.clone())
+                };
+                let caller_object = object_at(e.caller_ip);
+                // Through glibc's syscall() wrapper (a leaf function), the word
+                // at the stack pointer is the return address into the caller.
+                let wrapper = *wrappers
+                    .entry(e.tgid)
+                    .or_insert_with(|| syscall_wrapper_range(e.tgid));
+                let via_wrapper = wrapper.is_some_and(|(lo, hi)| (lo..hi).contains(&e.caller_ip));
+                let origin_object = if via_wrapper {
+                    object_at(e.sp_word)
+                } else {
+                    caller_object.clone()
+                };
+                RseqCall {
+                    tid: e.tid,
+                    tgid: e.tgid,
+                    ret: e.ret,
+                    area: e.area,
+                    len: e.len,
+                    flags: e.flags,
+                    sig: e.sig,
+                    caller_ip: e.caller_ip,
+                    caller_object,
+                    via_syscall_wrapper: via_wrapper,
+                    origin_object,
+                }
+            })
+            .collect()
+    }
+
+    fn prune_exited(&mut self, now: &SyscallsSnapshot) {
+        for (tid, t) in &now.threads {
+            if !std::path::Path::new(&format!("/proc/{}/task/{tid}", t.tgid)).exists() {
+                let _ = self.threads.remove(tid);
+            }
+        }
+    }
+}
+
+fn add_stats(mut a: SyscallStats, b: &SyscallStats) -> SyscallStats {
+    a.count += b.count;
+    a.errors += b.errors;
+    a.time_ns += b.time_ns;
+    a.bytes += b.bytes;
+    for (x, y) in a.hist.iter_mut().zip(b.hist.iter()) {
+        *x += y;
+    }
+    a
+}
+
+/// Runtime address range of glibc's `syscall()` function in `pid`, if the
+/// process maps a libc that has it.
+fn syscall_wrapper_range(pid: u32) -> Option<(u64, u64)> {
+    let process =
+        crate::symbols::ProcessSymbols::load(pid, crate::symbols::ObjectCache::global()).ok()?;
+    let sym = process.object("libc.so.6")?.resolve("syscall").ok()?;
+    let start = sym.address?;
+    Some((start, start + sym.size.max(1)))
+}
+
+/// File-backed executable mappings of `pid`: (start, end, path).
+fn executable_ranges(pid: u32) -> Vec<(u64, u64, String)> {
+    let Ok(process) = procfs::process::Process::new(pid as i32) else {
+        return Vec::new();
+    };
+    let Ok(maps) = process.maps() else {
+        return Vec::new();
+    };
+    maps.into_iter()
+        .filter(|m| m.perms.contains(procfs::process::MMPermissions::EXECUTE))
+        .filter_map(|m| match m.pathname {
+            procfs::process::MMapPath::Path(p) => {
+                Some((m.address.0, m.address.1, p.to_string_lossy().into_owned()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The counters that changed between two snapshots. Pure, so testable.
+pub fn slice_between(before: &SyscallsSnapshot, after: &SyscallsSnapshot) -> SyscallsSlice {
+    let zero = SyscallStats::default();
+    let calls = after
+        .slots
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, a)| {
+            let b = before.slots.get(slot).unwrap_or(&zero);
+            let hist: Vec<u64> = a
+                .hist
+                .iter()
+                .zip(b.hist.iter())
+                .map(|(x, y)| x.saturating_sub(*y))
+                .collect();
+            let used = hist.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+            let c = SyscallCalls {
+                name: SLOT_NAMES.get(slot).copied().unwrap_or("?").to_owned(),
+                count: a.count.saturating_sub(b.count),
+                errors: a.errors.saturating_sub(b.errors),
+                time_ns: a.time_ns.saturating_sub(b.time_ns),
+                bytes: a.bytes.saturating_sub(b.bytes),
+                hist_log2_ns: hist[..used.min(LOG2_BUCKETS)].to_vec(),
+            };
+            (c.count > 0).then_some(c)
+        })
+        .collect();
+    let empty = ThreadSyscalls::default();
+    let mut threads: Vec<ThreadSyscallSlice> = after
+        .threads
+        .iter()
+        .filter_map(|(&tid, a)| {
+            let b = before
+                .threads
+                .get(&tid)
+                .filter(|b| b.tgid == a.tgid)
+                .unwrap_or(&empty);
+            let t = ThreadSyscallSlice {
+                tid,
+                tgid: a.tgid,
+                futex_waits: a.futex_waits.saturating_sub(b.futex_waits),
+                futex_wait_ns: a.futex_wait_ns.saturating_sub(b.futex_wait_ns),
+                mem_calls: a.mem_calls.saturating_sub(b.mem_calls),
+                mem_ns: a.mem_ns.saturating_sub(b.mem_ns),
+            };
+            (t.futex_waits + t.mem_calls > 0).then_some(t)
+        })
+        .collect();
+    threads.sort_by_key(|t| t.tid);
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    SyscallsSlice {
+        calls,
+        threads,
+        rseq: Vec::new(),
+        drops: SyscallDropsSlice {
+            inflight_full: d(after.drops.inflight_full, before.drops.inflight_full),
+            thread_map_full: d(after.drops.thread_map_full, before.drops.thread_map_full),
+            rseq_ring_full: d(after.drops.rseq_ring_full, before.drops.rseq_ring_full),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mdiag_common::syscalls::{SLOT_FUTEX_WAIT, SLOT_MMAP, SLOT_RSEQ};
+
+    #[test]
+    fn numbers_follow_the_slots() {
+        let nrs = syscall_numbers();
+        assert_eq!(nrs[SLOT_MMAP], libc::SYS_mmap as u64);
+        assert_eq!(nrs[SLOT_FUTEX_WAIT], libc::SYS_futex as u64);
+        assert_eq!(nrs[SLOT_RSEQ], libc::SYS_rseq as u64);
+        assert_eq!(SLOT_NAMES.len(), nrs.len());
+    }
+
+    #[test]
+    fn regs_offsets_from_this_kernel() {
+        let btf = super::super::btf::load_vmlinux().expect("kernel BTF");
+        let r = regs_offsets(&btf).unwrap();
+        #[cfg(target_arch = "x86_64")]
+        {
+            // struct pt_regs: r15 r14 r13 r12 bp bx r11 r10 r9 r8 ax cx dx si di orig_ax ip cs flags sp ss
+            assert_eq!(r.args, [112, 104, 96, 56]);
+            assert_eq!((r.ip, r.sp), (128, 152));
+        }
+        assert!(r.args.iter().all(|&a| a < r.ip + 64));
+    }
+
+    #[test]
+    fn slice_differences() {
+        let mut a = SyscallStats {
+            count: 10,
+            bytes: 4096 * 10,
+            time_ns: 5000,
+            ..Default::default()
+        };
+        a.hist[9] = 10;
+        let mut b = a;
+        b.count = 15;
+        b.bytes = 4096 * 15;
+        b.hist[9] = 14;
+        b.hist[12] = 1;
+        let before = SyscallsSnapshot {
+            slots: vec![a, SyscallStats::default()],
+            ..Default::default()
+        };
+        let after = SyscallsSnapshot {
+            slots: vec![b, SyscallStats::default()],
+            threads: HashMap::from([(
+                5,
+                ThreadSyscalls {
+                    tgid: 5,
+                    futex_waits: 2,
+                    futex_wait_ns: 100,
+                    ..Default::default()
+                },
+            )]),
+            drops: SyscallDrops {
+                inflight_full: 1,
+                ..Default::default()
+            },
+        };
+        let s = slice_between(&before, &after);
+        assert_eq!(s.calls.len(), 1);
+        assert_eq!(
+            (s.calls[0].name.as_str(), s.calls[0].count, s.calls[0].bytes),
+            ("mmap", 5, 4096 * 5)
+        );
+        assert_eq!(s.calls[0].hist_log2_ns.len(), 13);
+        assert_eq!(
+            (s.calls[0].hist_log2_ns[9], s.calls[0].hist_log2_ns[12]),
+            (4, 1)
+        );
+        assert_eq!(
+            (s.threads[0].futex_waits, s.threads[0].futex_wait_ns),
+            (2, 100)
+        );
+        assert_eq!(s.drops.inflight_full, 1);
+    }
+}

@@ -1,0 +1,673 @@
+//! Which allocator serves the target's `malloc`, told by its symbols, with the
+//! symbols that decided it, the entry points to probe for latency and the
+//! allocator's slow-path functions.
+//!
+//! Matching works on mangled names by substring (no demangler): a C++ name
+//! `tcmalloc::tcmalloc_internal::CentralFreeList::RemoveRange` is mangled
+//! `_ZN8tcmalloc17tcmalloc_internal15CentralFreeList11RemoveRangeE...`, which
+//! contains both the mangled prefix and the plain identifiers, so the patterns
+//! below also match demangled names (`tcmalloc::tcmalloc_internal::`).
+//!
+//! Decision: objects are searched main executable first, then shared objects
+//! in address order, glibc's libc last. An object decides only if it defines
+//! `malloc` itself (it interposes the process's malloc); allocator code found
+//! in an object that does not (a library bundling a private allocator) is
+//! listed in `also_seen`. Within one object Google TCMalloc evidence beats
+//! gperftools' (both use the `tcmalloc` namespace). With no deciding object,
+//! a `malloc` defined by libc means glibc; otherwise unknown.
+
+use serde::{Deserialize, Serialize};
+
+use super::names::ObjectNames;
+
+/// The allocator behind `malloc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocatorKind {
+    /// github.com/google/tcmalloc (MongoDB 8.0+, per-CPU caches over rseq).
+    GoogleTcmalloc,
+    /// gperftools' tcmalloc (MongoDB up to 7.0, thread caches).
+    Gperftools,
+    Jemalloc,
+    /// glibc's ptmalloc (libc.so.6).
+    Glibc,
+    Unknown,
+}
+
+/// A symbol (or file name) that counted as evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Object path.
+    pub object: String,
+    /// The matched symbol, or `file:<name>` for a file-name match.
+    pub symbol: String,
+}
+
+/// What an entry point does (tells a probe how to read its arguments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryRole {
+    Malloc,
+    Calloc,
+    Realloc,
+    Free,
+    /// free with the size as second argument (`free_sized`, `sdallocx`, ...).
+    SizedFree,
+    /// operator new / new[].
+    New,
+    /// operator delete / delete[].
+    Delete,
+    /// sized operator delete (`_ZdlPvm`).
+    SizedDelete,
+}
+
+/// An entry point named in the deciding object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryPoint {
+    pub object: String,
+    pub symbol: String,
+    pub role: EntryRole,
+}
+
+/// Functions of one slow-path pattern found in the deciding object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlowPathMatch {
+    /// What the pattern stands for, e.g. `central_free_list`.
+    pub label: String,
+    /// The pattern: substrings that must all occur, joined by `&`.
+    pub pattern: String,
+    pub object: String,
+    /// Up to [`MAX_SLOW_PATH_SYMBOLS`] matching symbols, sorted.
+    pub symbols: Vec<String>,
+    /// How many symbols matched in all.
+    pub total: usize,
+}
+
+/// Symbols kept per slow-path pattern.
+pub const MAX_SLOW_PATH_SYMBOLS: usize = 32;
+/// Evidence symbols kept per family and object.
+const MAX_EVIDENCE: usize = 8;
+
+/// The classifier's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatorReport {
+    pub kind: AllocatorKind,
+    /// The object holding the allocator (None when unknown and no malloc).
+    pub object: Option<String>,
+    /// The symbols that decided `kind`.
+    pub deciding: Vec<Evidence>,
+    /// Latency entry points present in `object`, in [`entry_candidates`] order
+    /// (several names may be aliases of one address: resolve and dedupe).
+    pub entry_points: Vec<EntryPoint>,
+    /// Slow-path patterns that matched in `object`.
+    pub slow_paths: Vec<SlowPathMatch>,
+    /// Other allocator code seen in objects that do not define `malloc`.
+    pub also_seen: Vec<(AllocatorKind, Evidence)>,
+}
+
+/// A slow-path pattern: every substring of `all_of` must occur in a name.
+#[derive(Debug, Clone, Copy)]
+pub struct SlowPathPattern {
+    pub label: &'static str,
+    pub all_of: &'static [&'static str],
+}
+
+const fn p(label: &'static str, all_of: &'static [&'static str]) -> SlowPathPattern {
+    SlowPathPattern { label, all_of }
+}
+
+const GOOGLE_SLOW: &[SlowPathPattern] = &[
+    p(
+        "central_free_list",
+        &["tcmalloc_internal", "CentralFreeList"],
+    ),
+    p("transfer_cache", &["tcmalloc_internal", "TransferCache"]),
+    p("page_heap", &["tcmalloc_internal", "PageHeap"]),
+    p("page_allocator", &["tcmalloc_internal", "PageAllocator"]),
+    p(
+        "huge_page_aware_allocator",
+        &["tcmalloc_internal", "HugePageAwareAllocator"],
+    ),
+    p(
+        "cpu_cache_refill",
+        &["tcmalloc_internal", "CpuCache", "Refill"],
+    ),
+    p(
+        "cpu_cache_overflow",
+        &["tcmalloc_internal", "CpuCache", "Overflow"],
+    ),
+    p("system_alloc", &["tcmalloc_internal", "SystemAlloc"]),
+    // absl::base_internal::SpinLock::SlowLock (TCMalloc's locks).
+    p("spinlock_slow_lock", &["SpinLock", "SlowLock"]),
+];
+
+const GPERFTOOLS_SLOW: &[SlowPathPattern] = &[
+    p("central_free_list", &["_ZN8tcmalloc15CentralFreeList"]),
+    p(
+        "fetch_from_central_cache",
+        &["ThreadCache", "FetchFromCentralCache"],
+    ),
+    p(
+        "release_to_central_cache",
+        &["ThreadCache", "ReleaseToCentralCache"],
+    ),
+    p(
+        "thread_cache_list_too_long",
+        &["ThreadCache", "ListTooLong"],
+    ),
+    p("thread_cache_scavenge", &["ThreadCache", "Scavenge"]),
+    p("page_heap", &["_ZN8tcmalloc8PageHeap"]),
+    p("spinlock_slow_lock", &["SpinLock", "SlowLock"]),
+    p("system_alloc", &["TCMalloc_SystemAlloc"]),
+];
+
+const JEMALLOC_SLOW: &[SlowPathPattern] = &[
+    p("arena_malloc_hard", &["arena_malloc_hard"]),
+    p("tcache_alloc_small_hard", &["tcache_alloc_small_hard"]),
+    p("tcache_bin_flush", &["tcache_bin_flush"]),
+    p("large_alloc", &["large_malloc"]),
+    p("large_alloc", &["large_palloc"]),
+    p("extent_alloc", &["extent_alloc"]),
+    p("mutex_lock_slow", &["malloc_mutex_lock_slow"]),
+    p("decay", &["arena_decay"]),
+];
+
+const GLIBC_SLOW: &[SlowPathPattern] = &[
+    p("int_malloc", &["_int_malloc"]),
+    p("int_free", &["_int_free"]),
+    p("int_realloc", &["_int_realloc"]),
+    p("int_memalign", &["_int_memalign"]),
+    p("malloc_consolidate", &["malloc_consolidate"]),
+    p("sysmalloc", &["sysmalloc"]),
+    p("arena_get", &["arena_get2"]),
+    p("malloc_trim", &["mtrim"]),
+];
+
+/// The slow-path patterns searched for an allocator.
+pub fn slow_path_patterns(kind: AllocatorKind) -> &'static [SlowPathPattern] {
+    match kind {
+        AllocatorKind::GoogleTcmalloc => GOOGLE_SLOW,
+        AllocatorKind::Gperftools => GPERFTOOLS_SLOW,
+        AllocatorKind::Jemalloc => JEMALLOC_SLOW,
+        AllocatorKind::Glibc => GLIBC_SLOW,
+        AllocatorKind::Unknown => &[],
+    }
+}
+
+use EntryRole as R;
+
+const STD_ENTRIES: &[(&str, EntryRole)] = &[
+    ("malloc", R::Malloc),
+    ("calloc", R::Calloc),
+    ("realloc", R::Realloc),
+    ("free", R::Free),
+    ("free_sized", R::SizedFree),
+];
+
+const CXX_ENTRIES: &[(&str, EntryRole)] = &[
+    ("_Znwm", R::New),
+    ("_Znam", R::New),
+    ("_ZdlPv", R::Delete),
+    ("_ZdaPv", R::Delete),
+    ("_ZdlPvm", R::SizedDelete),
+    ("_ZdaPvm", R::SizedDelete),
+];
+
+const GOOGLE_ENTRIES: &[(&str, EntryRole)] = &[
+    ("TCMallocInternalMalloc", R::Malloc),
+    ("TCMallocInternalCalloc", R::Calloc),
+    ("TCMallocInternalRealloc", R::Realloc),
+    ("TCMallocInternalFree", R::Free),
+    ("TCMallocInternalFreeSized", R::SizedFree),
+    ("TCMallocInternalNew", R::New),
+    ("TCMallocInternalNewArray", R::New),
+    ("TCMallocInternalDelete", R::Delete),
+    ("TCMallocInternalDeleteArray", R::Delete),
+    ("TCMallocInternalDeleteSized", R::SizedDelete),
+    ("TCMallocInternalDeleteArraySized", R::SizedDelete),
+];
+
+const GPERFTOOLS_ENTRIES: &[(&str, EntryRole)] = &[
+    ("tc_malloc", R::Malloc),
+    ("tc_calloc", R::Calloc),
+    ("tc_realloc", R::Realloc),
+    ("tc_free", R::Free),
+    ("tc_free_sized", R::SizedFree),
+    ("tc_new", R::New),
+    ("tc_newarray", R::New),
+    ("tc_delete", R::Delete),
+    ("tc_deletearray", R::Delete),
+    ("tc_delete_sized", R::SizedDelete),
+    ("tc_deletearray_sized", R::SizedDelete),
+];
+
+const JEMALLOC_ENTRIES: &[(&str, EntryRole)] = &[
+    ("je_malloc", R::Malloc),
+    ("je_calloc", R::Calloc),
+    ("je_realloc", R::Realloc),
+    ("je_free", R::Free),
+    ("je_sdallocx", R::SizedFree),
+    ("mallocx", R::Malloc),
+    ("sdallocx", R::SizedFree),
+];
+
+/// Entry points looked for, allocator-specific names first, then the
+/// standard C and C++ ones (glibc: the C ones only; its operator new lives in
+/// libstdc++ and calls malloc).
+pub fn entry_candidates(kind: AllocatorKind) -> Vec<(&'static str, EntryRole)> {
+    let specific: &[_] = match kind {
+        AllocatorKind::GoogleTcmalloc => GOOGLE_ENTRIES,
+        AllocatorKind::Gperftools => GPERFTOOLS_ENTRIES,
+        AllocatorKind::Jemalloc => JEMALLOC_ENTRIES,
+        AllocatorKind::Glibc | AllocatorKind::Unknown => &[],
+    };
+    let cxx: &[_] = if kind == AllocatorKind::Glibc {
+        &[]
+    } else {
+        CXX_ENTRIES
+    };
+    specific
+        .iter()
+        .chain(STD_ENTRIES)
+        .chain(cxx)
+        .copied()
+        .collect()
+}
+
+/// Exact names that identify a family (ranked before pattern matches).
+fn is_named_evidence(name: &str) -> bool {
+    matches!(
+        name,
+        "TCMallocInternalMalloc"
+            | "TCMallocInternalFree"
+            | "MallocExtension_Internal_GetNumericProperty"
+            | "tc_malloc"
+            | "tc_free"
+            | "tc_new"
+            | "tc_delete"
+            | "je_malloc"
+            | "je_mallocx"
+            | "je_mallctl"
+            | "mallocx"
+            | "mallctl"
+    )
+}
+
+/// Evidence of each family in one object, strongest family first.
+fn evidence(o: &ObjectNames<'_>) -> Vec<(AllocatorKind, Vec<String>)> {
+    let mut google = Vec::new();
+    let mut gperf = Vec::new();
+    let mut gperf_thread_cache = Vec::new();
+    let mut jemalloc = Vec::new();
+    for &name in &o.names {
+        if name.starts_with("_ZN8tcmalloc17tcmalloc_internal")
+            || name.contains("tcmalloc::tcmalloc_internal::")
+            || name.starts_with("TCMallocInternal")
+            || name == "MallocExtension_Internal_GetNumericProperty"
+        {
+            google.push(name);
+        } else if matches!(name, "tc_malloc" | "tc_free" | "tc_new" | "tc_delete") {
+            gperf.push(name);
+        } else if name.starts_with("_ZN8tcmalloc11ThreadCache")
+            || name.starts_with("tcmalloc::ThreadCache::")
+        {
+            gperf_thread_cache.push(name);
+        } else if matches!(
+            name,
+            "je_malloc" | "je_mallocx" | "je_mallctl" | "mallocx" | "mallctl"
+        ) {
+            jemalloc.push(name);
+        }
+    }
+    let file = o.file_name();
+    let mut found = Vec::new();
+    // Named entry points first (they say the most), then pattern matches.
+    let keep = |mut v: Vec<&str>| {
+        v.sort_unstable_by_key(|n| (!is_named_evidence(n), *n));
+        v.dedup();
+        v.truncate(MAX_EVIDENCE);
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    if !google.is_empty() {
+        found.push((AllocatorKind::GoogleTcmalloc, keep(google)));
+    } else {
+        // gperftools' ThreadCache counts only without tcmalloc_internal.
+        gperf.extend(gperf_thread_cache);
+        let mut v = keep(gperf);
+        if file.starts_with("libtcmalloc") && file.contains(".so") {
+            v.insert(0, format!("file:{file}"));
+        }
+        if !v.is_empty() {
+            found.push((AllocatorKind::Gperftools, v));
+        }
+    }
+    let mut v = keep(jemalloc);
+    if file.starts_with("libjemalloc") && file.contains(".so") {
+        v.insert(0, format!("file:{file}"));
+    }
+    if !v.is_empty() {
+        found.push((AllocatorKind::Jemalloc, v));
+    }
+    found
+}
+
+/// Classifies the allocator from objects given main executable first.
+pub fn classify_allocator(objects: &[ObjectNames<'_>]) -> AllocatorReport {
+    let order = objects
+        .iter()
+        .filter(|o| !o.is_libc())
+        .chain(objects.iter().filter(|o| o.is_libc()));
+    let mut decided: Option<(AllocatorKind, &ObjectNames<'_>, Vec<String>)> = None;
+    let mut also_seen = Vec::new();
+    for o in order {
+        let defines_malloc = o.has("malloc");
+        let mut families = evidence(o).into_iter();
+        if decided.is_none() && defines_malloc {
+            if let Some((kind, symbols)) = families.next() {
+                decided = Some((kind, o, symbols));
+            } else if !o.is_libc() {
+                decided = Some((AllocatorKind::Unknown, o, vec!["malloc".to_string()]));
+            } else {
+                decided = Some((AllocatorKind::Glibc, o, vec!["malloc".to_string()]));
+            }
+        }
+        for (kind, symbols) in families {
+            if let Some(symbol) = symbols.into_iter().next() {
+                let symbol = symbol.to_string();
+                also_seen.push((
+                    kind,
+                    Evidence {
+                        object: o.path.to_string(),
+                        symbol,
+                    },
+                ));
+            }
+        }
+    }
+    let Some((kind, object, symbols)) = decided else {
+        return AllocatorReport {
+            kind: AllocatorKind::Unknown,
+            object: None,
+            deciding: Vec::new(),
+            entry_points: Vec::new(),
+            slow_paths: Vec::new(),
+            also_seen,
+        };
+    };
+    let deciding = symbols
+        .into_iter()
+        .map(|symbol| Evidence {
+            object: object.path.to_string(),
+            symbol,
+        })
+        .collect();
+    let entry_points = entry_candidates(kind)
+        .into_iter()
+        .filter(|(name, _)| object.has(name))
+        .map(|(name, role)| EntryPoint {
+            object: object.path.to_string(),
+            symbol: name.to_string(),
+            role,
+        })
+        .collect();
+    AllocatorReport {
+        kind,
+        object: Some(object.path.to_string()),
+        deciding,
+        entry_points,
+        slow_paths: match_slow_paths(object, slow_path_patterns(kind)),
+        also_seen,
+    }
+}
+
+/// Matches slow-path patterns against one object's names.
+pub fn match_slow_paths(o: &ObjectNames<'_>, patterns: &[SlowPathPattern]) -> Vec<SlowPathMatch> {
+    let mut out = Vec::new();
+    for pat in patterns {
+        let mut hits: Vec<&str> = o
+            .names
+            .iter()
+            .copied()
+            .filter(|n| pat.all_of.iter().all(|s| n.contains(s)))
+            .collect();
+        if hits.is_empty() {
+            continue;
+        }
+        hits.sort_unstable();
+        hits.dedup();
+        let total = hits.len();
+        hits.truncate(MAX_SLOW_PATH_SYMBOLS);
+        out.push(SlowPathMatch {
+            label: pat.label.to_string(),
+            pattern: pat.all_of.join("&"),
+            object: o.path.to_string(),
+            symbols: hits.into_iter().map(String::from).collect(),
+            total,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn libc() -> ObjectNames<'static> {
+        ObjectNames::new(
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            false,
+            [
+                "malloc",
+                "__libc_malloc",
+                "free",
+                "calloc",
+                "realloc",
+                "_int_malloc",
+                "printf",
+            ],
+        )
+    }
+
+    #[test]
+    fn google_tcmalloc_statically_linked_in_main() {
+        let main = ObjectNames::new(
+            "/usr/bin/mongod",
+            true,
+            [
+                "malloc",
+                "free",
+                "_Znwm",
+                "_ZdlPvm",
+                "TCMallocInternalMalloc",
+                "TCMallocInternalFree",
+                "TCMallocInternalDeleteSized",
+                "_ZN8tcmalloc17tcmalloc_internal15CentralFreeList11RemoveRangeEN4absl4SpanIPvEE",
+                "_ZN8tcmalloc17tcmalloc_internal17TransferCacheManager14InsertRangeSlowEi",
+                "_ZN4absl13base_internal8SpinLock8SlowLockEv",
+                "_ZN8tcmalloc17tcmalloc_internal8cpu_cache8CpuCacheINS0_11StaticForwardEE6RefillEim",
+                "__wt_txn_checkpoint",
+                "_ZN5mongo7Command3runEv",
+            ],
+        );
+        let report = classify_allocator(&[main, libc()]);
+        assert_eq!(report.kind, AllocatorKind::GoogleTcmalloc);
+        assert_eq!(report.object.as_deref(), Some("/usr/bin/mongod"));
+        let deciding: Vec<_> = report.deciding.iter().map(|e| e.symbol.as_str()).collect();
+        assert!(deciding.contains(&"TCMallocInternalMalloc"), "{deciding:?}");
+        assert!(
+            deciding
+                .iter()
+                .any(|s| s.starts_with("_ZN8tcmalloc17tcmalloc_internal"))
+        );
+        assert!(
+            !deciding.contains(&"malloc"),
+            "malloc alone decides nothing here"
+        );
+        let entries: Vec<_> = report
+            .entry_points
+            .iter()
+            .map(|e| (e.symbol.as_str(), e.role))
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                ("TCMallocInternalMalloc", EntryRole::Malloc),
+                ("TCMallocInternalFree", EntryRole::Free),
+                ("TCMallocInternalDeleteSized", EntryRole::SizedDelete),
+                ("malloc", EntryRole::Malloc),
+                ("free", EntryRole::Free),
+                ("_Znwm", EntryRole::New),
+                ("_ZdlPvm", EntryRole::SizedDelete),
+            ]
+        );
+        let labels: Vec<_> = report.slow_paths.iter().map(|m| m.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "central_free_list",
+                "transfer_cache",
+                "cpu_cache_refill",
+                "spinlock_slow_lock"
+            ]
+        );
+        assert_eq!(report.slow_paths[0].total, 1);
+        assert!(report.also_seen.is_empty());
+    }
+
+    #[test]
+    fn demangled_google_names_are_recognised() {
+        let main = ObjectNames::new(
+            "/opt/app",
+            true,
+            [
+                "malloc",
+                "tcmalloc::tcmalloc_internal::CentralFreeList::RemoveRange(void**, int)",
+            ],
+        );
+        let report = classify_allocator(&[main]);
+        assert_eq!(report.kind, AllocatorKind::GoogleTcmalloc);
+        assert_eq!(report.slow_paths.len(), 1);
+        assert_eq!(report.slow_paths[0].label, "central_free_list");
+    }
+
+    #[test]
+    fn gperftools_in_main_and_thread_cache_needs_no_tcmalloc_internal() {
+        let main = ObjectNames::new(
+            "/usr/bin/mongod-7.0",
+            true,
+            [
+                "malloc",
+                "tc_malloc",
+                "tc_free",
+                "_ZN8tcmalloc11ThreadCache21FetchFromCentralCacheEjiPFPvmE",
+                "_ZN8tcmalloc15CentralFreeList11RemoveRangeEPPvS2_i",
+                "_ZN8SpinLock8SlowLockEv",
+            ],
+        );
+        let report = classify_allocator(&[main, libc()]);
+        assert_eq!(report.kind, AllocatorKind::Gperftools);
+        let deciding: Vec<_> = report.deciding.iter().map(|e| e.symbol.as_str()).collect();
+        assert_eq!(
+            deciding,
+            [
+                "tc_free",
+                "tc_malloc",
+                "_ZN8tcmalloc11ThreadCache21FetchFromCentralCacheEjiPFPvmE",
+            ]
+        );
+        let labels: Vec<_> = report.slow_paths.iter().map(|m| m.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "central_free_list",
+                "fetch_from_central_cache",
+                "spinlock_slow_lock"
+            ]
+        );
+        // Same ThreadCache symbol next to tcmalloc_internal ones: Google's.
+        let google = ObjectNames::new(
+            "/x",
+            true,
+            [
+                "malloc",
+                "_ZN8tcmalloc11ThreadCache4InitEv",
+                "TCMallocInternalMalloc",
+            ],
+        );
+        assert_eq!(
+            classify_allocator(&[google]).kind,
+            AllocatorKind::GoogleTcmalloc
+        );
+    }
+
+    #[test]
+    fn glibc_when_only_libc_defines_malloc() {
+        let main = ObjectNames::new("/usr/bin/sleep", true, ["main", "usage"]);
+        let report = classify_allocator(&[main, libc()]);
+        assert_eq!(report.kind, AllocatorKind::Glibc);
+        assert_eq!(
+            report.object.as_deref(),
+            Some("/lib/x86_64-linux-gnu/libc.so.6")
+        );
+        assert_eq!(report.deciding[0].symbol, "malloc");
+        let entries: Vec<_> = report
+            .entry_points
+            .iter()
+            .map(|e| e.symbol.as_str())
+            .collect();
+        assert_eq!(entries, ["malloc", "calloc", "realloc", "free"]);
+        assert_eq!(report.slow_paths.len(), 1);
+        assert_eq!(report.slow_paths[0].symbols, ["_int_malloc"]);
+    }
+
+    #[test]
+    fn jemalloc_by_file_name_and_symbols_and_bundled_copies_do_not_decide() {
+        let je = ObjectNames::new(
+            "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+            false,
+            ["malloc", "free", "mallocx", "sdallocx", "mallctl"],
+        );
+        // A library that bundles tcmalloc code but does not export malloc.
+        let bundled = ObjectNames::new("/usr/lib/libbundle.so", false, ["tc_malloc", "foo"]);
+        let main = ObjectNames::new("/usr/bin/app", true, ["main"]);
+        let report = classify_allocator(&[main, bundled, libc(), je]);
+        assert_eq!(report.kind, AllocatorKind::Jemalloc);
+        let deciding: Vec<_> = report.deciding.iter().map(|e| e.symbol.as_str()).collect();
+        assert_eq!(deciding, ["file:libjemalloc.so.2", "mallctl", "mallocx"]);
+        assert_eq!(
+            report.also_seen,
+            [(
+                AllocatorKind::Gperftools,
+                Evidence {
+                    object: "/usr/lib/libbundle.so".into(),
+                    symbol: "tc_malloc".into()
+                }
+            )]
+        );
+        let roles: Vec<_> = report
+            .entry_points
+            .iter()
+            .map(|e| (e.symbol.as_str(), e.role))
+            .collect();
+        assert!(
+            roles.contains(&("sdallocx", EntryRole::SizedFree)),
+            "{roles:?}"
+        );
+    }
+
+    #[test]
+    fn unknown_allocator_and_no_malloc_at_all() {
+        let mi = ObjectNames::new(
+            "/usr/lib/libmimalloc.so.2",
+            false,
+            ["malloc", "free", "mi_malloc"],
+        );
+        let main = ObjectNames::new("/usr/bin/app", true, ["main"]);
+        let report = classify_allocator(&[main.clone(), mi, libc()]);
+        assert_eq!(report.kind, AllocatorKind::Unknown);
+        assert_eq!(report.object.as_deref(), Some("/usr/lib/libmimalloc.so.2"));
+        assert_eq!(report.entry_points.len(), 2);
+        let none = classify_allocator(&[main]);
+        assert_eq!((none.kind, none.object), (AllocatorKind::Unknown, None));
+    }
+}

@@ -1,0 +1,301 @@
+//! In-process cache of parsed objects, keyed by GNU build-id (fallback: the
+//! file's dev + inode + mtime), least recently used evicted first.
+//!
+//! A lookup first tries the file identity (a `stat`, no read); on a miss the
+//! file is mapped and its build-id read from the note headers (no symbol
+//! walk), so the same binary seen through another path (another container,
+//! another pid's `/proc/PID/root`) is found too. Only then is it indexed.
+//! Parsing happens outside the lock: two threads may parse the same file once
+//! each, the last insert wins.
+
+use std::fs::File;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use super::elf::{ElfObject, map_file, peek_build_id};
+use super::error::SymbolError;
+use super::maps::MappedObject;
+
+/// Default number of objects kept (a mongod host maps ~10-40 objects, of
+/// which the probes need a handful).
+pub const DEFAULT_CAPACITY: usize = 16;
+
+/// How a cached object is identified.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CacheKey {
+    BuildId(Vec<u8>),
+    File {
+        dev: u64,
+        inode: u64,
+        mtime: i64,
+        mtime_nsec: i64,
+    },
+}
+
+/// Counters of a cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheStats {
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Lookups that parsed the file.
+    pub misses: u64,
+    /// Objects currently held.
+    pub entries: usize,
+}
+
+struct Entry {
+    keys: Vec<CacheKey>,
+    object: Arc<ElfObject>,
+}
+
+/// A bounded LRU cache of parsed objects.
+pub struct ObjectCache {
+    capacity: usize,
+    /// Most recently used last.
+    entries: Mutex<Vec<Entry>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl std::fmt::Debug for ObjectCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectCache")
+            .field("capacity", &self.capacity)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+static GLOBAL: LazyLock<ObjectCache> = LazyLock::new(|| ObjectCache::new(DEFAULT_CAPACITY));
+
+impl ObjectCache {
+    /// A cache holding at most `capacity` objects (at least 1).
+    pub fn new(capacity: usize) -> ObjectCache {
+        ObjectCache {
+            capacity: capacity.max(1),
+            entries: Mutex::new(Vec::new()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The process-wide cache ([`DEFAULT_CAPACITY`] objects).
+    pub fn global() -> &'static ObjectCache {
+        &GLOBAL
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            entries: self.lock().len(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        // A panic while holding the lock leaves the Vec consistent.
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Finds `key`, marks it most recently used and adds `alias` to its keys.
+    fn get(&self, key: &CacheKey, alias: Option<&CacheKey>) -> Option<Arc<ElfObject>> {
+        let mut entries = self.lock();
+        let i = entries.iter().position(|e| e.keys.contains(key))?;
+        let mut entry = entries.remove(i);
+        if let Some(alias) = alias.filter(|a| !entry.keys.contains(a)) {
+            entry.keys.push(alias.clone());
+        }
+        let object = entry.object.clone();
+        entries.push(entry);
+        Some(object)
+    }
+
+    fn insert(&self, keys: Vec<CacheKey>, object: Arc<ElfObject>) {
+        let mut entries = self.lock();
+        entries.retain(|e| !e.keys.iter().any(|k| keys.contains(k)));
+        entries.push(Entry { keys, object });
+        while entries.len() > self.capacity {
+            entries.remove(0);
+        }
+    }
+
+    /// The parsed object at `path`, from the cache when already seen.
+    pub fn open(&self, path: &Path) -> Result<Arc<ElfObject>, SymbolError> {
+        let file = File::open(path).map_err(|source| SymbolError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.open_file(path, &file)
+    }
+
+    /// The parsed object of an open file (`path` names it in errors).
+    pub fn open_file(&self, path: &Path, file: &File) -> Result<Arc<ElfObject>, SymbolError> {
+        let meta = file.metadata().map_err(|source| SymbolError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file_key = CacheKey::File {
+            dev: meta.dev(),
+            inode: meta.ino(),
+            mtime: meta.mtime(),
+            mtime_nsec: meta.mtime_nsec(),
+        };
+        if let Some(object) = self.get(&file_key, None) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(object);
+        }
+        let map = map_file(path, file)?;
+        let id_key = peek_build_id(&map).map(CacheKey::BuildId);
+        if let Some(object) = id_key.as_ref().and_then(|k| self.get(k, Some(&file_key))) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(object);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let object = Arc::new(ElfObject::parse(path, map)?);
+        self.insert(
+            id_key.into_iter().chain([file_key]).collect(),
+            object.clone(),
+        );
+        Ok(object)
+    }
+
+    /// The parsed object mapped by `pid`: opened through `/proc/PID/root`
+    /// (containers), or through `/proc/PID/map_files/` when the file was
+    /// deleted or the path now names another file (inode changed).
+    pub fn load(&self, pid: u32, object: &MappedObject) -> Result<Arc<ElfObject>, SymbolError> {
+        let (path, file) = open_mapped(pid, object)?;
+        self.open_file(&path, &file)
+    }
+}
+
+/// Opens the file a process maps; returns the path used.
+pub fn open_mapped(pid: u32, object: &MappedObject) -> Result<(PathBuf, File), SymbolError> {
+    let mut first_err = None;
+    if !object.deleted {
+        let path = object.root_path(pid);
+        match File::open(&path) {
+            Ok(file) if file.metadata().is_ok_and(|m| m.ino() == object.inode) => {
+                return Ok((path, file));
+            }
+            Ok(_) => {}
+            Err(source) => first_err = Some(SymbolError::Open { path, source }),
+        }
+    }
+    let Some(path) = object.map_files_path(pid) else {
+        return Err(first_err.unwrap_or(SymbolError::Open {
+            path: object.path.clone(),
+            source: std::io::Error::other("no mapping"),
+        }));
+    };
+    match File::open(&path) {
+        Ok(file) => Ok((path, file)),
+        Err(source) => Err(first_err.unwrap_or(SymbolError::Open { path, source })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+
+    #[test]
+    fn second_open_is_a_hit_and_returns_the_same_object() {
+        let cache = ObjectCache::new(4);
+        let a = cache.open(Path::new(LIBC)).unwrap();
+        assert_eq!(
+            cache.stats(),
+            CacheStats {
+                hits: 0,
+                misses: 1,
+                entries: 1
+            }
+        );
+        let b = cache.open(Path::new(LIBC)).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(
+            cache.stats(),
+            CacheStats {
+                hits: 1,
+                misses: 1,
+                entries: 1
+            }
+        );
+    }
+
+    #[test]
+    fn same_build_id_through_another_file_is_a_hit() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("libc-copy.so.6");
+        std::fs::copy(LIBC, &copy).unwrap();
+        let cache = ObjectCache::new(4);
+        let a = cache.open(Path::new(LIBC)).unwrap();
+        let b = cache.open(&copy).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "other inode, same build-id");
+        assert_eq!(cache.stats().hits, 1);
+        // The copy's file key was added: the third lookup needs no mmap.
+        let _ = cache.open(&copy).unwrap();
+        assert_eq!(
+            cache.stats(),
+            CacheStats {
+                hits: 2,
+                misses: 1,
+                entries: 1
+            }
+        );
+    }
+
+    #[test]
+    fn least_recently_used_is_evicted() {
+        let exe = std::env::current_exe().unwrap();
+        let cache = ObjectCache::new(1);
+        cache.open(Path::new(LIBC)).unwrap();
+        cache.open(&exe).unwrap();
+        assert_eq!(cache.stats().entries, 1);
+        cache.open(Path::new(LIBC)).unwrap();
+        assert_eq!(
+            cache.stats(),
+            CacheStats {
+                hits: 0,
+                misses: 3,
+                entries: 1
+            }
+        );
+    }
+
+    #[test]
+    fn load_through_proc_root_hits_the_cache_the_second_time() {
+        let pid = std::process::id();
+        let maps = crate::symbols::maps::Maps::of(pid).unwrap();
+        let libc = maps.by_file_name("libc.so.6").unwrap();
+        let (path, _) = open_mapped(pid, libc).unwrap();
+        assert!(path.starts_with(format!("/proc/{pid}/root")), "{path:?}");
+        let cache = ObjectCache::new(4);
+        let a = cache.load(pid, libc).unwrap();
+        let b = cache.load(pid, libc).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(
+            cache.stats(),
+            CacheStats {
+                hits: 1,
+                misses: 1,
+                entries: 1
+            }
+        );
+        // A "deleted" object is read through map_files, same bytes, same entry.
+        let deleted = MappedObject {
+            deleted: true,
+            ..libc.clone()
+        };
+        let (path, _) = open_mapped(pid, &deleted).unwrap();
+        assert!(
+            path.starts_with(format!("/proc/{pid}/map_files")),
+            "{path:?}"
+        );
+        let c = cache.load(pid, &deleted).unwrap();
+        assert!(Arc::ptr_eq(&a, &c));
+        assert_eq!(cache.stats().hits, 2);
+    }
+}

@@ -1,0 +1,46 @@
+//! Symbols of every object a target process maps: the foundation of the
+//! allocator, rseq and WiredTiger probes.
+//!
+//! - [`maps`]: `/proc/PID/maps` grouped per object file, main executable first;
+//! - [`elf`]: one object over mmap: function index, build-id, segments, type;
+//! - [`cache`]: parsed objects kept per build-id (LRU, hit counter);
+//! - [`address`]: st_value ↔ uprobe file offset ↔ runtime address;
+//! - [`process`]: a process's loaded objects, resolve and symbolize;
+//! - [`names`], [`allocator`], [`wiredtiger`], [`rseq`]: what the code is;
+//! - [`summary`]: [`TargetCode`], the serializable account for the recording.
+//!
+//! ```no_run
+//! use mdiag::symbols::{ObjectCache, ProcessSymbols, TargetCode};
+//! let process = ProcessSymbols::load(1234, ObjectCache::global())?;
+//! let malloc = process.require("libc.so.6")?.resolve("malloc")?;
+//! // aya 0.16: uprobe.attach([malloc.uprobe_location()], &malloc.attach_path, scope)
+//! let code = TargetCode::from_process(&process);
+//! println!("{:?}", code.allocator.kind);
+//! # Ok::<(), mdiag::symbols::SymbolError>(())
+//! ```
+
+pub mod address;
+pub mod allocator;
+pub mod cache;
+pub mod elf;
+pub mod error;
+pub mod maps;
+pub mod names;
+pub mod process;
+pub mod rseq;
+pub mod summary;
+pub mod wiredtiger;
+
+#[cfg(test)]
+mod tests;
+
+pub use allocator::{AllocatorKind, AllocatorReport, EntryRole, classify_allocator};
+pub use cache::{CacheStats, ObjectCache};
+pub use elf::{ElfObject, ElfType, Function};
+pub use error::SymbolError;
+pub use maps::{MappedObject, Mapping, Maps};
+pub use names::ObjectNames;
+pub use process::{LoadedObject, ProcessSymbols, ResolvedSymbol, Symbolized};
+pub use rseq::{RseqSymbols, find_rseq_symbols};
+pub use summary::TargetCode;
+pub use wiredtiger::{WiredTigerReport, detect_wiredtiger};

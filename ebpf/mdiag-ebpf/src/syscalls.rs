@@ -1,0 +1,225 @@
+//! Syscalls family (kernel side): memory syscalls, futex waits and rseq
+//! registrations of observed threads, from one `sys_enter`/`sys_exit` pair.
+//!
+//! Cost control: the first thing each program does is drop tasks that are
+//! not observed, then syscalls that are not watched; only watched calls of
+//! observed tasks touch a map.
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel, bpf_probe_read_user},
+    macros::{btf_tracepoint, map},
+    maps::{HashMap, PerCpuArray, RingBuf},
+    programs::BtfTracePointContext,
+};
+use mdiag_common::{
+    hist::log2_bucket,
+    syscalls::{
+        FUTEX_CMD_MASK, FUTEX_WAIT_OPS, Inflight, MAX_INFLIGHT, MAX_THREADS, NO_SYSCALL, NR_SLOTS,
+        NR_SYSCALL_NRS, RSEQ_RING_BYTES, RseqEvent, SLOT_BRK, SLOT_FUTEX_WAIT, SLOT_FUTEX_WAITV,
+        SLOT_FUTEX_WAKE, SLOT_MADVISE, SLOT_MMAP, SLOT_MREMAP, SLOT_MUNMAP, SLOT_RSEQ,
+        SyscallDrops, SyscallStats, ThreadSyscalls,
+    },
+};
+
+use crate::sched::{global, now_ns, observed};
+
+#[unsafe(no_mangle)]
+static MDIAG_SYSCALL_NRS: [u64; NR_SYSCALL_NRS] = [NO_SYSCALL; NR_SYSCALL_NRS];
+#[unsafe(no_mangle)]
+static MDIAG_REGS_ARG_OFFSETS: [u32; 4] = [0; 4];
+#[unsafe(no_mangle)]
+static MDIAG_REGS_IP_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static MDIAG_REGS_SP_OFFSET: u32 = 0;
+
+#[map]
+static SYS_INFLIGHT: HashMap<u32, Inflight> = HashMap::with_max_entries(MAX_INFLIGHT, 0);
+#[map]
+static SYS_STATS: PerCpuArray<SyscallStats> = PerCpuArray::with_max_entries(NR_SLOTS as u32, 0);
+#[map]
+static SYS_THREADS: HashMap<u32, ThreadSyscalls> = HashMap::with_max_entries(MAX_THREADS, 0);
+#[map]
+static SYS_RSEQ_EVENTS: RingBuf = RingBuf::with_byte_size(RSEQ_RING_BYTES, 0);
+#[map]
+static SYS_DROPS: PerCpuArray<SyscallDrops> = PerCpuArray::with_max_entries(1, 0);
+
+const BPF_ANY: u64 = 0;
+const BPF_NOEXIST: u64 = 1;
+
+#[inline(always)]
+fn drops() -> Option<&'static mut SyscallDrops> {
+    // SAFETY: per-CPU slot; these programs do not nest on one CPU.
+    SYS_DROPS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
+/// The watched slot of syscall number `id`, if any.
+#[inline(always)]
+fn slot_of(id: u64) -> Option<usize> {
+    if id == NO_SYSCALL {
+        return None;
+    }
+    for slot in 0..NR_SYSCALL_NRS {
+        // SAFETY: volatile read of a loader-patched read-only global.
+        let nr = unsafe { core::ptr::read_volatile(&MDIAG_SYSCALL_NRS[slot]) };
+        if nr == id {
+            return Some(slot);
+        }
+    }
+    None
+}
+
+#[inline(always)]
+fn read_reg(regs: *const u8, offset: u32) -> u64 {
+    // SAFETY: bpf_probe_read_kernel fails cleanly on a bad address; `regs`
+    // is the tracepoint's pt_regs and the offset comes from BTF.
+    unsafe { bpf_probe_read_kernel(regs.wrapping_add(offset as usize) as *const u64).unwrap_or(0) }
+}
+
+/// The 8 bytes at user address `sp` (0 when unreadable).
+#[inline(always)]
+fn user_stack_word(sp: u64) -> u64 {
+    // SAFETY: bpf_probe_read_user fails cleanly on any bad user address.
+    unsafe { bpf_probe_read_user(sp as *const u64).unwrap_or(0) }
+}
+
+#[btf_tracepoint(function = "sys_enter")]
+pub fn mdiag_sys_enter(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(struct pt_regs *regs, long id)
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !observed((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    let id: u64 = ctx.arg(1);
+    let Some(mut slot) = slot_of(id) else {
+        return 0;
+    };
+    let regs: *const u8 = ctx.arg(0);
+    let mut args = [0u64; 4];
+    for (i, a) in args.iter_mut().enumerate() {
+        // SAFETY: volatile read of a loader-patched read-only global.
+        let off = unsafe { core::ptr::read_volatile(&MDIAG_REGS_ARG_OFFSETS[i]) };
+        *a = read_reg(regs, off);
+    }
+    if slot == SLOT_FUTEX_WAIT {
+        let op = args[1] & FUTEX_CMD_MASK;
+        if !FUTEX_WAIT_OPS.contains(&op) {
+            slot = SLOT_FUTEX_WAKE;
+        }
+    }
+    let entry = Inflight {
+        ts_ns: now_ns(),
+        slot: slot as u32,
+        _pad0: 0,
+        args,
+        ip: read_reg(regs, global(&MDIAG_REGS_IP_OFFSET)),
+        sp_word: if slot == SLOT_RSEQ {
+            user_stack_word(read_reg(regs, global(&MDIAG_REGS_SP_OFFSET)))
+        } else {
+            0
+        },
+    };
+    let tid = pid_tgid as u32;
+    if SYS_INFLIGHT.insert(&tid, &entry, BPF_ANY).is_err()
+        && let Some(d) = drops()
+    {
+        d.inflight_full += 1;
+    }
+    0
+}
+
+#[btf_tracepoint(function = "sys_exit")]
+pub fn mdiag_sys_exit(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(struct pt_regs *regs, long ret)
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    if !observed(tgid) {
+        return 0;
+    }
+    let tid = pid_tgid as u32;
+    let Some(ptr) = SYS_INFLIGHT.get_ptr(&tid) else {
+        return 0;
+    };
+    // SAFETY: valid map value pointer; copied out before the delete below.
+    let entry = unsafe { *ptr };
+    let _ = SYS_INFLIGHT.remove(&tid);
+    let ret: i64 = ctx.arg(1);
+    let now = now_ns();
+    let delta = now.saturating_sub(entry.ts_ns);
+    let slot = entry.slot as usize;
+    if let Some(s) = SYS_STATS.get_ptr_mut(entry.slot) {
+        // SAFETY: per-CPU slot of this CPU.
+        let s = unsafe { &mut *s };
+        s.count += 1;
+        if (-4095..0).contains(&ret) {
+            s.errors += 1;
+        }
+        s.time_ns += delta;
+        if let Some(h) = s.hist.get_mut(log2_bucket(delta)) {
+            *h += 1;
+        }
+        s.bytes += match slot {
+            SLOT_MMAP | SLOT_MUNMAP | SLOT_MADVISE => entry.args[1],
+            SLOT_MREMAP => entry.args[2],
+            _ => 0,
+        };
+    }
+    let futex_wait = slot == SLOT_FUTEX_WAIT || slot == SLOT_FUTEX_WAITV;
+    let mem = matches!(
+        slot,
+        SLOT_MMAP | SLOT_MUNMAP | SLOT_MADVISE | SLOT_BRK | SLOT_MREMAP
+    );
+    if futex_wait || mem {
+        let t = match SYS_THREADS.get_ptr_mut(&tid) {
+            Some(t) => Some(t),
+            None => {
+                let fresh = ThreadSyscalls {
+                    tgid,
+                    ..ThreadSyscalls::default()
+                };
+                if SYS_THREADS.insert(&tid, &fresh, BPF_NOEXIST).is_err()
+                    && let Some(d) = drops()
+                {
+                    d.thread_map_full += 1;
+                }
+                SYS_THREADS.get_ptr_mut(&tid)
+            }
+        };
+        if let Some(t) = t {
+            // SAFETY: valid map value; only this thread's syscalls update it.
+            let t = unsafe { &mut *t };
+            if futex_wait {
+                t.futex_waits += 1;
+                t.futex_wait_ns += delta;
+            } else {
+                t.mem_calls += 1;
+                t.mem_ns += delta;
+            }
+        }
+    }
+    if slot == SLOT_RSEQ {
+        match SYS_RSEQ_EVENTS.reserve::<RseqEvent>(0) {
+            Some(mut e) => {
+                e.write(RseqEvent {
+                    tid,
+                    tgid,
+                    ret,
+                    area: entry.args[0],
+                    len: entry.args[1] as u32,
+                    flags: entry.args[2] as u32,
+                    sig: entry.args[3] as u32,
+                    _pad0: 0,
+                    caller_ip: entry.ip,
+                    ts_ns: now,
+                    sp_word: entry.sp_word,
+                });
+                e.submit(0);
+            }
+            None => {
+                if let Some(d) = drops() {
+                    d.rseq_ring_full += 1;
+                }
+            }
+        }
+    }
+    0
+}
