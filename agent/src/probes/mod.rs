@@ -8,6 +8,7 @@
 //! descriptors, so even a crash leaves the host as it was).
 
 pub mod btf;
+pub mod delta;
 pub mod sched;
 pub mod softirq;
 pub mod syscalls;

@@ -17,6 +17,7 @@ use mdiag_common::{
     sched::{MAP_CPU, MAP_THREADS, SchedCpu, ThreadSched},
 };
 
+use super::delta;
 use crate::recording::{SchedDrops, SchedSlice, ThreadSlice};
 
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +111,7 @@ impl SchedReader {
             .last
             .threads
             .iter()
-            .filter(|(tid, t)| !thread_alive(t.tgid, **tid))
+            .filter(|(tid, t)| !delta::thread_alive(t.tgid, **tid))
             .map(|(tid, _)| *tid)
             .collect();
         for tid in gone {
@@ -119,10 +120,6 @@ impl SchedReader {
             self.last.threads.remove(&tid);
         }
     }
-}
-
-fn thread_alive(tgid: u32, tid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{tgid}/task/{tid}")).exists()
 }
 
 /// The counters that changed between two snapshots. Pure, so testable.
@@ -160,16 +157,12 @@ pub fn slice_between(before: &SchedSnapshot, after: &SchedSnapshot) -> SchedSlic
     slice.runq_hist_log2_ns = hist[..used].to_vec();
     slice.drops = drops;
 
-    let empty = ThreadSched::default();
-    let mut threads: Vec<ThreadSlice> = after
-        .threads
-        .iter()
-        .filter_map(|(&tid, a)| {
-            let b = before
-                .threads
-                .get(&tid)
-                .filter(|b| b.tgid == a.tgid)
-                .unwrap_or(&empty);
+    let threads = delta::per_thread(
+        &before.threads,
+        &after.threads,
+        &ThreadSched::default(),
+        |t| t.tgid,
+        |tid, a, b| {
             let t = ThreadSlice {
                 tid,
                 tgid: a.tgid,
@@ -184,12 +177,17 @@ pub fn slice_between(before: &SchedSnapshot, after: &SchedSnapshot) -> SchedSlic
                 migrations: a.migrations.saturating_sub(b.migrations),
                 wakeup_preempting: a.wakeup_preempting.saturating_sub(b.wakeup_preempting),
             };
-            let active =
-                t.voluntary + t.involuntary + t.runq_delays + t.oncpu_ns + t.migrations > 0;
+            let active = t.voluntary
+                + t.involuntary
+                + t.runq_delays
+                + t.oncpu_ns
+                + t.migrations
+                + t.wakeup_preempting
+                > 0;
             active.then_some(t)
-        })
-        .collect();
-    threads.sort_by_key(|t| t.tid);
+        },
+    );
+    let threads: Vec<ThreadSlice> = threads.into_iter().map(|(_, t)| t).collect();
     slice.threads = threads;
     slice
 }

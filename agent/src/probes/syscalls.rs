@@ -21,6 +21,7 @@ use mdiag_common::{
     },
 };
 
+use super::delta;
 use crate::recording::{
     RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
 };
@@ -252,7 +253,7 @@ impl SyscallsReader {
 
     fn prune_exited(&mut self, now: &SyscallsSnapshot) {
         for (tid, t) in &now.threads {
-            if !std::path::Path::new(&format!("/proc/{}/task/{tid}", t.tgid)).exists() {
+            if !delta::thread_alive(t.tgid, *tid) {
                 let _ = self.threads.remove(tid);
             }
         }
@@ -326,16 +327,12 @@ pub fn slice_between(before: &SyscallsSnapshot, after: &SyscallsSnapshot) -> Sys
             (c.count > 0).then_some(c)
         })
         .collect();
-    let empty = ThreadSyscalls::default();
-    let mut threads: Vec<ThreadSyscallSlice> = after
-        .threads
-        .iter()
-        .filter_map(|(&tid, a)| {
-            let b = before
-                .threads
-                .get(&tid)
-                .filter(|b| b.tgid == a.tgid)
-                .unwrap_or(&empty);
+    let threads = delta::per_thread(
+        &before.threads,
+        &after.threads,
+        &ThreadSyscalls::default(),
+        |t| t.tgid,
+        |tid, a, b| {
             let t = ThreadSyscallSlice {
                 tid,
                 tgid: a.tgid,
@@ -345,9 +342,9 @@ pub fn slice_between(before: &SyscallsSnapshot, after: &SyscallsSnapshot) -> Sys
                 mem_ns: a.mem_ns.saturating_sub(b.mem_ns),
             };
             (t.futex_waits + t.mem_calls > 0).then_some(t)
-        })
-        .collect();
-    threads.sort_by_key(|t| t.tid);
+        },
+    );
+    let threads: Vec<ThreadSyscallSlice> = threads.into_iter().map(|(_, t)| t).collect();
     let d = |a: u64, b: u64| a.saturating_sub(b);
     SyscallsSlice {
         calls,

@@ -1,0 +1,61 @@
+//! What every family's reader does with per-thread cumulative counters:
+//! take the difference of two snapshots, thread by thread, and forget
+//! threads that have exited.
+
+use std::collections::HashMap;
+
+/// For each thread in `after`, `diff(tid, after, before)` where `before` is
+/// the earlier value of the same thread, or `empty` when the thread is new or
+/// its tid now belongs to another process (tid reuse). Threads for which
+/// `diff` returns `None` (nothing happened) are left out; the result is
+/// sorted by tid.
+pub fn per_thread<V, S>(
+    before: &HashMap<u32, V>,
+    after: &HashMap<u32, V>,
+    empty: &V,
+    tgid: impl Fn(&V) -> u32,
+    diff: impl Fn(u32, &V, &V) -> Option<S>,
+) -> Vec<(u32, S)> {
+    let mut out: Vec<(u32, S)> = after
+        .iter()
+        .filter_map(|(&tid, a)| {
+            let b = before
+                .get(&tid)
+                .filter(|b| tgid(b) == tgid(a))
+                .unwrap_or(empty);
+            diff(tid, a, b).map(|s| (tid, s))
+        })
+        .collect();
+    out.sort_by_key(|(tid, _)| *tid);
+    out
+}
+
+/// Whether thread `tid` of process `tgid` still exists.
+pub fn thread_alive(tgid: u32, tid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{tgid}/task/{tid}")).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_new_threads_and_tid_reuse() {
+        let before = HashMap::from([(1, (10u32, 5u64)), (2, (10, 7)), (3, (10, 1))]);
+        let after = HashMap::from([(1, (10u32, 9u64)), (2, (10, 7)), (3, (20, 4)), (4, (10, 2))]);
+        let d = per_thread(
+            &before,
+            &after,
+            &(0, 0),
+            |v| v.0,
+            |_, a, b| {
+                let n = a.1 - b.1;
+                (n > 0).then_some(n)
+            },
+        );
+        // 1: 9-5; 2: unchanged, left out; 3: another process now, from zero; 4: new.
+        assert_eq!(d, vec![(1, 4), (3, 4), (4, 2)]);
+        assert!(thread_alive(std::process::id(), std::process::id()));
+        assert!(!thread_alive(std::process::id(), u32::MAX - 1));
+    }
+}
