@@ -6,7 +6,7 @@
 use std::io::IsTerminal;
 
 use crate::{
-    cli::{Cli, ColorChoice, Command, ExplainArgs, Format, RecordArgs},
+    cli::{Cli, ColorChoice, Command, ExplainArgs, ExportArgs, Format, RecordArgs},
     record,
 };
 
@@ -36,6 +36,7 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
     match cli.command {
         Command::Record(args) => record_cmd(&args),
         Command::Explain(args) => explain_cmd(&args),
+        Command::Export(args) => export_cmd(&args),
     }
 }
 
@@ -103,4 +104,40 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
     };
     print!("{text}");
     Ok(())
+}
+
+fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
+    use crate::ftdc::FtdcError;
+    let opts = crate::export::ExportOptions {
+        metrics: args.metrics.clone(),
+        from: args.from,
+        to: args.to,
+        skip_metadata: args.no_metadata,
+        dates_as_ms: args.dates_as_ms,
+        keep_going: args.keep_going,
+    };
+    let mut out: Box<dyn std::io::Write> = match &args.output {
+        Some(path) => Box::new(std::fs::File::create(path).map_err(|e| {
+            AppError::usage(anyhow::anyhow!("cannot create {}: {e}", path.display()))
+        })?),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    match crate::export::export_ftdc(&args.path, &mut out, &opts) {
+        Ok(stats) => {
+            for error in &stats.errors {
+                eprintln!("mdiag: skipped: {error}");
+            }
+            eprintln!(
+                "mdiag: exported {} samples and {} metadata documents from {} files ({} bytes)",
+                stats.samples, stats.metadata, stats.files, stats.bytes_in
+            );
+            Ok(())
+        }
+        // `mdiag export … | head` closes the pipe early: that is success.
+        Err(FtdcError::Output { source }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            Ok(())
+        }
+        Err(e @ FtdcError::Output { .. }) => Err(AppError::failure(e)),
+        Err(e) => Err(AppError::usage(e)),
+    }
 }

@@ -25,6 +25,35 @@ pub enum Command {
     Record(RecordArgs),
     /// Read a recording, evaluate the rules and print a ranked report.
     Explain(ExplainArgs),
+    /// Decode a mongod FTDC directory (diagnostic.data) or file to JSON lines, one per sample.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A diagnostic.data directory or one metrics.* file.
+    pub path: PathBuf,
+    /// Keep only these metrics: comma-separated paths (a path keeps everything under it) or globs with `*`.
+    #[arg(long, value_delimiter = ',')]
+    pub metrics: Vec<String>,
+    /// Only samples at or after this time (RFC 3339, "2024-04-16 11:40:00" UTC, or a date).
+    #[arg(long, value_parser = crate::export::parse_time)]
+    pub from: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only samples before this time.
+    #[arg(long, value_parser = crate::export::parse_time)]
+    pub to: Option<chrono::DateTime<chrono::Utc>>,
+    /// Leave out the metadata documents (hostInfo, buildInfo, getCmdLineOpts).
+    #[arg(long)]
+    pub no_metadata: bool,
+    /// Write dates as milliseconds since the epoch instead of RFC 3339.
+    #[arg(long)]
+    pub dates_as_ms: bool,
+    /// Skip a corrupt file (reported on stderr) instead of stopping.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Write to this file instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -148,6 +177,27 @@ mod tests {
         assert!(parse(&["record", "--pid", "-3"]).is_err());
         let e = parse(&["record", "--duration", "9999h"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn export_options() {
+        let Command::Export(e) = parse(&[
+            "export",
+            "diagnostic.data",
+            "--metrics",
+            "serverStatus.opcounters,start",
+            "--from",
+            "2024-04-16T11:35:00Z",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(e.path, PathBuf::from("diagnostic.data"));
+        assert_eq!(e.metrics, vec!["serverStatus.opcounters", "start"]);
+        assert!(e.from.is_some() && e.to.is_none());
+        assert!(parse(&["export", "x", "--from", "yesterday-ish"]).is_err());
     }
 
     #[test]

@@ -8,6 +8,8 @@
 pub mod app;
 pub mod cli;
 pub mod explain;
+pub mod export;
+pub mod ftdc;
 pub mod host;
 pub mod logging;
 pub mod privileges;

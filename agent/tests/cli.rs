@@ -136,3 +136,66 @@ fn record_bad_arguments() {
     let out = mdiag(&["record", "--pid", "1", "--process", "x"], dir.path());
     assert_eq!(out.status.code(), Some(2));
 }
+
+fn ftdc_fixture() -> std::path::PathBuf {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/ftdc/mongod-7.0.0-rc6");
+    assert!(
+        p.is_dir(),
+        "FTDC fixtures missing at {} (shared/ must sit beside the repository)",
+        p.display()
+    );
+    p
+}
+
+#[test]
+fn export_ftdc_as_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = ftdc_fixture();
+    let out = mdiag(
+        &[
+            "export",
+            fixture.to_str().unwrap(),
+            "--metrics",
+            "serverStatus.opcounters",
+            "--no-metadata",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() > 100, "{} samples", lines.len());
+    let mut last_insert = 0;
+    for l in &lines {
+        let m = l["metrics"].as_object().unwrap();
+        assert!(
+            m.keys().all(|k| k.starts_with("serverStatus.opcounters.")),
+            "{m:?}"
+        );
+        // A counter never goes backwards across samples.
+        let insert = m["serverStatus.opcounters.insert"].as_i64().unwrap();
+        assert!(insert >= last_insert);
+        last_insert = insert;
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exported"));
+}
+
+#[test]
+fn export_rejects_a_non_ftdc_file_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("metrics.bogus"),
+        b"this is not BSON at all, just text",
+    )
+    .unwrap();
+    let out = mdiag(&["export", "metrics.bogus"], dir.path());
+    assert_clean_usage_error(&out, "metrics.bogus");
+}

@@ -1,0 +1,655 @@
+//! `mdiag export`: decoded FTDC (a `diagnostic.data` directory or one of its
+//! files) as JSON lines, so any tool (jq, pandas, a spreadsheet) can read a
+//! host's MongoDB history without MongoDB's own tooling.
+//!
+//! One line per sample:
+//! `{"t":"2024-04-16T11:34:43.000Z","metrics":{"serverStatus.opcounters.insert":84,...}}`
+//! with flattened dotted paths, numbers as JSON numbers (doubles as mongod
+//! stores them: truncated to integers), booleans as JSON booleans and dates as
+//! RFC 3339 strings (or ms with `dates_as_ms`). Metadata documents become
+//! `{"t":...,"type":"metadata","doc":{...}}` and periodic metadata
+//! `{"t":...,"type":"periodicMetadata","count":N,"doc":{...}}`.
+//!
+//! The directory is streamed one chunk at a time; the output is written line
+//! by line, so memory stays at one decoded chunk whatever the input size.
+
+use std::collections::HashMap;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use bson::{Bson, Document};
+use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
+use serde_json::{Map, Number, Value};
+
+use crate::ftdc::{Chunk, FtdcDir, FtdcDoc, FtdcError, MetricKind, MetricPaths};
+
+/// What to export.
+#[derive(Debug, Clone, Default)]
+pub struct ExportOptions {
+    /// Keep only the metrics matching one of these patterns (empty: all).
+    /// A pattern without `*` selects the path itself and everything under it
+    /// (`serverStatus.opcounters` selects `serverStatus.opcounters.insert`);
+    /// `*` matches any run of characters (`*.opcounters.*`, `*bytes*`).
+    pub metrics: Vec<String>,
+    /// Only samples taken at or after this time.
+    pub from: Option<DateTime<Utc>>,
+    /// Only samples taken before this time.
+    pub to: Option<DateTime<Utc>>,
+    /// Leave out metadata and periodic metadata lines (they are written
+    /// whatever `from`/`to` say: they describe the process, not a sample).
+    pub skip_metadata: bool,
+    /// Write date metrics as ms since the epoch instead of RFC 3339 strings.
+    pub dates_as_ms: bool,
+    /// On a damaged file, record the error in [`ExportStats::errors`] and go
+    /// on with the next file instead of failing.
+    pub keep_going: bool,
+}
+
+/// What an export did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExportStats {
+    /// Files read.
+    pub files: usize,
+    /// Their total size in bytes.
+    pub bytes_in: u64,
+    /// Metric chunks decoded.
+    pub chunks: usize,
+    /// Sample lines written.
+    pub samples: usize,
+    /// Metadata and periodic metadata lines written.
+    pub metadata: usize,
+    /// Samples left out by `from`/`to`.
+    pub out_of_range: usize,
+    /// Samples left out because they were not newer than the previous one
+    /// (the interim file can repeat what an archive file already holds).
+    pub duplicates: usize,
+    /// Errors skipped with `keep_going` (one per damaged file).
+    pub errors: Vec<String>,
+}
+
+/// Exports `dir_or_file` as JSON lines to `out` (see the module doc).
+pub fn export_ftdc(
+    dir_or_file: &Path,
+    out: &mut dyn Write,
+    opts: &ExportOptions,
+) -> Result<ExportStats, FtdcError> {
+    let mut dir = FtdcDir::open(dir_or_file)?;
+    let mut stats = ExportStats {
+        files: dir.files().len(),
+        bytes_in: dir.total_bytes(),
+        ..ExportStats::default()
+    };
+    let mut out = BufWriter::with_capacity(1 << 20, out);
+    let mut writer = SampleWriter::new(opts);
+    while let Some(item) = dir.next() {
+        let item = match item {
+            Ok(item) => item,
+            Err(e) if opts.keep_going && !matches!(e, FtdcError::Output { .. }) => {
+                stats.errors.push(e.to_string());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match item.doc {
+            FtdcDoc::Metrics(chunk) => {
+                stats.chunks += 1;
+                writer.write_chunk(&chunk, &mut out, &mut stats)?;
+                dir.recycle(chunk);
+            }
+            FtdcDoc::Metadata { id, doc, .. } if !opts.skip_metadata => {
+                write_metadata(&mut out, id, "metadata", None, &doc, opts)?;
+                stats.metadata += 1;
+            }
+            FtdcDoc::PeriodicMetadata { id, count, doc, .. } if !opts.skip_metadata => {
+                write_metadata(&mut out, id, "periodicMetadata", count, &doc, opts)?;
+                stats.metadata += 1;
+            }
+            _ => {}
+        }
+    }
+    out.flush().map_err(output)?;
+    Ok(stats)
+}
+
+/// Parses a `--from`/`--to` time: RFC 3339 (`2024-04-16T11:34:42Z`,
+/// `...+02:00`), or a date-time without zone taken as UTC
+/// (`2024-04-16T11:34:42`, `2024-04-16 11:34`), or a date (`2024-04-16`).
+pub fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+    let s = s.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    for f in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
+            return Ok(t.and_utc());
+        }
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
+    }
+    Err(format!(
+        "invalid time {s:?}: expected RFC 3339 (2024-04-16T11:34:42Z) or a UTC date-time (2024-04-16 11:34)"
+    ))
+}
+
+fn output(source: std::io::Error) -> FtdcError {
+    FtdcError::Output { source }
+}
+
+/// Whether `path` matches `pattern` (see [`ExportOptions::metrics`]).
+pub fn path_matches(pattern: &str, path: &str) -> bool {
+    if !pattern.contains('*') {
+        return path == pattern
+            || (path.starts_with(pattern) && path.as_bytes().get(pattern.len()) == Some(&b'.'));
+    }
+    // Glob with `*` only: anchored first part, then each part in order.
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = path.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// The per-schema part of writing samples: which metrics are selected and
+/// their keys pre-rendered as `"path":`. Chunks of one process share a schema,
+/// so this is computed once per schema, not once per chunk.
+struct Layout {
+    paths: MetricPaths,
+    /// (metric index, rendered `"path":`) of the selected metrics.
+    selected: Vec<(usize, Vec<u8>)>,
+}
+
+struct SampleWriter<'a> {
+    opts: &'a ExportOptions,
+    layouts: HashMap<usize, Vec<Layout>>,
+    last_time: Option<i64>,
+    line: Vec<u8>,
+}
+
+impl<'a> SampleWriter<'a> {
+    fn new(opts: &'a ExportOptions) -> Self {
+        Self {
+            opts,
+            layouts: HashMap::new(),
+            last_time: None,
+            line: Vec::with_capacity(64 << 10),
+        }
+    }
+
+    fn layout(&mut self, chunk: &Chunk) -> usize {
+        let paths = chunk.paths();
+        let bucket = self.layouts.entry(paths.len()).or_default();
+        if let Some(i) = bucket.iter().position(|l| &l.paths == paths) {
+            return i;
+        }
+        let selected = paths
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                self.opts.metrics.is_empty()
+                    || self.opts.metrics.iter().any(|pat| path_matches(pat, p))
+            })
+            .map(|(m, p)| {
+                let mut key = serde_json::to_vec(p).unwrap_or_else(|_| b"\"\"".to_vec());
+                key.push(b':');
+                (m, key)
+            })
+            .collect();
+        bucket.push(Layout {
+            paths: paths.clone(),
+            selected,
+        });
+        bucket.len() - 1
+    }
+
+    fn write_chunk(
+        &mut self,
+        chunk: &Chunk,
+        out: &mut impl Write,
+        stats: &mut ExportStats,
+    ) -> Result<(), FtdcError> {
+        let index = self.layout(chunk);
+        let from = self.opts.from.map(|t| t.timestamp_millis());
+        let to = self.opts.to.map(|t| t.timestamp_millis());
+        let kinds = chunk.kinds();
+        let layout = self
+            .layouts
+            .get(&chunk.paths().len())
+            .and_then(|b| b.get(index));
+        let Some(layout) = layout else { return Ok(()) };
+        for s in 0..chunk.sample_count() {
+            let time = chunk.timestamp_ms(s);
+            if let Some(t) = time {
+                if from.is_some_and(|f| t < f) || to.is_some_and(|to| t >= to) {
+                    stats.out_of_range += 1;
+                    continue;
+                }
+                if self.last_time.is_some_and(|last| t <= last) {
+                    stats.duplicates += 1;
+                    continue;
+                }
+                self.last_time = Some(t);
+            } else if from.is_some() || to.is_some() {
+                stats.out_of_range += 1;
+                continue;
+            }
+            let line = &mut self.line;
+            line.clear();
+            line.extend_from_slice(b"{\"t\":");
+            match time {
+                Some(t) => push_date(line, t, false),
+                None => line.extend_from_slice(b"null"),
+            }
+            line.extend_from_slice(b",\"metrics\":{");
+            for (i, (m, key)) in layout.selected.iter().enumerate() {
+                if i > 0 {
+                    line.push(b',');
+                }
+                line.extend_from_slice(key);
+                let v = chunk.value(s, *m).unwrap_or_default();
+                match kinds.get(*m) {
+                    Some(MetricKind::Bool) => {
+                        line.extend_from_slice(if v != 0 { b"true" } else { b"false" })
+                    }
+                    Some(MetricKind::Date) => push_date(line, v, self.opts.dates_as_ms),
+                    _ => line.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+                }
+            }
+            line.extend_from_slice(b"}}\n");
+            out.write_all(line).map_err(output)?;
+            stats.samples += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A date (ms since the epoch) as a JSON string, or a number when asked or
+/// out of chrono's range.
+fn push_date(line: &mut Vec<u8>, ms: i64, as_ms: bool) {
+    match DateTime::from_timestamp_millis(ms).filter(|_| !as_ms) {
+        Some(t) => {
+            line.push(b'"');
+            line.extend_from_slice(t.to_rfc3339_opts(SecondsFormat::Millis, true).as_bytes());
+            line.push(b'"');
+        }
+        None => line.extend_from_slice(itoa::Buffer::new().format(ms).as_bytes()),
+    }
+}
+
+fn write_metadata(
+    out: &mut impl Write,
+    id: DateTime<Utc>,
+    kind: &str,
+    count: Option<i64>,
+    doc: &Document,
+    opts: &ExportOptions,
+) -> Result<(), FtdcError> {
+    let mut line = Map::new();
+    line.insert("t".into(), Value::String(rfc3339(id)));
+    line.insert("type".into(), Value::String(kind.into()));
+    if let Some(c) = count {
+        line.insert("count".into(), Value::from(c));
+    }
+    line.insert("doc".into(), document_to_json(doc, opts.dates_as_ms));
+    serde_json::to_writer(&mut *out, &Value::Object(line)).map_err(|e| output(e.into()))?;
+    out.write_all(b"\n").map_err(output)
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A BSON document as plain JSON (not Extended JSON: dates as RFC 3339
+/// strings, timestamps as `{"t","i"}`, ObjectIds and binary as hex strings).
+pub fn document_to_json(doc: &Document, dates_as_ms: bool) -> Value {
+    Value::Object(
+        doc.iter()
+            .map(|(k, v)| (k.clone(), bson_to_json(v, dates_as_ms)))
+            .collect(),
+    )
+}
+
+fn bson_to_json(v: &Bson, dates_as_ms: bool) -> Value {
+    match v {
+        Bson::Double(f) => {
+            Number::from_f64(*f).map_or_else(|| Value::String(f.to_string()), Value::Number)
+        }
+        Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s) => Value::String(s.clone()),
+        Bson::Array(a) => Value::Array(a.iter().map(|v| bson_to_json(v, dates_as_ms)).collect()),
+        Bson::Document(d) => document_to_json(d, dates_as_ms),
+        Bson::Boolean(b) => Value::Bool(*b),
+        Bson::Null | Bson::Undefined => Value::Null,
+        Bson::Int32(i) => Value::from(*i),
+        Bson::Int64(i) => Value::from(*i),
+        Bson::DateTime(d) => {
+            let ms = d.timestamp_millis();
+            match DateTime::from_timestamp_millis(ms).filter(|_| !dates_as_ms) {
+                Some(t) => Value::String(rfc3339(t)),
+                None => Value::from(ms),
+            }
+        }
+        Bson::Timestamp(ts) => serde_json::json!({ "t": ts.time, "i": ts.increment }),
+        Bson::ObjectId(o) => Value::String(o.to_hex()),
+        Bson::Binary(b) => Value::String(b.bytes.iter().map(|x| format!("{x:02x}")).collect()),
+        other => Value::String(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ftdc::FtdcFile;
+    use std::path::PathBuf;
+
+    fn fixture_dir() -> PathBuf {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/fixtures/ftdc/mongod-7.0.0-rc6");
+        assert!(
+            dir.join("metrics.interim").is_file(),
+            "FTDC fixtures missing at {}: the shared/ folder must sit beside the repository",
+            dir.display()
+        );
+        dir
+    }
+
+    fn export(path: &Path, opts: &ExportOptions) -> (ExportStats, Vec<Value>) {
+        let mut out = Vec::new();
+        let stats = export_ftdc(path, &mut out, opts).expect("exports");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {e}: {l}")))
+            .collect();
+        (stats, lines)
+    }
+
+    fn first_chunk(path: &Path) -> Chunk {
+        FtdcFile::open(path)
+            .expect("opens")
+            .find_map(|d| match d.expect("decodes") {
+                FtdcDoc::Metrics(c) => Some(c),
+                _ => None,
+            })
+            .expect("a chunk")
+    }
+
+    #[test]
+    fn exports_the_directory_as_json_lines() {
+        // Every sample, one metric (all metrics would be 2.8 GB of JSON).
+        let opts = ExportOptions {
+            metrics: vec!["serverStatus.uptimeMillis".into()],
+            ..ExportOptions::default()
+        };
+        let (stats, lines) = export(&fixture_dir(), &opts);
+        assert_eq!(stats.files, 2);
+        assert_eq!(stats.chunks, 66);
+        assert_eq!(stats.metadata, 1);
+        assert_eq!(stats.samples, 19_007 + 181);
+        assert_eq!(stats.duplicates + stats.out_of_range, 0);
+        assert!(stats.errors.is_empty());
+        assert_eq!(lines.len(), stats.samples + stats.metadata);
+        // Line 0: the metadata document.
+        assert_eq!(lines[0]["type"], "metadata");
+        assert_eq!(lines[0]["t"], "2024-04-16T11:34:42.035Z");
+        assert_eq!(lines[0]["doc"]["buildInfo"]["version"], "7.0.0-rc6");
+        assert_eq!(lines[0]["doc"]["hostInfo"]["system"]["cpuArch"], "x86_64");
+        assert_eq!(lines[1]["t"], "2024-04-16T11:34:43.000Z");
+        assert_eq!(
+            lines[1]["metrics"],
+            serde_json::json!({"serverStatus.uptimeMillis": 91_260_728})
+        );
+        assert_eq!(lines[2]["metrics"]["serverStatus.uptimeMillis"], 91_261_728);
+        // Times strictly increase; the last line comes from metrics.interim (newest).
+        let times: Vec<&str> = lines[1..]
+            .iter()
+            .map(|l| l["t"].as_str().expect("t"))
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(lines.last().unwrap()["t"], "2025-07-10T19:22:31.500Z");
+    }
+
+    #[test]
+    fn first_line_has_every_metric_of_the_reference() {
+        let file = fixture_dir().join("metrics.2024-04-16T11-34-42Z-00000");
+        let opts = ExportOptions {
+            to: Some(parse_time("2024-04-16T11:34:45Z").unwrap()),
+            ..ExportOptions::default()
+        };
+        let (stats, lines) = export(&file, &opts);
+        assert_eq!((stats.samples, stats.metadata, lines.len()), (2, 1, 3));
+        let chunk = first_chunk(&file);
+        let reference = chunk.reference_document().expect("reference");
+        let first = &lines[1];
+        assert_eq!(first["t"], "2024-04-16T11:34:43.000Z");
+        let metrics = first["metrics"].as_object().expect("metrics object");
+        assert_eq!(metrics.len(), chunk.metric_count());
+        let ss = reference
+            .get_document("serverStatus")
+            .expect("serverStatus");
+        let opcounters = ss.get_document("opcounters").expect("opcounters");
+        assert_eq!(
+            metrics["serverStatus.opcounters.command"],
+            opcounters.get_i64("command").unwrap()
+        );
+        assert_eq!(
+            metrics["serverStatus.uptimeMillis"],
+            ss.get_i64("uptimeMillis").unwrap()
+        );
+        assert_eq!(
+            metrics["serverStatus.uptime"],
+            ss.get_f64("uptime").unwrap().trunc() as i64
+        );
+        assert_eq!(
+            metrics["serverStatus.localTime"],
+            "2024-04-16T11:34:43.000Z"
+        );
+        assert_eq!(metrics["start"], "2024-04-16T11:34:43.000Z");
+        // Every value of the line equals the decoded reference sample.
+        for (m, path) in chunk.paths().iter().enumerate() {
+            let v = chunk.value(0, m).unwrap();
+            let expected = match chunk.kinds()[m] {
+                MetricKind::Bool => Value::Bool(v != 0),
+                MetricKind::Date => {
+                    Value::String(rfc3339(DateTime::from_timestamp_millis(v).unwrap()))
+                }
+                _ => Value::from(v),
+            };
+            assert_eq!(metrics[path], expected, "{path}");
+        }
+        assert_eq!(lines[2]["t"], "2024-04-16T11:34:44.000Z");
+    }
+
+    #[test]
+    fn filters_metrics_and_time() {
+        let opts = ExportOptions {
+            metrics: vec!["serverStatus.opcounters".into(), "*.uptimeMillis".into()],
+            from: Some(parse_time("2024-04-16T11:40:00Z").unwrap()),
+            to: Some(parse_time("2024-04-16 11:40:10").unwrap()),
+            skip_metadata: true,
+            dates_as_ms: true,
+            ..ExportOptions::default()
+        };
+        let file = fixture_dir().join("metrics.2024-04-16T11-34-42Z-00000");
+        let (stats, lines) = export(&file, &opts);
+        assert_eq!(stats.samples, 10);
+        assert_eq!(stats.metadata, 0);
+        assert_eq!(stats.out_of_range, 19_007 - 10);
+        assert_eq!(lines.len(), 10);
+        assert_eq!(lines[0]["t"], "2024-04-16T11:40:00.000Z");
+        assert_eq!(lines[9]["t"], "2024-04-16T11:40:09.000Z");
+        let keys: Vec<&String> = lines[0]["metrics"].as_object().unwrap().keys().collect();
+        assert_eq!(keys.len(), 7);
+        // Keys keep the document order in the text.
+        let mut text = Vec::new();
+        export_ftdc(&file, &mut text, &opts).unwrap();
+        let first = String::from_utf8(text)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_owned();
+        let order = [
+            "serverStatus.uptimeMillis",
+            "serverStatus.opcounters.insert",
+            "serverStatus.opcounters.query",
+            "serverStatus.opcounters.update",
+            "serverStatus.opcounters.delete",
+            "serverStatus.opcounters.getmore",
+            "serverStatus.opcounters.command",
+        ];
+        let at: Vec<usize> = order
+            .iter()
+            .map(|k| first.find(&format!("\"{k}\":")).expect(k))
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{first}");
+        // 11:40:00 is sample 17 of the second chunk (which starts 11:39:43).
+        assert_eq!(lines[0]["metrics"]["serverStatus.uptimeMillis"], 91_577_728);
+    }
+
+    #[test]
+    fn interim_repeating_an_archive_is_deduplicated() {
+        let tmp = tempfile::tempdir().unwrap();
+        let archive =
+            std::fs::read(fixture_dir().join("metrics.2024-04-16T11-34-42Z-00000")).unwrap();
+        std::fs::write(
+            tmp.path().join("metrics.2024-04-16T11-34-42Z-00000"),
+            &archive[..92_463],
+        )
+        .unwrap();
+        // The interim holds the last chunk again.
+        std::fs::write(tmp.path().join("metrics.interim"), &archive[54_745..92_463]).unwrap();
+        let (stats, lines) = export(tmp.path(), &ExportOptions::default());
+        assert_eq!(stats.samples, 600);
+        assert_eq!(stats.duplicates, 300);
+        assert_eq!(lines.len(), 601);
+    }
+
+    #[test]
+    fn damaged_files_fail_or_are_skipped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let archive =
+            std::fs::read(fixture_dir().join("metrics.2024-04-16T11-34-42Z-00000")).unwrap();
+        std::fs::write(tmp.path().join("metrics.a"), &archive[..60_000]).unwrap();
+        std::fs::write(tmp.path().join("metrics.b"), &archive[..54_745]).unwrap();
+        let err = export_ftdc(tmp.path(), &mut Vec::new(), &ExportOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("metrics.a") && err.offset() == Some(54_745),
+            "{err}"
+        );
+        let opts = ExportOptions {
+            keep_going: true,
+            ..ExportOptions::default()
+        };
+        let (stats, lines) = export(tmp.path(), &opts);
+        assert_eq!(stats.errors.len(), 1);
+        assert!(stats.errors[0].contains("metrics.a"), "{:?}", stats.errors);
+        // metrics.a: metadata + chunk 1; metrics.b: metadata + chunk 1 again (duplicates).
+        assert_eq!(
+            (stats.samples, stats.duplicates, stats.metadata),
+            (300, 300, 2)
+        );
+        assert_eq!(lines.len(), 302);
+    }
+
+    #[test]
+    fn periodic_metadata_and_unknown_documents() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("metrics.synthetic");
+        std::fs::write(&file, crate::ftdc::tests::synthetic_file()).unwrap();
+        let (stats, lines) = export(&file, &ExportOptions::default());
+        assert_eq!((stats.samples, stats.metadata, stats.chunks), (3, 2, 1));
+        assert_eq!(lines.len(), 5);
+        assert_eq!(lines[0]["doc"]["buildInfo"]["version"], "8.0.4");
+        assert_eq!(
+            lines[1],
+            serde_json::json!({"t": "2023-11-14T22:13:20.000Z", "metrics": {
+                "start": "2023-11-14T22:13:20.000Z", "serverStatus.uptime": 5, "serverStatus.ok": true}})
+        );
+        assert_eq!(lines[3]["metrics"]["serverStatus.uptime"], 7);
+        assert_eq!(
+            lines[4],
+            serde_json::json!({"t": "2023-11-14T22:13:22.500Z", "type": "periodicMetadata", "count": 4,
+                "doc": {"getParameter": {"start": "2023-11-14T22:13:20.000Z", "x": 1}}})
+        );
+    }
+
+    #[test]
+    fn patterns_and_times_parse() {
+        assert!(path_matches(
+            "serverStatus.opcounters",
+            "serverStatus.opcounters.insert"
+        ));
+        assert!(path_matches(
+            "serverStatus.opcounters",
+            "serverStatus.opcounters"
+        ));
+        assert!(!path_matches(
+            "serverStatus.opcounters",
+            "serverStatus.opcountersRepl.insert"
+        ));
+        assert!(path_matches("*.insert", "serverStatus.opcounters.insert"));
+        assert!(path_matches(
+            "serverStatus.*.insert",
+            "serverStatus.opcountersRepl.insert"
+        ));
+        assert!(!path_matches(
+            "serverStatus.*.insert",
+            "serverStatus.opcounters.inserted"
+        ));
+        assert!(path_matches(
+            "*bytes*",
+            "systemMetrics.disks.sda.read_bytes"
+        ));
+        assert!(path_matches("*", "anything"));
+        assert!(!path_matches("a*b*c", "abx"));
+        assert_eq!(parse_time("2024-04-16").unwrap().timestamp(), 1_713_225_600);
+        assert_eq!(
+            parse_time("2024-04-16T11:34:42+02:00").unwrap().timestamp(),
+            1_713_260_082
+        );
+        assert_eq!(
+            parse_time("2024-04-16 11:34:42.5")
+                .unwrap()
+                .timestamp_millis(),
+            1_713_267_282_500
+        );
+        assert!(parse_time("yesterday").is_err());
+    }
+
+    #[test]
+    fn bson_values_become_plain_json() {
+        let doc = bson::doc! {
+            "d": 1.5, "nan": f64::NAN, "s": "x", "b": false, "n": bson::Bson::Null,
+            "date": bson::DateTime::from_millis(0),
+            "ts": bson::Timestamp { time: 3, increment: 4 },
+            "arr": [1_i32, 2_i64],
+            "bin": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![0xab, 1] },
+        };
+        let v = document_to_json(&doc, false);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "d": 1.5, "nan": "NaN", "s": "x", "b": false, "n": null,
+                "date": "1970-01-01T00:00:00.000Z", "ts": {"t": 3, "i": 4},
+                "arr": [1, 2], "bin": "ab01",
+            })
+        );
+        assert_eq!(document_to_json(&doc, true)["date"], 0);
+    }
+}
