@@ -55,6 +55,8 @@ fn recording_60s() -> Recording {
                 }),
                 softirq: None,
                 syscalls: None,
+                wiredtiger: None,
+                perf: None,
             }
         })
         .collect();

@@ -4,7 +4,9 @@
 //!
 //! Tests run one at a time (`--test-threads=1`): they measure the whole host.
 
+mod perf;
 mod record_cli;
 mod sched;
 mod softirq;
 mod syscalls;
+mod wiredtiger;

@@ -279,7 +279,20 @@ fn host_wide_recording_matches_proc_stat_per_slice() {
         .flat_map(|s| &s.switches_per_cpu)
         .sum();
     assert_eq!(per_cpu, recorded);
-    assert!(rec.slices.iter().all(|s| s.duration_ms <= 1100));
+    // Slices follow each other without gaps and cover the 3 s asked for.
+    for w in rec.slices.windows(2) {
+        let end = w[0].start_ms + w[0].duration_ms;
+        assert!(
+            w[1].start_ms.abs_diff(end) <= 1,
+            "gap between slices: {end} → {}",
+            w[1].start_ms
+        );
+    }
+    let covered: u64 = rec.slices.iter().map(|s| s.duration_ms).sum();
+    assert!(
+        (2900..=3200).contains(&covered),
+        "slices cover {covered} ms of a 3 s recording"
+    );
     assert_detached();
 }
 
@@ -306,8 +319,9 @@ fn sigint_and_sigterm_keep_what_was_recorded() {
         assert_eq!(rec.stop_reason, format!("interrupted ({name})"));
         assert!(!rec.slices.is_empty());
         let total_ms: u64 = rec.slices.iter().map(|s| s.duration_ms).sum();
+        // Stopped by the signal after ~1.5 s, far before the 10 minutes asked.
         assert!(
-            (1000..5000).contains(&total_ms),
+            (1000..10_000).contains(&total_ms),
             "{name}: recorded {total_ms} ms"
         );
         assert_detached();

@@ -24,6 +24,8 @@ pub const APT_PACKAGES: &[&str] = &[
     // Allocators the symbol-resolution tests preload into child processes.
     "libtcmalloc-minimal4",
     "libjemalloc2",
+    // The WiredTiger checkpoint workload (tests/root/wiredtiger.rs) links libwiredtiger.so.
+    "libwiredtiger-dev",
 ];
 
 /// The nightly that builds the eBPF object; agent/build.rs reads the same

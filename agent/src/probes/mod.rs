@@ -9,9 +9,11 @@
 
 pub mod btf;
 pub mod delta;
+pub mod perf;
 pub mod sched;
 pub mod softirq;
 pub mod syscalls;
+pub mod wiredtiger;
 
 use aya::{Ebpf, EbpfLoader, programs::BtfTracePoint};
 use mdiag_common::{sched as sched_common, softirq as softirq_common, syscalls as syscalls_common};
@@ -43,6 +45,8 @@ pub struct Probes {
     pub sched: Option<sched::SchedReader>,
     pub softirq: Option<softirq::SoftirqReader>,
     pub syscalls: Option<syscalls::SyscallsReader>,
+    pub wiredtiger: Option<wiredtiger::WiredTigerReader>,
+    pub perf: Option<perf::PerfReader>,
     status: Vec<ProbeStatus>,
     _ebpf: Ebpf,
 }
@@ -135,14 +139,27 @@ impl Probes {
         // Both programs are needed: entries without exits would only fill the map.
         let syscalls = if syscalls_status.attached() {
             reader_if(&syscalls_status, 0, "syscalls", || {
-                syscalls::SyscallsReader::new(&mut ebpf)
+                syscalls::SyscallsReader::new(&mut ebpf, config.target_tgid)
             })
         } else {
             None
         };
 
-        let status = vec![sched_status, softirq_status, syscalls_status];
-        if sched.is_none() && softirq.is_none() && syscalls.is_none() {
+        // WiredTiger: uprobes in the target's objects; "not applicable"
+        // without WiredTiger in it; not tried (no status) host-wide.
+        let (wiredtiger_status, wiredtiger) = wiredtiger::attach(&mut ebpf, config.target_tgid);
+
+        // Perf: cpu-clock sampling on every CPU (perf_event_open may be refused).
+        let (perf_status, perf) = perf::attach(&mut ebpf, config.target_tgid);
+
+        let mut status = vec![sched_status, softirq_status, syscalls_status, perf_status];
+        status.extend(wiredtiger_status);
+        if sched.is_none()
+            && softirq.is_none()
+            && syscalls.is_none()
+            && wiredtiger.is_none()
+            && perf.is_none()
+        {
             let why = status
                 .iter()
                 .flat_map(|s| s.programs.iter())
@@ -155,6 +172,8 @@ impl Probes {
             sched,
             softirq,
             syscalls,
+            wiredtiger,
+            perf,
             status,
             _ebpf: ebpf,
         })
@@ -163,6 +182,31 @@ impl Probes {
     /// Status of every family and program, for the recording.
     pub fn status(&self) -> &[ProbeStatus] {
         &self.status
+    }
+
+    /// Tries the WiredTiger family again when it found no WiredTiger in the
+    /// target yet: a spawned target is attached before exec (before it maps
+    /// anything), and Python imports its binding late. Call it once a slice;
+    /// it does nothing once attached, host-wide, or after a real failure.
+    pub fn retry_wiredtiger(&mut self, target: Option<u32>) {
+        if self.wiredtiger.is_some() {
+            return;
+        }
+        let Some(pos) = self
+            .status
+            .iter()
+            .position(|s| s.family == wiredtiger::FAMILY)
+        else {
+            return;
+        };
+        if !wiredtiger::not_applicable(&self.status[pos]) {
+            return;
+        }
+        let (status, reader) = wiredtiger::attach(&mut self._ebpf, target);
+        if let Some(status) = status {
+            self.status[pos] = status;
+        }
+        self.wiredtiger = reader;
     }
 }
 

@@ -127,11 +127,15 @@ pub struct SyscallsReader {
     rseq: RingBuf<MapData>,
     /// rseq calls drained (and their callers resolved) since the last slice.
     pending_rseq: Vec<RseqCall>,
+    /// The target process, whose rseq callers are always fully resolved.
+    target: Option<u32>,
+    /// Runtime range of glibc's syscall() in the target (once looked up).
+    target_wrapper: Option<Option<(u64, u64)>>,
     last: SyscallsSnapshot,
 }
 
 impl SyscallsReader {
-    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, SyscallsError> {
+    pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, SyscallsError> {
         fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, SyscallsError>
         where
             T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
@@ -145,6 +149,8 @@ impl SyscallsReader {
             drops: take(ebpf, MAP_DROPS)?,
             rseq: take(ebpf, MAP_RSEQ_EVENTS)?,
             pending_rseq: Vec::new(),
+            target,
+            target_wrapper: None,
             last: SyscallsSnapshot::default(),
         };
         reader.last = reader.snapshot()?;
@@ -208,16 +214,27 @@ impl SyscallsReader {
                 events.push(e);
             }
         }
-        let mut maps: HashMap<u32, Vec<(u64, u64, String)>> = HashMap::new();
-        let mut wrappers: HashMap<u32, Option<(u64, u64)>> = HashMap::new();
+        // Resolving a caller reads the process's maps (and, for the wrapper
+        // check, its symbols): always done for the target, bounded for other
+        // processes of a host-wide recording so a burst of new processes never
+        // stalls the recording loop.
+        let mut maps: HashMap<u32, Option<Vec<ExecRange>>> = HashMap::new();
+        let mut budget = OTHER_PROCESSES_PER_DRAIN;
         events
             .into_iter()
             .map(|e| {
-                let ranges = maps
-                    .entry(e.tgid)
-                    .or_insert_with(|| executable_ranges(e.tgid));
+                let is_target = self.target == Some(e.tgid);
+                let ranges = maps.entry(e.tgid).or_insert_with(|| {
+                    if is_target || budget > 0 {
+                        budget -= usize::from(!is_target);
+                        Some(executable_ranges(e.tgid))
+                    } else {
+                        None
+                    }
+                });
                 let object_at = |addr: u64| {
                     ranges
+                        .as_ref()?
                         .iter()
                         .find(|(lo, hi, _)| (*lo..*hi).contains(&addr))
                         .map(|(_, _, p)| p.clone())
@@ -225,10 +242,12 @@ impl SyscallsReader {
                 let caller_object = object_at(e.caller_ip);
                 // Through glibc's syscall() wrapper (a leaf function), the word
                 // at the stack pointer is the return address into the caller.
-                let wrapper = *wrappers
-                    .entry(e.tgid)
-                    .or_insert_with(|| syscall_wrapper_range(e.tgid));
-                let via_wrapper = wrapper.is_some_and(|(lo, hi)| (lo..hi).contains(&e.caller_ip));
+                // Checked for the target (whose libc does not move: cached).
+                let via_wrapper = is_target
+                    && self
+                        .target_wrapper
+                        .get_or_insert_with(|| syscall_wrapper_range(e.tgid))
+                        .is_some_and(|(lo, hi)| (lo..hi).contains(&e.caller_ip));
                 let origin_object = if via_wrapper {
                     object_at(e.sp_word)
                 } else {
@@ -271,6 +290,10 @@ fn add_stats(mut a: SyscallStats, b: &SyscallStats) -> SyscallStats {
     a
 }
 
+/// Other processes whose rseq callers are resolved per drain (every 50 ms) in
+/// a host-wide recording.
+const OTHER_PROCESSES_PER_DRAIN: usize = 4;
+
 /// Runtime address range of glibc's `syscall()` function in `pid`, if the
 /// process maps a libc that has it.
 fn syscall_wrapper_range(pid: u32) -> Option<(u64, u64)> {
@@ -281,8 +304,11 @@ fn syscall_wrapper_range(pid: u32) -> Option<(u64, u64)> {
     Some((start, start + sym.size.max(1)))
 }
 
-/// File-backed executable mappings of `pid`: (start, end, path).
-fn executable_ranges(pid: u32) -> Vec<(u64, u64, String)> {
+/// An executable mapping: (start, end, path of the mapped object).
+type ExecRange = (u64, u64, String);
+
+/// File-backed executable mappings of `pid`.
+fn executable_ranges(pid: u32) -> Vec<ExecRange> {
     let Ok(process) = procfs::process::Process::new(pid as i32) else {
         return Vec::new();
     };

@@ -210,6 +210,9 @@ impl Session {
             if let Some(r) = self.probes.syscalls.as_mut() {
                 r.poll();
             }
+            if let Some(r) = self.probes.wiredtiger.as_mut() {
+                r.poll();
+            }
             let now = Instant::now();
             if let Some(code) = child.as_deref_mut().and_then(SpawnedChild::try_exit_code) {
                 break format!("target exited (code {code})");
@@ -224,7 +227,8 @@ impl Session {
                 break "duration".to_owned();
             }
             if now >= next_slice {
-                events += self.take_slice(start, slice_start, now);
+                self.probes.retry_wiredtiger(self.target_pid);
+                events += self.take_slice(start, slice_start, now, false);
                 slice_start = now;
                 next_slice += SLICE;
                 let last = self.slices.last().and_then(|s| s.sched.as_ref());
@@ -233,7 +237,7 @@ impl Session {
         };
         let now = Instant::now();
         if now > slice_start || self.slices.is_empty() {
-            self.take_slice(start, slice_start, now);
+            self.take_slice(start, slice_start, now, true);
         }
         progress.finish();
         self.checks.proc_stat_ctxt = ctxt_start
@@ -247,7 +251,8 @@ impl Session {
     }
 
     /// Appends the slice [from, to); returns the number of events in it.
-    fn take_slice(&mut self, start: Instant, from: Instant, to: Instant) -> u64 {
+    /// The `last` slice also lists the checkpoints still running.
+    fn take_slice(&mut self, start: Instant, from: Instant, to: Instant, last: bool) -> u64 {
         let sched = self
             .probes
             .sched
@@ -281,6 +286,30 @@ impl Session {
                     None
                 }
             });
+        let wiredtiger = self.probes.wiredtiger.as_mut().and_then(|r| {
+            match if last {
+                r.final_slice()
+            } else {
+                r.next_slice()
+            } {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("wiredtiger slice lost: {e}");
+                    None
+                }
+            }
+        });
+        let perf = self
+            .probes
+            .perf
+            .as_mut()
+            .and_then(|r| match r.next_slice() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("perf slice lost: {e}");
+                    None
+                }
+            });
         let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups)
             + softirq.as_ref().map_or(0, SoftirqSlice::events)
             + syscalls
@@ -292,6 +321,8 @@ impl Session {
             sched,
             softirq,
             syscalls,
+            wiredtiger,
+            perf,
         });
         events
     }

@@ -312,6 +312,8 @@ mod tests {
                     }),
                     softirq: None,
                     syscalls: None,
+                    wiredtiger: None,
+                    perf: None,
                 })
                 .collect(),
             checks: Checks {

@@ -372,6 +372,51 @@ pub struct Slice {
     /// `None` when it was not attached.
     #[serde(default)]
     pub syscalls: Option<SyscallsSlice>,
+    /// WiredTiger family (checkpoint windows); `None` when it was not
+    /// attached (no target, or no WiredTiger in it).
+    #[serde(default)]
+    pub wiredtiger: Option<WiredTigerSlice>,
+    /// Perf family (CPU-time sampling, allocator share); `None` when it was
+    /// not attached.
+    #[serde(default)]
+    pub perf: Option<PerfSlice>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WiredTigerSlice {
+    /// Checkpoints (`__wt_txn_checkpoint` calls) that returned in this slice,
+    /// in return order; in the last slice, also those still running.
+    pub checkpoints: Vec<Checkpoint>,
+    pub drops: WiredTigerDropsSlice,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checkpoint {
+    /// The thread that ran it.
+    pub tid: u32,
+    /// Entry time, CLOCK_MONOTONIC nanoseconds (the kernel's
+    /// `bpf_ktime_get_ns`; comparable with `clock_gettime(CLOCK_MONOTONIC)`
+    /// on the same host, not with `start_ms`).
+    pub start_ns: u64,
+    /// Entry to return; for one `in_progress`, entry to the end of the recording.
+    pub duration_ns: u64,
+    /// The function's return value (0 = success); 0 when `in_progress`.
+    pub ret: i64,
+    /// Still running when the recording ended (or its thread exited inside it).
+    pub in_progress: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WiredTigerDropsSlice {
+    /// Completed checkpoints lost (ring buffer full).
+    pub ring_full: u64,
+    /// Returns without a remembered entry (attached while one was running).
+    pub missing_entry: u64,
+    /// Entries not remembered (start map full).
+    pub start_map_full: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -440,7 +485,10 @@ pub struct RseqCall {
     #[serde(default)]
     pub via_syscall_wrapper: bool,
     /// The object that made the call: `caller_object`, or for a call through
-    /// the `syscall()` wrapper, the object the wrapper returns to.
+    /// the `syscall()` wrapper, the object the wrapper returns to. The wrapper
+    /// check is made for the target process; in a host-wide recording, other
+    /// processes' callers are resolved for a few processes per 50 ms (null
+    /// beyond that), so bursts of new processes never stall the recording.
     #[serde(default)]
     pub origin_object: Option<String>,
 }
@@ -587,4 +635,62 @@ pub struct Checks {
     /// same span (threads that exited in between are missing from it).
     pub target_nonvoluntary_ctxt_switches: Option<u64>,
     pub target_voluntary_ctxt_switches: Option<u64>,
+}
+
+/// Perf family: CPU time by sampling (software cpu-clock at `freq_hz` on
+/// every CPU), and the share of the target's samples in allocator code.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerfSlice {
+    /// Samples per second and CPU (99).
+    pub freq_hz: u64,
+    /// Samples taken on all CPUs in this slice (every task, idle included).
+    pub samples: u64,
+    /// Of which the idle task.
+    pub idle_samples: u64,
+    /// Samples of observed tasks: the target's, or every non-idle task
+    /// host-wide.
+    pub observed_samples: u64,
+    /// Samples of the target process (0 host-wide).
+    pub target_samples: u64,
+    /// Target samples taken in kernel mode (syscalls, page faults).
+    pub target_kernel_samples: u64,
+    /// Target samples in user code that no symbol covers (and not counted as
+    /// allocator code), or outside every mapped object.
+    pub unknown_samples: u64,
+    /// The target's allocator, as the symbols module classified it.
+    pub allocator: Option<crate::symbols::AllocatorKind>,
+    /// Target samples in allocator code (see docs/recording-format.md).
+    pub allocator_samples: u64,
+    /// Of which in an allocator slow path.
+    pub allocator_slow_path_samples: u64,
+    /// Slow-path patterns that matched sampled code, most samples first.
+    pub slow_paths: Vec<PerfSlowPath>,
+    /// The target's most sampled functions (up to 20), most samples first.
+    pub by_symbol: Vec<PerfSymbol>,
+    /// Samples lost because the kernel map was full.
+    pub drops: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerfSlowPath {
+    /// The pattern's label, e.g. `int_free`, `central_free_list`.
+    pub label: String,
+    pub samples: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerfSymbol {
+    /// Object path; "[kernel]" for kernel-mode samples; `None` when no
+    /// object maps the address.
+    pub object: Option<String>,
+    /// Function name; `None` when no symbol covers the address.
+    pub symbol: Option<String>,
+    pub samples: u64,
+    /// Counted as allocator code.
+    pub allocator: bool,
+    /// The slow-path label it matched.
+    pub slow_path: Option<String>,
 }

@@ -722,6 +722,8 @@ fn example_recording() -> Recording {
                 },
             }),
             syscalls: None,
+            wiredtiger: None,
+            perf: None,
         }],
         checks: Default::default(),
     }

@@ -80,6 +80,8 @@ fn with_slices(mut rec: Recording, slice: SchedSlice, n: u64) -> Recording {
             sched: Some(slice.clone()),
             softirq: None,
             syscalls: None,
+            wiredtiger: None,
+            perf: None,
         })
         .collect();
     rec

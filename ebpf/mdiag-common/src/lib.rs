@@ -10,6 +10,8 @@
 #![no_std]
 
 pub mod hist;
+pub mod perf;
 pub mod sched;
 pub mod softirq;
 pub mod syscalls;
+pub mod wiredtiger;

@@ -7,11 +7,15 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 #[cfg(target_arch = "bpf")]
+mod perf;
+#[cfg(target_arch = "bpf")]
 mod sched;
 #[cfg(target_arch = "bpf")]
 mod softirq;
 #[cfg(target_arch = "bpf")]
 mod syscalls;
+#[cfg(target_arch = "bpf")]
+mod wiredtiger;
 
 #[cfg(target_arch = "bpf")]
 #[panic_handler]

@@ -86,6 +86,18 @@ fn task_u32(task: *const u8, offset: u32) -> Option<u32> {
     unsafe { bpf_probe_read_kernel(task.wrapping_add(offset as usize) as *const u32).ok() }
 }
 
+/// The `comm` (thread name) of `task`; zeros when it cannot be read.
+#[inline(always)]
+fn task_comm(task: *const u8) -> [u8; TASK_COMM_LEN] {
+    // SAFETY: reads the fixed-size comm array of a live task; a failed read
+    // leaves zeros.
+    unsafe {
+        bpf_probe_read_kernel(task.wrapping_add(global(&MDIAG_TASK_COMM_OFFSET) as usize)
+            as *const [u8; TASK_COMM_LEN])
+        .unwrap_or([0; TASK_COMM_LEN])
+    }
+}
+
 /// The thread's entry, created on first sight. `None` when the map is full.
 #[inline(always)]
 fn thread_entry(
@@ -206,14 +218,7 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
         }
         None => None,
     };
-    let mut comm = [0u8; TASK_COMM_LEN];
-    // SAFETY: reads the fixed-size comm array of a live task; failure leaves zeros.
-    if let Ok(c) = unsafe {
-        bpf_probe_read_kernel(next.wrapping_add(global(&MDIAG_TASK_COMM_OFFSET) as usize)
-            as *const [u8; TASK_COMM_LEN])
-    } {
-        comm = c;
-    }
+    let comm = task_comm(next);
     if let Some(d) = delay {
         let b = log2_bucket(d);
         if let Some(slot) = cpu.runq_hist.get_mut(b) {
@@ -290,12 +295,13 @@ pub fn mdiag_sched_migrate(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     cpu.migrations += 1;
-    if let Some(t) = SCHED_THREADS.get_ptr_mut(&tid) {
-        // SAFETY: valid map value. A task is migrated while it is not running
-        // (or by its own CPU's stopper), so its own switch accounting does not
-        // touch the entry at the same time. (The BPF target has no atomic
-        // read-modify-write in `core`.)
-        unsafe { (*t).migrations += 1 };
+    let comm = task_comm(p);
+    if let Some(t) = thread_entry(tid, tgid, &comm, cpu) {
+        // A task is migrated while it is not running (or by its own CPU's
+        // stopper), so its own switch accounting does not touch the entry at
+        // the same time. (The BPF target has no atomic read-modify-write in
+        // `core`.)
+        t.migrations += 1;
     }
     0
 }

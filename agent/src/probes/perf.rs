@@ -1,0 +1,705 @@
+//! Perf family, user side: the CPU-time share of allocator code, by sampling.
+//!
+//! The kernel side counts samples (software cpu-clock, 99 Hz on every CPU)
+//! per (tgid, user instruction pointer). Each slice this reader drains that
+//! map (reads then deletes every key, so the map only ever holds one slice's
+//! distinct addresses), symbolizes the target's addresses with
+//! [`ProcessSymbols`] (cached per pid, reloaded when an address falls outside
+//! every mapped object, at most every [`RELOAD_EVERY`]) and classifies each
+//! one as allocator code or not, and as an allocator slow path or not.
+//!
+//! What counts as allocator code ([`AllocatorCode::is_allocator`]): only code
+//! in the object that [`classify_allocator`] found serving `malloc`, and there
+//! - Google TCMalloc / gperftools: every function whose name contains
+//!   `tcmalloc` or `TCMalloc` (the `tcmalloc::` namespace, `TCMallocInternal*`,
+//!   `TCMalloc_*`), gperftools' `tc_*` entry points; for gperftools in its own
+//!   `libtcmalloc*.so`, the whole object;
+//! - jemalloc: `je_*` and names containing `jemalloc`; in `libjemalloc*.so`,
+//!   the whole object;
+//! - glibc: the malloc family by name (`malloc`, `free`, `calloc`, `realloc`,
+//!   `memalign`, ..., their `__libc_*` aliases, `_int_*`, `malloc_*`,
+//!   `tcache_*`, `arena_*`, `sysmalloc`); glibc's libc.so.6 is usually
+//!   stripped of its static functions (`_int_malloc`, `_int_free`), so an
+//!   address no symbol covers counts too when the next named function above
+//!   it is a malloc-family one (malloc.c is one translation unit, and C
+//!   compilers emit static helpers before the exported functions calling
+//!   them: the gaps just below `malloc`, `free`, ... hold `_int_malloc`,
+//!   `_int_free`, `sysmalloc`, `malloc_consolidate`);
+//! - every kind: the entry points the symbols module probes (`malloc`,
+//!   `free`, `operator new/delete`, ...) and every slow-path match.
+//!
+//! Slow paths are the patterns of [`slow_path_patterns`] for the allocator's
+//! kind, matched against the sampled function's name and aliases; which
+//! matched is recorded per label. Samples taken in kernel mode (page faults
+//! or syscalls under `malloc` included) are never allocator samples.
+//!
+//! Host-wide (no target), samples are counted but not symbolized.
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
+    programs::perf_event::{
+        PerfEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
+    },
+};
+use mdiag_common::perf::{
+    KERNEL_IP, MAP_CPU, MAP_SAMPLES, PROG_PERF_SAMPLE, PerfCpu, SAMPLE_FREQ_HZ, SampleKey,
+};
+
+use crate::recording::{PerfSlice, PerfSlowPath, PerfSymbol, ProbeStatus, ProgramStatus};
+use crate::symbols::{
+    AllocatorKind, ObjectCache, ObjectNames, ProcessSymbols,
+    allocator::{SlowPathPattern, entry_candidates, slow_path_patterns},
+    classify_allocator,
+};
+
+/// Entries kept in `by_symbol`.
+pub const TOP_SYMBOLS: usize = 20;
+/// Least time between two reloads of the target's symbols.
+pub const RELOAD_EVERY: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum PerfError {
+    #[error("map {0} missing from the eBPF object")]
+    MissingMap(&'static str),
+    #[error("map {name}: {source}")]
+    Map {
+        name: &'static str,
+        source: aya::maps::MapError,
+    },
+}
+
+/// Loads the sampling program and opens one cpu-clock event per online CPU.
+/// Never fails as a whole: the status says what went wrong; the reader is
+/// built only when every online CPU is sampled (a partial set would bias the
+/// counts).
+pub fn attach(ebpf: &mut Ebpf, target: Option<u32>) -> (ProbeStatus, Option<PerfReader>) {
+    let attach_point = format!("perf_event/cpu-clock@{SAMPLE_FREQ_HZ}Hz");
+    let result = attach_program(ebpf);
+    if let Err(e) = &result {
+        tracing::warn!(family = "perf", "not attached: {e}");
+    }
+    let status = ProbeStatus {
+        family: "perf".to_owned(),
+        programs: vec![ProgramStatus {
+            name: PROG_PERF_SAMPLE.to_owned(),
+            attach_point,
+            error: result.err(),
+        }],
+    };
+    let reader = if status.attached() {
+        PerfReader::new(ebpf, target)
+            .map_err(|e| tracing::warn!(family = "perf", "maps unavailable: {e}"))
+            .ok()
+    } else {
+        None
+    };
+    (status, reader)
+}
+
+fn attach_program(ebpf: &mut Ebpf) -> Result<(), String> {
+    let program = ebpf
+        .program_mut(PROG_PERF_SAMPLE)
+        .ok_or_else(|| format!("program {PROG_PERF_SAMPLE} missing from the eBPF object"))?;
+    let program: &mut PerfEvent = program
+        .try_into()
+        .map_err(|e| format!("{PROG_PERF_SAMPLE}: {e}"))?;
+    program
+        .load()
+        .map_err(|e| format!("load: {}", super::error_chain(&e)))?;
+    let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
+    let mut links = Vec::with_capacity(cpus.len());
+    for cpu in cpus {
+        let link = program.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Frequency(SAMPLE_FREQ_HZ),
+            false,
+        );
+        match link {
+            Ok(link) => links.push(link),
+            Err(e) => {
+                // All CPUs or none: a partial set would bias every share.
+                for link in links {
+                    let _ = program.detach(link);
+                }
+                return Err(format!("attach on CPU {cpu}: {}", super::error_chain(&e)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One slice of drained samples, before symbolization.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Drained {
+    pub cpu: PerfCpu,
+    /// (tgid, ip) → samples.
+    pub samples: HashMap<SampleKey, u64>,
+}
+
+pub struct PerfReader {
+    samples: BpfHashMap<MapData, SampleKey, u64>,
+    cpu: PerCpuArray<MapData, PerfCpu>,
+    last_cpu: PerfCpu,
+    target: Option<u32>,
+    symbols: Option<TargetSymbols>,
+}
+
+impl PerfReader {
+    pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, PerfError> {
+        fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, PerfError>
+        where
+            T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+        {
+            let map = ebpf.take_map(name).ok_or(PerfError::MissingMap(name))?;
+            T::try_from(map).map_err(|source| PerfError::Map { name, source })
+        }
+        let mut reader = Self {
+            samples: take(ebpf, MAP_SAMPLES)?,
+            cpu: take(ebpf, MAP_CPU)?,
+            last_cpu: PerfCpu::default(),
+            target,
+            symbols: None,
+        };
+        reader.last_cpu = reader.cpu_totals()?;
+        Ok(reader)
+    }
+
+    fn cpu_totals(&self) -> Result<PerfCpu, PerfError> {
+        let per_cpu = self.cpu.get(&0, 0).map_err(|source| PerfError::Map {
+            name: MAP_CPU,
+            source,
+        })?;
+        Ok(per_cpu.iter().fold(PerfCpu::default(), |a, b| PerfCpu {
+            samples: a.samples + b.samples,
+            idle: a.idle + b.idle,
+            observed: a.observed + b.observed,
+            kernel: a.kernel + b.kernel,
+            drops: a.drops + b.drops,
+        }))
+    }
+
+    /// Reads and deletes every (tgid, ip) counter, and the per-CPU counters'
+    /// change since the previous call. A sample that lands between the read
+    /// and the delete of its key is lost (a window of microseconds).
+    pub fn drain(&mut self) -> Result<Drained, PerfError> {
+        let now = self.cpu_totals()?;
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let cpu = PerfCpu {
+            samples: d(now.samples, self.last_cpu.samples),
+            idle: d(now.idle, self.last_cpu.idle),
+            observed: d(now.observed, self.last_cpu.observed),
+            kernel: d(now.kernel, self.last_cpu.kernel),
+            drops: d(now.drops, self.last_cpu.drops),
+        };
+        self.last_cpu = now;
+        let keys: Vec<SampleKey> = self.samples.keys().flatten().collect();
+        let mut samples = HashMap::with_capacity(keys.len());
+        for key in keys {
+            if let Ok(n) = self.samples.get(&key, 0) {
+                *samples.entry(key).or_insert(0) += n;
+            }
+            let _ = self.samples.remove(&key);
+        }
+        Ok(Drained { cpu, samples })
+    }
+
+    /// The slice since the previous call.
+    pub fn next_slice(&mut self) -> Result<PerfSlice, PerfError> {
+        let drained = self.drain()?;
+        let mut target_ips: Vec<(u64, u64)> = Vec::new();
+        if let Some(pid) = self.target {
+            target_ips = drained
+                .samples
+                .iter()
+                .filter(|(k, _)| k.tgid == pid)
+                .map(|(k, &n)| (k.ip, n))
+                .collect();
+            self.refresh_symbols(pid, &target_ips);
+        }
+        let code = self.symbols.as_ref();
+        let mut slice = summarize(&target_ips, |ip| classify(code, ip));
+        slice.freq_hz = SAMPLE_FREQ_HZ;
+        slice.samples = drained.cpu.samples;
+        slice.idle_samples = drained.cpu.idle;
+        slice.observed_samples = drained.cpu.observed;
+        slice.drops = drained.cpu.drops;
+        slice.allocator = code.map(|c| c.alloc.kind);
+        Ok(slice)
+    }
+
+    /// Loads the target's symbols the first time, and reloads them when a
+    /// sampled user address is in no mapped object (new library, new
+    /// mapping), at most every [`RELOAD_EVERY`].
+    fn refresh_symbols(&mut self, pid: u32, ips: &[(u64, u64)]) {
+        let stale = match &self.symbols {
+            None => true,
+            Some(s) => {
+                s.loaded_at.elapsed() >= RELOAD_EVERY
+                    && ips.iter().any(|&(ip, _)| {
+                        ip != KERNEL_IP
+                            && !s
+                                .process
+                                .objects
+                                .iter()
+                                .any(|o| o.mapped.contains_address(ip))
+                    })
+            }
+        };
+        if !stale {
+            return;
+        }
+        match ProcessSymbols::load(pid, ObjectCache::global()) {
+            Ok(process) => self.symbols = Some(TargetSymbols::new(process)),
+            Err(e) => {
+                tracing::debug!(pid, "perf: symbols unavailable: {e}");
+                if let Some(s) = self.symbols.as_mut() {
+                    s.loaded_at = Instant::now();
+                }
+            }
+        }
+    }
+}
+
+/// A target's symbols with its allocator's code rule.
+struct TargetSymbols {
+    process: ProcessSymbols,
+    alloc: AllocatorCode,
+    loaded_at: Instant,
+}
+
+impl TargetSymbols {
+    fn new(process: ProcessSymbols) -> Self {
+        let alloc = AllocatorCode::of(&process);
+        Self {
+            process,
+            alloc,
+            loaded_at: Instant::now(),
+        }
+    }
+}
+
+/// Where the allocator's code is (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct AllocatorCode {
+    pub kind: AllocatorKind,
+    /// The object serving `malloc`.
+    pub object: Option<PathBuf>,
+    /// The whole object is allocator code (`libtcmalloc*.so`, `libjemalloc*.so`).
+    pub whole_object: bool,
+    /// Runtime address ranges without symbols that lie between two allocator
+    /// functions of `object` (glibc's static malloc.c helpers).
+    pub unnamed_ranges: Vec<(u64, u64)>,
+    entry_names: Vec<&'static str>,
+    patterns: &'static [SlowPathPattern],
+}
+
+/// glibc's malloc family (exported names and the usual static ones, for a
+/// libc with a full symbol table).
+const GLIBC_NAMES: &[&str] = &[
+    "malloc",
+    "free",
+    "cfree",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "memalign",
+    "aligned_alloc",
+    "valloc",
+    "pvalloc",
+    "posix_memalign",
+    "free_sized",
+    "free_aligned_sized",
+    "mallopt",
+    "mallinfo",
+    "mallinfo2",
+    "sysmalloc",
+    "systrim",
+    "mtrim",
+    "unlink_chunk",
+    "ptmalloc_init",
+    "__default_morecore",
+    "__posix_memalign",
+    "__libc_malloc",
+    "__libc_free",
+    "__libc_calloc",
+    "__libc_realloc",
+    "__libc_memalign",
+    "__libc_valloc",
+    "__libc_pvalloc",
+    "__libc_mallinfo",
+    "__libc_mallopt",
+];
+const GLIBC_PREFIXES: &[&str] = &[
+    "__malloc",
+    "_int_",
+    "_mid_memalign",
+    "malloc_",
+    "tcache_",
+    "arena_",
+];
+
+impl AllocatorCode {
+    /// The rule for a process's allocator, as the symbols module finds it.
+    pub fn of(process: &ProcessSymbols) -> Self {
+        let names = ObjectNames::of_process(process);
+        let report = classify_allocator(&names);
+        let kind = report.kind;
+        let object = report.object.map(PathBuf::from);
+        let file_name = object
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let whole_object = match kind {
+            AllocatorKind::Gperftools => file_name.starts_with("libtcmalloc"),
+            AllocatorKind::Jemalloc => file_name.starts_with("libjemalloc"),
+            _ => false,
+        };
+        let mut code = AllocatorCode {
+            kind,
+            object,
+            whole_object,
+            unnamed_ranges: Vec::new(),
+            entry_names: entry_candidates(kind).into_iter().map(|(n, _)| n).collect(),
+            patterns: slow_path_patterns(kind),
+        };
+        if let Some(o) = process
+            .objects
+            .iter()
+            .find(|o| Some(&o.mapped.path) == code.object.as_ref())
+        {
+            code.unnamed_ranges = code.unnamed_between(o);
+        }
+        code
+    }
+
+    /// Gaps without symbols just below an allocator function, as runtime
+    /// address ranges: in C, static helpers are defined (and emitted) before
+    /// the exported functions that call them, in the same translation unit.
+    fn unnamed_between(&self, o: &crate::symbols::LoadedObject) -> Vec<(u64, u64)> {
+        // Functions sorted by address, grouped by address (aliases).
+        let mut groups: Vec<(u64, u64, bool)> = Vec::new();
+        for f in o.elf.functions() {
+            let alloc = self.is_allocator_name(f.name);
+            match groups.last_mut() {
+                Some(g) if g.0 == f.value => {
+                    g.1 = g.1.max(f.value + f.size);
+                    g.2 |= alloc;
+                }
+                _ => groups.push((f.value, f.value + f.size, alloc)),
+            }
+        }
+        let mut out = Vec::new();
+        for w in groups.windows(2) {
+            let (prev, next) = (w[0], w[1]);
+            if next.2 && prev.1 < next.0 {
+                let lo = o.runtime_address(prev.1);
+                let hi = o.runtime_address(next.0);
+                if let (Some(lo), Some(hi)) = (lo, hi)
+                    && lo < hi
+                {
+                    out.push((lo, hi));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a function of the allocator's object is allocator code.
+    pub fn is_allocator_name(&self, name: &str) -> bool {
+        // Versioned names as some tables spell them ("malloc@@GLIBC_2.2.5").
+        let name = name.split('@').next().unwrap_or(name);
+        if self.entry_names.contains(&name) || self.slow_path(name).is_some() {
+            return true;
+        }
+        match self.kind {
+            AllocatorKind::GoogleTcmalloc => name.contains("tcmalloc") || name.contains("TCMalloc"),
+            AllocatorKind::Gperftools => {
+                name.contains("tcmalloc") || name.contains("TCMalloc") || name.starts_with("tc_")
+            }
+            AllocatorKind::Jemalloc => name.starts_with("je_") || name.contains("jemalloc"),
+            AllocatorKind::Glibc => {
+                GLIBC_NAMES.contains(&name) || GLIBC_PREFIXES.iter().any(|p| name.starts_with(p))
+            }
+            AllocatorKind::Unknown => false,
+        }
+    }
+
+    /// The label of the first slow-path pattern `name` matches.
+    pub fn slow_path(&self, name: &str) -> Option<&'static str> {
+        self.patterns
+            .iter()
+            .find(|p| p.all_of.iter().all(|s| name.contains(s)))
+            .map(|p| p.label)
+    }
+}
+
+/// What one sampled address is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attribution {
+    /// Object path; `None` for kernel mode or an address no object maps.
+    pub object: Option<String>,
+    /// Function name; `None` when no symbol covers the address.
+    pub symbol: Option<String>,
+    pub kernel: bool,
+    pub allocator: bool,
+    pub slow_path: Option<&'static str>,
+}
+
+fn classify(code: Option<&TargetSymbols>, ip: u64) -> Attribution {
+    if ip == KERNEL_IP {
+        return Attribution {
+            kernel: true,
+            ..Attribution::default()
+        };
+    }
+    let Some(t) = code else {
+        return Attribution::default();
+    };
+    let in_alloc_object = |path: &std::path::Path| t.alloc.object.as_deref() == Some(path);
+    if let Some(s) = t.process.symbolize(ip) {
+        let in_object = in_alloc_object(s.object);
+        let slow_path = if in_object {
+            s.aliases
+                .iter()
+                .chain(std::iter::once(&s.name))
+                .find_map(|n| t.alloc.slow_path(n))
+        } else {
+            None
+        };
+        let allocator = in_object
+            && (t.alloc.whole_object
+                || slow_path.is_some()
+                || s.aliases
+                    .iter()
+                    .chain(std::iter::once(&s.name))
+                    .any(|n| t.alloc.is_allocator_name(n)));
+        return Attribution {
+            object: Some(s.object.to_string_lossy().into_owned()),
+            symbol: Some(s.name.to_owned()),
+            kernel: false,
+            allocator,
+            slow_path,
+        };
+    }
+    let object = t
+        .process
+        .objects
+        .iter()
+        .find(|o| o.mapped.contains_address(ip));
+    let allocator = object.is_some_and(|o| {
+        in_alloc_object(&o.mapped.path)
+            && (t.alloc.whole_object
+                || t.alloc
+                    .unnamed_ranges
+                    .iter()
+                    .any(|&(lo, hi)| (lo..hi).contains(&ip)))
+    });
+    Attribution {
+        object: object.map(|o| o.mapped.path.to_string_lossy().into_owned()),
+        symbol: None,
+        kernel: false,
+        allocator,
+        slow_path: None,
+    }
+}
+
+/// Sums the target's samples `(ip, count)` by attribution. Pure, so testable.
+pub fn summarize(ips: &[(u64, u64)], classify: impl Fn(u64) -> Attribution) -> PerfSlice {
+    let mut slice = PerfSlice::default();
+    // Unsymbolized addresses of one object are split by allocator or not.
+    let mut by: HashMap<(Option<String>, Option<String>, bool), PerfSymbol> = HashMap::new();
+    let mut slow: HashMap<&'static str, u64> = HashMap::new();
+    for &(ip, n) in ips {
+        let a = classify(ip);
+        slice.target_samples += n;
+        if a.kernel {
+            slice.target_kernel_samples += n;
+        } else if a.symbol.is_none() && !a.allocator {
+            slice.unknown_samples += n;
+        }
+        if a.allocator {
+            slice.allocator_samples += n;
+        }
+        if let Some(label) = a.slow_path {
+            slice.allocator_slow_path_samples += n;
+            *slow.entry(label).or_insert(0) += n;
+        }
+        let object = if a.kernel {
+            Some("[kernel]".to_owned())
+        } else {
+            a.object
+        };
+        let e = by
+            .entry((object.clone(), a.symbol.clone(), a.allocator))
+            .or_insert_with(|| PerfSymbol {
+                object,
+                symbol: a.symbol,
+                samples: 0,
+                allocator: a.allocator,
+                slow_path: a.slow_path.map(str::to_owned),
+            });
+        e.samples += n;
+    }
+    let mut by: Vec<PerfSymbol> = by.into_values().collect();
+    by.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.object.cmp(&b.object))
+            .then_with(|| a.symbol.cmp(&b.symbol))
+            .then_with(|| a.allocator.cmp(&b.allocator))
+    });
+    by.truncate(TOP_SYMBOLS);
+    slice.by_symbol = by;
+    let mut slow: Vec<PerfSlowPath> = slow
+        .into_iter()
+        .map(|(label, samples)| PerfSlowPath {
+            label: label.to_owned(),
+            samples,
+        })
+        .collect();
+    slow.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.label.cmp(&b.label)));
+    slice.slow_paths = slow;
+    slice
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(kind: AllocatorKind) -> AllocatorCode {
+        AllocatorCode {
+            kind,
+            object: Some("/lib/libc.so.6".into()),
+            whole_object: false,
+            unnamed_ranges: Vec::new(),
+            entry_names: entry_candidates(kind).into_iter().map(|(n, _)| n).collect(),
+            patterns: slow_path_patterns(kind),
+        }
+    }
+
+    #[test]
+    fn allocator_names_per_kind() {
+        let g = code(AllocatorKind::Glibc);
+        for n in [
+            "malloc",
+            "__libc_malloc",
+            "free",
+            "cfree",
+            "_int_malloc",
+            "malloc_consolidate",
+            "tcache_init",
+            "malloc@@GLIBC_2.2.5",
+        ] {
+            assert!(g.is_allocator_name(n), "{n}");
+        }
+        for n in ["freeaddrinfo", "memcpy", "__libc_freeres", "strdup"] {
+            assert!(!g.is_allocator_name(n), "{n}");
+        }
+        assert_eq!(g.slow_path("_int_free"), Some("int_free"));
+        assert_eq!(g.slow_path("malloc"), None);
+        let t = code(AllocatorKind::GoogleTcmalloc);
+        assert!(t.is_allocator_name("TCMallocInternalMalloc"));
+        assert!(t.is_allocator_name(
+            "_ZN8tcmalloc17tcmalloc_internal15CentralFreeList11RemoveRangeEN4absl4SpanIPvEE"
+        ));
+        assert!(t.is_allocator_name("_Znwm"));
+        assert!(!t.is_allocator_name("_ZN5mongo7Command3runEv"));
+        assert_eq!(
+            t.slow_path("_ZN4absl13base_internal8SpinLock8SlowLockEv"),
+            Some("spinlock_slow_lock")
+        );
+        let j = code(AllocatorKind::Jemalloc);
+        assert!(j.is_allocator_name("je_arena_malloc_hard"));
+        assert_eq!(
+            j.slow_path("je_arena_malloc_hard"),
+            Some("arena_malloc_hard")
+        );
+        let u = code(AllocatorKind::Unknown);
+        assert!(u.is_allocator_name("malloc") && !u.is_allocator_name("mi_malloc"));
+    }
+
+    #[test]
+    fn glibc_rule_on_this_process() {
+        let process = ProcessSymbols::load(std::process::id(), ObjectCache::global()).unwrap();
+        let t = TargetSymbols::new(process);
+        assert_eq!(t.alloc.kind, AllocatorKind::Glibc);
+        assert!(!t.alloc.whole_object);
+        // Stripped libc: malloc.c's static helpers are found between symbols.
+        assert!(!t.alloc.unnamed_ranges.is_empty(), "{:?}", t.alloc);
+        let addr = |name: &str| t.process.find(name).and_then(|s| s.address).unwrap();
+        for name in ["malloc", "free", "calloc"] {
+            let a = classify(Some(&t), addr(name) + 1);
+            assert!(a.allocator && !a.kernel, "{name}: {a:?}");
+            assert!(a.object.unwrap().contains("libc"));
+        }
+        let a = classify(Some(&t), addr("qsort") + 1);
+        assert!(!a.allocator, "{a:?}");
+        assert_eq!(a.symbol.as_deref(), Some("qsort"));
+        assert!(classify(Some(&t), KERNEL_IP).kernel);
+        assert_eq!(classify(Some(&t), 8), Attribution::default());
+    }
+
+    #[test]
+    fn summarize_sums_and_ranks() {
+        let slice = summarize(&[(0, 5), (1, 10), (2, 3), (3, 2), (4, 7)], |ip| match ip {
+            0 => Attribution {
+                kernel: true,
+                ..Default::default()
+            },
+            1 | 2 => Attribution {
+                object: Some("/lib/libc.so.6".into()),
+                symbol: Some(if ip == 1 { "malloc" } else { "_int_free" }.into()),
+                allocator: true,
+                slow_path: (ip == 2).then_some("int_free"),
+                ..Default::default()
+            },
+            3 => Attribution {
+                object: Some("/lib/libc.so.6".into()),
+                allocator: true,
+                ..Default::default()
+            },
+            _ => Attribution {
+                object: Some("/bin/app".into()),
+                symbol: Some("main".into()),
+                ..Default::default()
+            },
+        });
+        assert_eq!(slice.target_samples, 27);
+        assert_eq!(slice.target_kernel_samples, 5);
+        assert_eq!(slice.allocator_samples, 15);
+        assert_eq!(slice.allocator_slow_path_samples, 3);
+        assert_eq!(slice.unknown_samples, 0);
+        assert_eq!(
+            slice.slow_paths,
+            [PerfSlowPath {
+                label: "int_free".into(),
+                samples: 3
+            }]
+        );
+        let top: Vec<_> = slice
+            .by_symbol
+            .iter()
+            .map(|s| (s.symbol.as_deref(), s.samples, s.allocator))
+            .collect();
+        assert_eq!(
+            top,
+            [
+                (Some("malloc"), 10, true),
+                (Some("main"), 7, false),
+                (None, 5, false),
+                (Some("_int_free"), 3, true),
+                (None, 2, true),
+            ]
+        );
+        assert_eq!(slice.by_symbol[2].object.as_deref(), Some("[kernel]"));
+    }
+}

@@ -1,0 +1,411 @@
+//! WiredTiger family, user side: checkpoint windows of the target.
+//!
+//! `__wt_txn_checkpoint` is resolved in every object the target maps (mongod
+//! links WiredTiger statically; the Python binding loads `_wiredtiger*.so`; a
+//! C program links `libwiredtiger.so`) and a uprobe + uretprobe are attached
+//! there for the target's pid. Completed checkpoints arrive as events on a
+//! ring buffer, drained by [`WiredTigerReader::poll`] and at each slice; the
+//! last slice also lists the checkpoints still running
+//! ([`WiredTigerReader::final_slice`]).
+//!
+//! When no object of the target defines the function, the family is "not
+//! applicable": its status says why, and nothing else is affected. Without a
+//! target (host-wide) it is not tried at all and has no status: uprobes are
+//! attached per process, and a host-wide recording has none to name.
+
+use std::{num::NonZeroU32, path::PathBuf};
+
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    programs::{UProbe, uprobe::UProbeScope},
+};
+use mdiag_common::wiredtiger::{
+    CHECKPOINT_FUNCTION, CheckpointEvent, MAP_CKPT_EVENTS, MAP_CKPT_START, MAP_DROPS,
+    PROG_CKPT_ENTER, PROG_CKPT_EXIT, WiredTigerDrops,
+};
+
+use super::error_chain;
+use crate::recording::{
+    Checkpoint, ProbeStatus, ProgramStatus, WiredTigerDropsSlice, WiredTigerSlice,
+};
+
+/// Family name in the recording's `probes`.
+pub const FAMILY: &str = "wiredtiger";
+
+#[derive(Debug, thiserror::Error)]
+pub enum WiredTigerError {
+    #[error("map {0} missing from the eBPF object")]
+    MissingMap(&'static str),
+    #[error("map {name}: {source}")]
+    Map {
+        name: &'static str,
+        source: aya::maps::MapError,
+    },
+}
+
+/// Where the probes went: one object of the target and the symbol in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachedObject {
+    /// The object's path as the target sees it (/proc/PID/maps).
+    pub object: PathBuf,
+    pub symbol: String,
+    /// File offset of the symbol (where the uprobe sits).
+    pub file_offset: u64,
+}
+
+/// Resolves `__wt_txn_checkpoint` in the target and attaches both programs
+/// to every object that defines it. Never fails as a whole: the status says
+/// what attached where, or why nothing could; no status without a target.
+pub fn attach(
+    ebpf: &mut Ebpf,
+    target: Option<u32>,
+) -> (Option<ProbeStatus>, Option<WiredTigerReader>) {
+    let fail = |attach_point: String, why: String| {
+        tracing::info!(family = FAMILY, "not attached: {why}");
+        ProbeStatus {
+            family: FAMILY.to_owned(),
+            programs: [PROG_CKPT_ENTER, PROG_CKPT_EXIT]
+                .iter()
+                .map(|p| ProgramStatus {
+                    name: (*p).to_owned(),
+                    attach_point: attach_point.clone(),
+                    error: Some(why.clone()),
+                })
+                .collect(),
+        }
+    };
+    let generic_point = format!("uprobe/{CHECKPOINT_FUNCTION}");
+    let Some(pid) = target.and_then(NonZeroU32::new) else {
+        tracing::debug!(
+            family = FAMILY,
+            "not applicable: no target process (WiredTiger checkpoints are probed in one process)"
+        );
+        return (None, None);
+    };
+    let process = match crate::symbols::ProcessSymbols::load(
+        pid.get(),
+        crate::symbols::ObjectCache::global(),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            return (
+                Some(fail(generic_point, format!("symbols of pid {pid}: {e}"))),
+                None,
+            );
+        }
+    };
+    let found: Vec<_> = process
+        .objects
+        .iter()
+        .filter_map(|o| o.resolve(CHECKPOINT_FUNCTION).ok())
+        .collect();
+    if found.is_empty() {
+        return (
+            Some(fail(
+                generic_point,
+                format!(
+                    "{NOT_APPLICABLE} no WiredTiger symbols found in pid {pid} (no mapped object defines {CHECKPOINT_FUNCTION})"
+                ),
+            )),
+            None,
+        );
+    }
+    let mut programs = Vec::new();
+    let mut attached = Vec::new();
+    for sym in &found {
+        let attach_point = format!(
+            "uprobe/{}:{}+{:#x}",
+            sym.object.display(),
+            sym.name,
+            sym.file_offset
+        );
+        let mut ok = true;
+        for prog in [PROG_CKPT_ENTER, PROG_CKPT_EXIT] {
+            let result = attach_one(ebpf, prog, sym, pid);
+            if let Err(e) = &result {
+                ok = false;
+                tracing::warn!(family = FAMILY, program = prog, %attach_point, "not attached: {e}");
+            }
+            programs.push(ProgramStatus {
+                name: prog.to_owned(),
+                attach_point: attach_point.clone(),
+                error: result.err(),
+            });
+        }
+        if ok {
+            attached.push(AttachedObject {
+                object: sym.object.clone(),
+                symbol: sym.name.clone(),
+                file_offset: sym.file_offset,
+            });
+        }
+    }
+    let status = ProbeStatus {
+        family: FAMILY.to_owned(),
+        programs,
+    };
+    if attached.is_empty() {
+        return (Some(status), None);
+    }
+    let reader = WiredTigerReader::new(ebpf, attached)
+        .map_err(|e| tracing::warn!(family = FAMILY, "maps unavailable: {e}"))
+        .ok();
+    (Some(status), reader)
+}
+
+/// The status says only that WiredTiger was not found (worth retrying later).
+pub fn not_applicable(status: &ProbeStatus) -> bool {
+    !status.programs.is_empty()
+        && status.programs.iter().all(|p| {
+            p.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(NOT_APPLICABLE))
+        })
+}
+
+const NOT_APPLICABLE: &str = "not applicable:";
+
+fn attach_one(
+    ebpf: &mut Ebpf,
+    prog: &str,
+    sym: &crate::symbols::ResolvedSymbol,
+    pid: NonZeroU32,
+) -> Result<(), String> {
+    let program = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?;
+    let program: &mut UProbe = program.try_into().map_err(|e| format!("{prog}: {e}"))?;
+    if program.fd().is_err() {
+        program
+            .load()
+            .map_err(|e| format!("load: {}", error_chain(&e)))?;
+    }
+    program
+        .attach(
+            [sym.uprobe_location()],
+            &sym.attach_path,
+            UProbeScope::OneProcess(pid),
+        )
+        .map_err(|e| format!("attach: {}", error_chain(&e)))?;
+    Ok(())
+}
+
+pub struct WiredTigerReader {
+    starts: BpfHashMap<MapData, u32, u64>,
+    events: RingBuf<MapData>,
+    drops: PerCpuArray<MapData, WiredTigerDrops>,
+    attached: Vec<AttachedObject>,
+    /// Checkpoints drained since the last slice.
+    pending: Vec<Checkpoint>,
+    last_drops: WiredTigerDrops,
+}
+
+impl WiredTigerReader {
+    fn new(ebpf: &mut Ebpf, attached: Vec<AttachedObject>) -> Result<Self, WiredTigerError> {
+        fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, WiredTigerError>
+        where
+            T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+        {
+            let map = ebpf
+                .take_map(name)
+                .ok_or(WiredTigerError::MissingMap(name))?;
+            T::try_from(map).map_err(|source| WiredTigerError::Map { name, source })
+        }
+        let mut reader = Self {
+            starts: take(ebpf, MAP_CKPT_START)?,
+            events: take(ebpf, MAP_CKPT_EVENTS)?,
+            drops: take(ebpf, MAP_DROPS)?,
+            attached,
+            pending: Vec::new(),
+            last_drops: WiredTigerDrops::default(),
+        };
+        reader.last_drops = reader.read_drops()?;
+        Ok(reader)
+    }
+
+    /// The objects (and symbol) the probes are attached to.
+    pub fn attached(&self) -> &[AttachedObject] {
+        &self.attached
+    }
+
+    /// Drains completed checkpoints now (cheap; call it as often as you like).
+    pub fn poll(&mut self) {
+        while let Some(item) = self.events.next() {
+            if let Some(e) = CheckpointEvent::from_bytes(&item) {
+                self.pending.push(checkpoint_of(&e));
+            }
+        }
+    }
+
+    /// The checkpoints that returned since the previous slice, and the drops.
+    pub fn next_slice(&mut self) -> Result<WiredTigerSlice, WiredTigerError> {
+        self.poll();
+        let now = self.read_drops()?;
+        let slice = WiredTigerSlice {
+            checkpoints: std::mem::take(&mut self.pending),
+            drops: drops_between(&self.last_drops, &now),
+        };
+        self.last_drops = now;
+        Ok(slice)
+    }
+
+    /// [`Self::next_slice`] plus the checkpoints still running now, marked
+    /// `in_progress`: for the recording's last slice.
+    pub fn final_slice(&mut self) -> Result<WiredTigerSlice, WiredTigerError> {
+        let mut slice = self.next_slice()?;
+        slice.checkpoints.extend(self.running());
+        Ok(slice)
+    }
+
+    /// The checkpoints running now (entered, not returned), `in_progress`,
+    /// with their duration so far. Reads the entry map; drains nothing.
+    pub fn running(&self) -> Vec<Checkpoint> {
+        let starts: Vec<(u32, u64)> = self.starts.iter().flatten().collect();
+        in_progress(&starts, monotonic_now_ns())
+    }
+
+    fn read_drops(&self) -> Result<WiredTigerDrops, WiredTigerError> {
+        let per_cpu = self
+            .drops
+            .get(&0, 0)
+            .map_err(|source| WiredTigerError::Map {
+                name: MAP_DROPS,
+                source,
+            })?;
+        Ok(per_cpu
+            .iter()
+            .fold(WiredTigerDrops::default(), |a, b| WiredTigerDrops {
+                ring_full: a.ring_full + b.ring_full,
+                missing_entry: a.missing_entry + b.missing_entry,
+                start_map_full: a.start_map_full + b.start_map_full,
+            }))
+    }
+}
+
+/// CLOCK_MONOTONIC now, the clock of `bpf_ktime_get_ns`.
+fn monotonic_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A completed checkpoint as recorded. Pure.
+pub fn checkpoint_of(e: &CheckpointEvent) -> Checkpoint {
+    Checkpoint {
+        tid: e.tid,
+        start_ns: e.start_ns,
+        duration_ns: e.end_ns.saturating_sub(e.start_ns),
+        ret: e.ret,
+        in_progress: false,
+    }
+}
+
+/// Checkpoints still running at `now_ns`, from the (tid, start ns) entries,
+/// oldest first. Pure.
+pub fn in_progress(starts: &[(u32, u64)], now_ns: u64) -> Vec<Checkpoint> {
+    let mut out: Vec<Checkpoint> = starts
+        .iter()
+        .map(|&(tid, start_ns)| Checkpoint {
+            tid,
+            start_ns,
+            duration_ns: now_ns.saturating_sub(start_ns),
+            ret: 0,
+            in_progress: true,
+        })
+        .collect();
+    out.sort_by_key(|c| (c.start_ns, c.tid));
+    out
+}
+
+/// Drops between two cumulative readings. Pure.
+pub fn drops_between(before: &WiredTigerDrops, after: &WiredTigerDrops) -> WiredTigerDropsSlice {
+    WiredTigerDropsSlice {
+        ring_full: after.ring_full.saturating_sub(before.ring_full),
+        missing_entry: after.missing_entry.saturating_sub(before.missing_entry),
+        start_map_full: after.start_map_full.saturating_sub(before.start_map_full),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completed_checkpoint() {
+        let c = checkpoint_of(&CheckpointEvent {
+            tid: 9,
+            tgid: 8,
+            start_ns: 1_000,
+            end_ns: 4_500,
+            ret: -16,
+        });
+        assert_eq!(
+            c,
+            Checkpoint {
+                tid: 9,
+                start_ns: 1_000,
+                duration_ns: 3_500,
+                ret: -16,
+                in_progress: false
+            }
+        );
+    }
+
+    #[test]
+    fn running_checkpoints_are_in_progress_oldest_first() {
+        let c = in_progress(&[(5, 300), (4, 100)], 1_000);
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            (c[0].tid, c[0].duration_ns, c[0].in_progress),
+            (4, 900, true)
+        );
+        assert_eq!((c[1].tid, c[1].duration_ns), (5, 700));
+        assert!(in_progress(&[], 5).is_empty());
+    }
+
+    #[test]
+    fn only_a_missing_wiredtiger_is_retried() {
+        let status = |errors: [Option<&str>; 2]| ProbeStatus {
+            family: FAMILY.into(),
+            programs: errors
+                .iter()
+                .map(|e| ProgramStatus {
+                    name: "p".into(),
+                    attach_point: "uprobe/x".into(),
+                    error: e.map(String::from),
+                })
+                .collect(),
+        };
+        let na = "not applicable: no WiredTiger symbols found in pid 7";
+        assert!(not_applicable(&status([Some(na), Some(na)])));
+        assert!(!not_applicable(&status([None, None])));
+        assert!(!not_applicable(&status([Some("attach: EPERM"), Some(na)])));
+    }
+
+    #[test]
+    fn drops_are_differences() {
+        let a = WiredTigerDrops {
+            ring_full: 1,
+            missing_entry: 2,
+            start_map_full: 0,
+        };
+        let b = WiredTigerDrops {
+            ring_full: 1,
+            missing_entry: 5,
+            start_map_full: 1,
+        };
+        assert_eq!(
+            drops_between(&a, &b),
+            WiredTigerDropsSlice {
+                ring_full: 0,
+                missing_entry: 3,
+                start_map_full: 1
+            }
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! Perf family: where the observed tasks spend CPU time, by sampling.
+//!
+//! A `perf_event` program runs on a software cpu-clock event at
+//! [`SAMPLE_FREQ_HZ`] on every online CPU (one event per CPU, all tasks). For a
+//! sample of an observed task it counts one hit under (tgid, user instruction
+//! pointer) in a bounded hash map; user space symbolizes the addresses. No
+//! stack is unwound: only the leaf function is named, which is enough to
+//! measure the share of CPU time spent *in* allocator code.
+//!
+//! A sample taken while the task ran in kernel mode (syscall, page fault,
+//! interrupt) is counted under ip [`KERNEL_IP`] (0): the interrupted kernel
+//! address is not of interest here, and the user address where the task
+//! entered the kernel would attribute syscall time to its caller.
+
+pub const PROG_PERF_SAMPLE: &str = "mdiag_perf_sample";
+
+pub const MAP_SAMPLES: &str = "PERF_SAMPLES";
+pub const MAP_CPU: &str = "PERF_CPU";
+
+/// Samples per second and CPU (99, not 100, so sampling does not run in
+/// lockstep with 10 ms timers of the workload).
+pub const SAMPLE_FREQ_HZ: u64 = 99;
+/// Distinct (tgid, ip) keys held at once. User space drains the map every
+/// slice, so this bounds one slice: 65536 keys × 24 bytes ≈ 1.5 MiB.
+pub const MAX_SAMPLE_KEYS: u32 = 65536;
+/// The ip under which kernel-mode samples are counted.
+pub const KERNEL_IP: u64 = 0;
+
+/// Key of the sample map: one process and one user instruction pointer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SampleKey {
+    pub tgid: u32,
+    pub _pad0: u32,
+    /// User instruction pointer, or [`KERNEL_IP`].
+    pub ip: u64,
+}
+
+/// Per-CPU counters (cumulative, never reset).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerfCpu {
+    /// Every sample taken on this CPU.
+    pub samples: u64,
+    /// Samples of the idle task (pid 0).
+    pub idle: u64,
+    /// Samples of observed tasks (counted in the map, or dropped).
+    pub observed: u64,
+    /// Observed samples taken in kernel mode (counted under [`KERNEL_IP`]).
+    pub kernel: u64,
+    /// Observed samples lost because the map was full.
+    pub drops: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<SampleKey>() == 16);
+const _: () = assert!(core::mem::size_of::<PerfCpu>() == 40);
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY (all): #[repr(C)], integer fields only, explicit padding fields,
+    // so there are no holes and every bit pattern is valid.
+    unsafe impl aya::Pod for super::SampleKey {}
+    unsafe impl aya::Pod for super::PerfCpu {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts() {
+        assert_eq!(core::mem::offset_of!(SampleKey, ip), 8);
+        assert_eq!(core::mem::offset_of!(PerfCpu, drops), 32);
+        // SAFETY: plain data without padding holes.
+        let bytes: [u8; 16] = unsafe {
+            core::mem::transmute(SampleKey {
+                tgid: 7,
+                _pad0: 0,
+                ip: 0x7f00_0000_1234,
+            })
+        };
+        assert_eq!(&bytes[..4], &7u32.to_ne_bytes());
+        assert_eq!(&bytes[8..], &0x7f00_0000_1234u64.to_ne_bytes());
+    }
+}

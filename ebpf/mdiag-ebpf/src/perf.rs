@@ -1,0 +1,112 @@
+//! Perf family (kernel side): CPU-time sampling of observed tasks.
+//!
+//! One program on a software cpu-clock event per CPU (99 Hz). It counts every
+//! sample per CPU, drops the idle task and unobserved tasks with a compare,
+//! and adds one to the (tgid, user ip) counter of the rest. The user ip comes
+//! straight from the interrupted registers in the context (no stack walk, no
+//! helper); a sample taken in kernel mode is counted under `KERNEL_IP`.
+
+use aya_ebpf::{
+    helpers::bpf_get_current_pid_tgid,
+    macros::{map, perf_event},
+    maps::{HashMap, PerCpuArray},
+    programs::PerfEventContext,
+};
+use mdiag_common::perf::{KERNEL_IP, MAX_SAMPLE_KEYS, PerfCpu, SampleKey};
+
+use crate::sched::observed;
+
+#[map]
+static PERF_SAMPLES: HashMap<SampleKey, u64> = HashMap::with_max_entries(MAX_SAMPLE_KEYS, 0);
+#[map]
+static PERF_CPU: PerCpuArray<PerfCpu> = PerCpuArray::with_max_entries(1, 0);
+
+const BPF_NOEXIST: u64 = 1;
+
+/// Adds one to a shared map value. Not atomic (the BPF target has no atomic
+/// read-modify-write in `core`): two CPUs sampling the same address of the
+/// same process in the same instant may lose one count, a negligible error
+/// at 99 Hz per CPU.
+#[inline(always)]
+fn add_one(c: *mut u64) {
+    // SAFETY: `c` is a valid, aligned map value pointer.
+    unsafe { *c += 1 };
+}
+
+/// The user instruction pointer of the interrupted task, or `KERNEL_IP` when
+/// it was interrupted in kernel mode. Reads the context directly (the
+/// verifier rewrites these loads to the sampled registers).
+#[allow(unexpected_cfgs)]
+#[inline(always)]
+fn user_ip(ctx: &PerfEventContext) -> u64 {
+    #[cfg(bpf_target_arch = "x86_64")]
+    {
+        // SAFETY: ctx access at constant offsets inside bpf_user_pt_regs_t.
+        let (cs, ip) = unsafe {
+            let regs = &raw const (*ctx.ctx).regs;
+            (
+                core::ptr::read_volatile(&raw const (*regs).cs),
+                core::ptr::read_volatile(&raw const (*regs).rip),
+            )
+        };
+        // Ring 3 in the code segment selector's RPL: user mode.
+        if cs & 3 == 3 { ip } else { KERNEL_IP }
+    }
+    #[cfg(bpf_target_arch = "aarch64")]
+    {
+        // SAFETY: ctx access at constant offsets inside bpf_user_pt_regs_t.
+        let (pstate, pc) = unsafe {
+            let regs = &raw const (*ctx.ctx).regs;
+            (
+                core::ptr::read_volatile(&raw const (*regs).pstate),
+                core::ptr::read_volatile(&raw const (*regs).pc),
+            )
+        };
+        // PSR_MODE_MASK 0xf; EL0t (user) is 0.
+        if pstate & 0xf == 0 { pc } else { KERNEL_IP }
+    }
+    #[cfg(not(any(bpf_target_arch = "x86_64", bpf_target_arch = "aarch64")))]
+    {
+        // Other architectures: no user ip yet; samples still count per task.
+        let _ = ctx;
+        KERNEL_IP
+    }
+}
+
+#[perf_event]
+pub fn mdiag_perf_sample(ctx: PerfEventContext) -> u32 {
+    let Some(cpu) = PERF_CPU.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: per-CPU slot; this program does not nest on one CPU and is the
+    // only one using the map.
+    let cpu = unsafe { &mut *cpu };
+    cpu.samples += 1;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if pid_tgid as u32 == 0 {
+        cpu.idle += 1;
+        return 0;
+    }
+    let tgid = (pid_tgid >> 32) as u32;
+    if !observed(tgid) {
+        return 0;
+    }
+    cpu.observed += 1;
+    let ip = user_ip(&ctx);
+    if ip == KERNEL_IP {
+        cpu.kernel += 1;
+    }
+    let key = SampleKey { tgid, _pad0: 0, ip };
+    if let Some(c) = PERF_SAMPLES.get_ptr_mut(&key) {
+        add_one(c);
+        return 0;
+    }
+    if PERF_SAMPLES.insert(&key, &1, BPF_NOEXIST).is_err() {
+        // Another CPU created it meanwhile, or the map is full.
+        match PERF_SAMPLES.get_ptr_mut(&key) {
+            Some(c) => add_one(c),
+            None => cpu.drops += 1,
+        }
+    }
+    0
+}
