@@ -99,6 +99,8 @@ fn recording_60s() -> Recording {
         }],
         slices,
         checks: Checks::default(),
+        target_code: None,
+        rseq: None,
     }
 }
 

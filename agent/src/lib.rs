@@ -17,6 +17,7 @@ pub mod probes;
 pub mod record;
 pub mod recording;
 pub mod report;
+pub mod rseq;
 pub mod rules;
 pub mod spawn;
 pub mod symbols;

@@ -353,3 +353,83 @@ fn without_privileges_record_says_what_is_missing() {
     );
     assert!(!std::path::Path::new("/tmp/never.mdiag").exists());
 }
+
+/// `record -- CMD` on a glibc program that also registers rseq itself (as
+/// TCMalloc does), with and without glibc's registration.
+#[test]
+fn rseq_ownership_of_a_spawned_target() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    const SYSCALLS: &str = env!("CARGO_BIN_EXE_mdiag-syscalls");
+    for tunable in [None, Some("glibc.pthread.rseq=0")] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rseq.mdiag");
+        let mut cmd = Command::new(mdiag_bin());
+        cmd.args([
+            "record",
+            "--duration",
+            "30s",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            SYSCALLS,
+            "--rseq-self",
+            "--linger-ms",
+            "1500",
+        ])
+        .stdin(Stdio::null());
+        if let Some(t) = tunable {
+            cmd.env("GLIBC_TUNABLES", t);
+        }
+        let done = cmd.output().unwrap();
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&done.stdout);
+        let report: serde_json::Value = serde_json::from_str(
+            stdout
+                .lines()
+                .find(|l| l.starts_with("{\""))
+                .expect("workload report"),
+        )
+        .unwrap();
+        let rec = read_file(&out).unwrap();
+        let own = rec.rseq.as_ref().expect("rseq ownership recorded");
+        // glibc's registration state as the process itself sees it.
+        let truth = report["glibc_rseq_size"].as_u64().unwrap() as u32;
+        assert_eq!(own.glibc_rseq_size, Some(truth), "{tunable:?}");
+        assert_eq!(truth == 0, tunable.is_some());
+        assert_eq!(own.allocator, mdiag::symbols::AllocatorKind::Glibc);
+        assert_eq!(own.verdict, mdiag::rseq::Verdict::AllocatorHasNoPerCpuMode);
+        assert!(
+            rec.target_code
+                .as_ref()
+                .is_some_and(|c| c.pid == rec.target.as_ref().unwrap().pid)
+        );
+        let tid = report["rseq_tid"].as_u64().unwrap() as u32;
+        let thread = own
+            .threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .expect("the registering thread");
+        if tunable.is_none() {
+            assert_eq!(thread.owner, "glibc", "{thread:?}");
+            assert_eq!(
+                thread.failed_calls,
+                vec![-22],
+                "the program's own registration failed"
+            );
+        } else {
+            assert_eq!(thread.owner, "program", "{thread:?}");
+            assert!(
+                thread
+                    .object
+                    .as_deref()
+                    .is_some_and(|o| o.ends_with("mdiag-syscalls"))
+            );
+            assert!(thread.failed_calls.is_empty());
+        }
+    }
+}

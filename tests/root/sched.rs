@@ -63,6 +63,7 @@ fn target_involuntary_switches_match_each_thread() {
             "1500",
             "--wait-stdin",
             "--linger",
+            "--hop",
         ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -141,9 +142,10 @@ fn target_involuntary_switches_match_each_thread() {
         totals.migrations
     );
     if cpus > 1 {
+        // Every spinning thread moved itself to another CPU once.
         assert!(
-            migrations_truth > 0,
-            "oversubscribed threads never migrated"
+            migrations_truth >= threads as u64,
+            "{migrations_truth} migrations for {threads} hopping threads"
         );
     }
     // Only the target's threads are recorded.

@@ -3,6 +3,8 @@
 //!
 //! mdiag-spin --threads N --spin-ms MS [--wait-stdin] [--linger]
 //!   --wait-stdin: threads start spinning only after a line on stdin.
+//!   --hop:        each thread starts pinned to CPU i % ncpu and moves itself
+//!                 to the next CPU halfway (a known number of migrations).
 //!   --linger:     after the report, keep every thread alive until stdin
 //!                 reaches EOF (so a test can still read /proc/PID/task).
 //! Prints one JSON line on stdout: {"pid", "threads": [{"tid","voluntary",
@@ -39,6 +41,17 @@ fn status_counts(tid: &str) -> (u64, u64) {
     )
 }
 
+/// Restricts the calling thread to `cpu`.
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; the
+    // syscall reads it. 0 = the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let threads: usize = arg(&args, "--threads")
@@ -51,6 +64,9 @@ fn main() {
     );
     let wait_stdin = args.iter().any(|a| a == "--wait-stdin");
     let linger = args.iter().any(|a| a == "--linger");
+    let hop = args.iter().any(|a| a == "--hop");
+    // SAFETY: sysconf has no preconditions.
+    let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
 
     let start = Arc::new(Barrier::new(threads + 1));
     let done = Arc::new(Barrier::new(threads + 1));
@@ -66,8 +82,17 @@ fn main() {
                     start.wait();
                     let t = Instant::now();
                     let mut n = 0u64;
+                    let mut hopped = !hop || ncpu < 2;
+                    if !hopped {
+                        pin(i % ncpu);
+                    }
                     while t.elapsed() < spin {
                         n = std::hint::black_box(n + 1);
+                        if !hopped && t.elapsed() >= spin / 2 {
+                            // Move to the next CPU: at least one migration each.
+                            pin((i + 1) % ncpu);
+                            hopped = true;
+                        }
                     }
                     spins.fetch_add(n, Ordering::Relaxed);
                     done.wait();

@@ -6,6 +6,7 @@
 //! --rseq-self:   registers its own rseq area with a raw rseq(2) call on a new
 //!                thread, as TCMalloc does, and reports the result (-22 EINVAL
 //!                when glibc registered another area first).
+//! --linger-ms M: stay alive M ms after stdin closes.
 //! Prints one JSON line: {"pid", "maps", "len", "waiter_tid", "waits",
 //! "wait_calls", "wait_ns", "rseq_tid", "rseq_ret"}, then waits for stdin to close.
 use std::{
@@ -49,6 +50,15 @@ fn tid() -> u64 {
 
 #[repr(C, align(32))]
 struct Rseq([u8; 32]);
+
+/// glibc's own account of its rseq registration (0: glibc did not register).
+fn glibc_rseq_size() -> u32 {
+    unsafe extern "C" {
+        static __rseq_size: u32;
+    }
+    // SAFETY: glibc >= 2.35 exports this variable; it is set before main.
+    unsafe { std::ptr::read_volatile(&raw const __rseq_size) }
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -141,7 +151,7 @@ fn main() {
             "pid": std::process::id(), "maps": maps, "len": LEN,
             "waiter_tid": waiter_tid.load(Ordering::SeqCst), "waits": waits,
             "wait_calls": wait_calls, "wait_ns": wait_ns,
-            "rseq_tid": rseq_tid, "rseq_ret": rseq_ret,
+            "rseq_tid": rseq_tid, "rseq_ret": rseq_ret, "glibc_rseq_size": glibc_rseq_size(),
         })
     );
     let mut sink = String::new();
@@ -153,4 +163,5 @@ fn main() {
     {
         sink.clear();
     }
+    std::thread::sleep(Duration::from_millis(arg(&args, "--linger-ms")));
 }

@@ -15,6 +15,7 @@ use chrono::Utc;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::{PlannedTarget, RecordError, RecordPlan, progress::Progress};
+use crate::symbols::{AllocatorKind, TargetCode};
 use crate::{
     host,
     probes::{ProbeConfig, Probes},
@@ -108,8 +109,18 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         probes,
         slices,
         checks,
+        target_code,
         ..
     } = session;
+    let rseq_calls: Vec<_> = slices
+        .iter()
+        .filter_map(|s| s.syscalls.as_ref())
+        .flat_map(|s| s.rseq.iter().cloned())
+        .collect();
+    let rseq = target_code
+        .as_ref()
+        .map(|(code, size)| crate::rseq::ownership_with(code, *size, &rseq_calls));
+    let target_code = target_code.map(|(code, _)| code);
     let probe_status = probes.status().to_vec();
     drop(probes); // detach now, before writing
 
@@ -126,6 +137,8 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         probes: probe_status,
         slices,
         checks,
+        target_code,
+        rseq,
     };
     write(recording, plan.output.clone())
 }
@@ -166,6 +179,10 @@ struct Session {
     target_pid: Option<u32>,
     slices: Vec<Slice>,
     checks: Checks,
+    /// The target's code and glibc's `__rseq_size`, read once while it runs.
+    target_code: Option<(TargetCode, Option<u32>)>,
+    /// When the target's code was last tried (at most once a second).
+    code_tried: Option<Instant>,
 }
 
 impl Session {
@@ -175,6 +192,29 @@ impl Session {
             target_pid,
             slices: Vec::new(),
             checks: Checks::default(),
+            target_code: None,
+            code_tried: None,
+        }
+    }
+
+    /// Reads the target's code once it is running (a spawned target maps its
+    /// libraries only after exec); retried at most once a second.
+    fn analyse_target(&mut self) {
+        let Some(pid) = self.target_pid else { return };
+        if self.target_code.is_some() || self.code_tried.is_some_and(|t| t.elapsed() < SLICE) {
+            return;
+        }
+        self.code_tried = Some(Instant::now());
+        match TargetCode::of(pid) {
+            Ok(code)
+                if code.allocator.kind != AllocatorKind::Unknown
+                    || code.rseq.rseq_size.is_some() =>
+            {
+                let size = crate::rseq::glibc_rseq_size(pid, &code);
+                self.target_code = Some((code, size));
+            }
+            Ok(_) => tracing::debug!(pid, "target code not recognisable yet"),
+            Err(e) => tracing::debug!(pid, "target code not readable yet: {e}"),
         }
     }
 
@@ -213,6 +253,7 @@ impl Session {
             if let Some(r) = self.probes.wiredtiger.as_mut() {
                 r.poll();
             }
+            self.analyse_target();
             let now = Instant::now();
             if let Some(code) = child.as_deref_mut().and_then(SpawnedChild::try_exit_code) {
                 break format!("target exited (code {code})");

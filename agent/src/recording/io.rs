@@ -321,6 +321,8 @@ mod tests {
                 target_nonvoluntary_ctxt_switches: Some(1800),
                 target_voluntary_ctxt_switches: None,
             },
+            target_code: None,
+            rseq: None,
         }
     }
 

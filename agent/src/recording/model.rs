@@ -41,6 +41,13 @@ pub struct Recording {
     pub slices: Vec<Slice>,
     /// Kernel-side cross-checks taken at the edges of the recording.
     pub checks: Checks,
+    /// What the target's code is: mapped objects, allocator, WiredTiger,
+    /// rseq symbols (`None` host-wide or when it could not be read).
+    #[serde(default)]
+    pub target_code: Option<crate::symbols::TargetCode>,
+    /// Who owns rseq in the target, and the per-CPU-caches verdict.
+    #[serde(default)]
+    pub rseq: Option<crate::rseq::RseqOwnership>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -726,6 +726,8 @@ fn example_recording() -> Recording {
             perf: None,
         }],
         checks: Default::default(),
+        target_code: None,
+        rseq: None,
     }
 }
 

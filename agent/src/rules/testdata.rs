@@ -60,6 +60,8 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
         }],
         slices: Vec::new(),
         checks: Default::default(),
+        target_code: None,
+        rseq: None,
     }
 }
 
