@@ -187,7 +187,22 @@ mod tests {
     fn measurements_are_structured_and_facts_carry_the_new_groups() {
         let v = rendered(&crate::rules::facts::softirq::testdata::net_rx_on_cpu0());
         let m = &v["measurements"];
-        assert_eq!(keys(m), set(&["sched", "softirq", "net", "not_recorded"]));
+        assert_eq!(
+            keys(m),
+            set(&[
+                "sched",
+                "softirq",
+                "net",
+                "syscalls",
+                "rseq",
+                "perf",
+                "wiredtiger",
+                "not_recorded"
+            ])
+        );
+        for family in ["syscalls", "rseq", "perf", "wiredtiger"] {
+            assert_eq!(m[family], Value::Null, "{family}");
+        }
         assert_eq!(m["not_recorded"], Value::Array(vec![]));
         assert_eq!(m["sched"]["switches_per_s"], 1500.0);
         assert_eq!(m["sched"]["top_classes"][0]["class"], "conn");

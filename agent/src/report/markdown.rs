@@ -7,10 +7,11 @@
 
 use std::fmt::Write;
 
-use super::measurements::Measurements;
+use super::measurements::{Measurements, file_name};
 use super::terminal::{
-    net_line, net_rx_line, percent, ranking_line, recorded_line, rules_line, runq_percentiles,
-    sched_scope, softirq_cpu_line, softirq_drops_line, target_line,
+    net_line, net_rx_line, percent, perf_line, ranking_line, recorded_line, rseq_calls_line,
+    rseq_ownership_line, rules_line, runq_percentiles, sched_scope, softirq_cpu_line,
+    softirq_drops_line, target_line, wiredtiger_line,
 };
 use super::{Finding, Report, format_number};
 
@@ -311,6 +312,94 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
             }
             writeln!(out)?;
         }
+    }
+    if let Some(s) = &m.syscalls {
+        writeln!(out, "### Syscalls")?;
+        writeln!(out)?;
+        writeln!(out, "Observed threads, {:.1} s.", s.duration_s)?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "| Syscall | Calls/s | Errors | Mean (µs) | p99 (µs) | MiB/s |"
+        )?;
+        writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
+        for c in &s.calls {
+            writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                cell(&c.name),
+                format_number(c.count_per_s),
+                c.errors,
+                format_number(c.mean_us),
+                c.p99_us.map_or("-".into(), format_number),
+                c.bytes_per_s
+                    .map_or("-".into(), |b| format_number(b / 1_048_576.0))
+            )?;
+        }
+        writeln!(out)?;
+        writeln!(
+            out,
+            "- Futex wait: {} ms/s blocked in total.",
+            format_number(s.futex_wait_ms_per_s)
+        )?;
+        writeln!(out, "- {}.", capitalise(&rseq_calls_line(s)))?;
+        writeln!(out)?;
+        if !s.top_futex_threads.is_empty() {
+            writeln!(
+                out,
+                "| Thread (tid) | Futex waits | Wait ms/s | Share of wall time blocked |"
+            )?;
+            writeln!(out, "|---:|---:|---:|---:|")?;
+            for t in &s.top_futex_threads {
+                writeln!(
+                    out,
+                    "| {} | {} | {} | {} |",
+                    t.tid,
+                    t.futex_waits,
+                    format_number(t.wait_ms_per_s),
+                    percent(t.blocked_share)
+                )?;
+            }
+            writeln!(out)?;
+        }
+    }
+    if let Some(r) = &m.rseq {
+        writeln!(out, "### rseq ownership")?;
+        writeln!(out)?;
+        writeln!(out, "{}.", capitalise(&rseq_ownership_line(r)))?;
+        writeln!(out)?;
+    }
+    if let Some(f) = &m.perf {
+        writeln!(out, "### Perf")?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "CPU-time sampling, {:.1} s: {}.",
+            f.duration_s,
+            perf_line(f)
+        )?;
+        writeln!(out)?;
+        if !f.top_symbols.is_empty() {
+            writeln!(out, "| Symbol | Object | Samples | % of target |")?;
+            writeln!(out, "|---|---|---:|---:|")?;
+            for t in &f.top_symbols {
+                writeln!(
+                    out,
+                    "| {} | {} | {} | {:.1} |",
+                    code(&t.symbol),
+                    cell(t.object.as_deref().map_or("?", file_name)),
+                    t.samples,
+                    t.share * 100.0
+                )?;
+            }
+            writeln!(out)?;
+        }
+    }
+    if let Some(w) = &m.wiredtiger {
+        writeln!(out, "### WiredTiger")?;
+        writeln!(out)?;
+        writeln!(out, "{}.", capitalise(&wiredtiger_line(w)))?;
+        writeln!(out)?;
     }
     writeln!(out, "{}.", net_line(m.net.as_ref()))?;
     writeln!(out)?;

@@ -12,7 +12,10 @@ use std::fmt::Write;
 
 use anstyle::{AnsiColor, Style};
 
-use super::measurements::{Measurements, NetMeasurements, SchedMeasurements, SoftirqMeasurements};
+use super::measurements::{
+    Measurements, NetMeasurements, PerfMeasurements, RseqMeasurement, SchedMeasurements,
+    SoftirqMeasurements, SyscallsMeasurements, WiredTigerMeasurements, file_name,
+};
 use super::{EvidenceItem, Finding, Report, Severity, format_number};
 
 const WIDTH: usize = 100;
@@ -371,6 +374,98 @@ pub(crate) fn truncate(name: &str, max: usize) -> String {
     }
 }
 
+/// "futex wait: 450 ms/s blocked in total; most: tid 1001 30.0% of wall time
+/// blocked, ...".
+pub(crate) fn futex_line(s: &SyscallsMeasurements) -> String {
+    let mut line = format!(
+        "futex wait: {} ms/s blocked in total",
+        format_number(s.futex_wait_ms_per_s)
+    );
+    if !s.top_futex_threads.is_empty() {
+        let top: Vec<String> = s
+            .top_futex_threads
+            .iter()
+            .map(|t| format!("tid {} {}", t.tid, percent(t.blocked_share)))
+            .collect();
+        let _ = write!(
+            line,
+            "; most blocked (share of wall time): {}",
+            top.join(", ")
+        );
+    }
+    line
+}
+
+/// "rseq: 4 registrations seen, 2 failed (2 EINVAL)".
+pub(crate) fn rseq_calls_line(s: &SyscallsMeasurements) -> String {
+    let mut line = format!(
+        "rseq: {} registrations seen, {} failed",
+        s.rseq_registrations, s.rseq_failed
+    );
+    if !s.rseq_failed_by_errno.is_empty() {
+        let by: Vec<String> = s
+            .rseq_failed_by_errno
+            .iter()
+            .map(|e| format!("{} {}", e.count, e.name))
+            .collect();
+        let _ = write!(line, " ({})", by.join(", "));
+    }
+    line
+}
+
+/// "blocked: …; allocator google_tcmalloc, glibc __rseq_size 32, confidence high".
+pub(crate) fn rseq_ownership_line(r: &RseqMeasurement) -> String {
+    format!(
+        "{}; allocator {}, glibc __rseq_size {}, confidence {}",
+        r.verdict_text,
+        r.allocator,
+        r.glibc_rseq_size
+            .map_or("unknown".to_string(), |n| n.to_string()),
+        r.confidence
+    )
+}
+
+/// "3960 samples; target 25.0% of the sampled CPU time; allocator
+/// (google_tcmalloc) 12.0% of the target's samples, slow paths 4.0%".
+pub(crate) fn perf_line(f: &PerfMeasurements) -> String {
+    format!(
+        "{} samples; target {} of the sampled CPU time ({} samples); allocator{} {} of the \
+         target's samples, slow paths {}",
+        f.samples,
+        percent(f.target_cpu_share),
+        f.target_samples,
+        f.allocator
+            .as_ref()
+            .map_or(String::new(), |a| format!(" ({a})")),
+        percent(f.allocator_share),
+        percent(f.slow_path_share)
+    )
+}
+
+/// "3 checkpoints, total 4500 ms, mean 1500 ms, max 3000 ms; one still
+/// running at the end; in libwiredtiger.so".
+pub(crate) fn wiredtiger_line(w: &WiredTigerMeasurements) -> String {
+    let mut line = format!("{} checkpoints", w.checkpoints);
+    if w.checkpoints > 0 {
+        let _ = write!(
+            line,
+            ", total {} ms, mean {} ms, max {} ms",
+            format_number(w.total_ms),
+            format_number(w.mean_ms),
+            format_number(w.max_ms)
+        );
+    }
+    line.push_str(if w.in_progress {
+        "; one still running at the end"
+    } else {
+        "; none running at the end"
+    });
+    if let Some(o) = &w.object {
+        let _ = write!(line, "; WiredTiger in {o}");
+    }
+    line
+}
+
 fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::fmt::Result {
     writeln!(out, "{}", p.heading("Measurements"))?;
     if let Some(s) = &m.sched {
@@ -513,6 +608,78 @@ fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::f
         if let Some(drops) = softirq_drops_line(s) {
             writeln!(out, "{}", wrap(&drops, "    ", WIDTH))?;
         }
+    }
+    if let Some(s) = &m.syscalls {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "  {}  observed threads, {:.1} s",
+            p.bold("Syscalls"),
+            s.duration_s
+        )?;
+        writeln!(
+            out,
+            "{}",
+            p.dim(&format!(
+                "      {:<12} {:>10} {:>8} {:>10} {:>10} {:>12}",
+                "call", "calls/s", "errors", "mean µs", "p99 µs", "MiB/s"
+            ))
+        )?;
+        for c in &s.calls {
+            writeln!(
+                out,
+                "      {:<12} {:>10} {:>8} {:>10} {:>10} {:>12}",
+                truncate(&c.name, 12),
+                format_number(c.count_per_s),
+                c.errors,
+                format_number(c.mean_us),
+                c.p99_us.map_or("-".into(), format_number),
+                c.bytes_per_s
+                    .map_or("-".into(), |b| format_number(b / 1_048_576.0))
+            )?;
+        }
+        writeln!(out, "{}", wrap(&futex_line(s), "    ", WIDTH))?;
+        writeln!(out, "{}", wrap(&rseq_calls_line(s), "    ", WIDTH))?;
+    }
+    if let Some(r) = &m.rseq {
+        writeln!(out)?;
+        let line = format!("{}  {}", p.bold("rseq ownership"), rseq_ownership_line(r));
+        writeln!(out, "{}", wrap(&line, "  ", WIDTH))?;
+    }
+    if let Some(f) = &m.perf {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "  {}  CPU-time sampling, {:.1} s",
+            p.bold("Perf"),
+            f.duration_s
+        )?;
+        writeln!(out, "{}", wrap(&perf_line(f), "    ", WIDTH))?;
+        if !f.top_symbols.is_empty() {
+            writeln!(
+                out,
+                "{}",
+                p.dim(&format!(
+                    "      {:<44} {:<28} {:>8} {:>7}",
+                    "symbol", "object", "samples", "%"
+                ))
+            )?;
+            for t in &f.top_symbols {
+                writeln!(
+                    out,
+                    "      {:<44} {:<28} {:>8} {:>7.1}",
+                    truncate(&t.symbol, 44),
+                    truncate(t.object.as_deref().map_or("?", file_name), 28),
+                    t.samples,
+                    t.share * 100.0
+                )?;
+            }
+        }
+    }
+    if let Some(w) = &m.wiredtiger {
+        writeln!(out)?;
+        let line = format!("{}  {}", p.bold("WiredTiger"), wiredtiger_line(w));
+        writeln!(out, "{}", wrap(&line, "  ", WIDTH))?;
     }
     writeln!(out)?;
     writeln!(out, "{}", wrap(&net_line(m.net.as_ref()), "  ", WIDTH))?;
@@ -899,7 +1066,7 @@ mod tests {
         // A recording from before the softirq family, sched failed, RPS unreadable.
         let mut rec = testdata::oversubscribed();
         rec.probes[0].programs[0].error = Some("permission denied".into());
-        rec.probes[0].programs[1].error = Some("permission denied".into());
+        rec.probes[0].programs[1].error = Some("tracepoint missing".into());
         let report = explain(&rec, &RuleSet::builtin().unwrap(), None, None).unwrap();
         let text = render(&report, false);
         assert!(!text.contains("  Scheduler  "), "{text}");
@@ -910,7 +1077,7 @@ mod tests {
                 "\n  sched      not measured: the sched probe did not attach: sched_switch \
                  (tp_btf/sched_switch):\n\
                  \x20                          permission denied; sched_wakeup \
-                 (tp_btf/sched_wakeup): permission denied\n"
+                 (tp_btf/sched_wakeup): tracepoint missing\n"
             ),
             "{text}"
         );

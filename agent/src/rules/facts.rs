@@ -382,8 +382,18 @@ pub fn family_unavailable(rec: &Recording, family: &str) -> Option<String> {
                 .map(|e| format!("{} ({}): {e}", p.name, p.attach_point))
         })
         .collect();
+    // When every program failed for the same reason (e.g. "not applicable:
+    // no WiredTiger symbols"), say it once.
+    let errors: Vec<&String> = probe
+        .programs
+        .iter()
+        .filter_map(|p| p.error.as_ref())
+        .collect();
+    let same_reason = errors.len() > 1 && errors.iter().all(|e| *e == errors[0]);
     if failed.is_empty() {
         None
+    } else if failed.len() == probe.programs.len() && same_reason {
+        Some(format!("the {family} probe did not attach: {}", errors[0]))
     } else if failed.len() == probe.programs.len() {
         Some(format!(
             "the {family} probe did not attach: {}",
@@ -869,6 +879,12 @@ mod tests {
         let reason = f.absent_reason("sched").unwrap();
         assert!(reason.contains("did not attach"), "{reason}");
         assert!(reason.contains("tracepoint not found"), "{reason}");
+        // One reason shared by every program is said once.
+        assert_eq!(
+            reason.matches("tracepoint not found").count(),
+            1,
+            "{reason}"
+        );
 
         rec.probes.clear();
         let reason = Facts::derive(&rec)
