@@ -282,6 +282,27 @@ fn attach_btf_tracepoint(
     Ok(())
 }
 
+/// Why a family's map could not be taken from the loaded object.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeMapError {
+    #[error("map {0} missing from the eBPF object")]
+    Missing(&'static str),
+    #[error("map {name}: {source}")]
+    Convert {
+        name: &'static str,
+        source: aya::maps::MapError,
+    },
+}
+
+/// Takes map `name` out of the object as a typed map (every reader owns its maps).
+pub(crate) fn take_map<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, TakeMapError>
+where
+    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf.take_map(name).ok_or(TakeMapError::Missing(name))?;
+    T::try_from(map).map_err(|source| TakeMapError::Convert { name, source })
+}
+
 /// `e: cause: cause` on one line (aya puts the verifier log in a source).
 pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();

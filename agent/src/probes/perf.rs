@@ -66,8 +66,8 @@ pub const RELOAD_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PerfError {
-    #[error("map {0} missing from the eBPF object")]
-    MissingMap(&'static str),
+    #[error(transparent)]
+    Take(#[from] super::TakeMapError),
     #[error("map {name}: {source}")]
     Map {
         name: &'static str,
@@ -154,16 +154,9 @@ pub struct PerfReader {
 
 impl PerfReader {
     pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, PerfError> {
-        fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, PerfError>
-        where
-            T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
-        {
-            let map = ebpf.take_map(name).ok_or(PerfError::MissingMap(name))?;
-            T::try_from(map).map_err(|source| PerfError::Map { name, source })
-        }
         let mut reader = Self {
-            samples: take(ebpf, MAP_SAMPLES)?,
-            cpu: take(ebpf, MAP_CPU)?,
+            samples: super::take_map(ebpf, MAP_SAMPLES)?,
+            cpu: super::take_map(ebpf, MAP_CPU)?,
             last_cpu: PerfCpu::default(),
             target,
             symbols: None,

@@ -22,8 +22,8 @@ use crate::recording::{SchedDrops, SchedSlice, ThreadSlice};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchedError {
-    #[error("map {0} missing from the eBPF object")]
-    MissingMap(&'static str),
+    #[error(transparent)]
+    Take(#[from] super::TakeMapError),
     #[error("map {name}: {source}")]
     Map {
         name: &'static str,
@@ -48,20 +48,8 @@ pub struct SchedReader {
 
 impl SchedReader {
     pub(super) fn new(ebpf: &mut Ebpf, target_tgid: Option<u32>) -> Result<Self, SchedError> {
-        let threads = ebpf
-            .take_map(MAP_THREADS)
-            .ok_or(SchedError::MissingMap(MAP_THREADS))?;
-        let threads = BpfHashMap::try_from(threads).map_err(|source| SchedError::Map {
-            name: MAP_THREADS,
-            source,
-        })?;
-        let cpu = ebpf
-            .take_map(MAP_CPU)
-            .ok_or(SchedError::MissingMap(MAP_CPU))?;
-        let cpu = PerCpuArray::try_from(cpu).map_err(|source| SchedError::Map {
-            name: MAP_CPU,
-            source,
-        })?;
+        let threads: BpfHashMap<MapData, u32, ThreadSched> = super::take_map(ebpf, MAP_THREADS)?;
+        let cpu: PerCpuArray<MapData, SchedCpu> = super::take_map(ebpf, MAP_CPU)?;
         let mut reader = Self {
             threads,
             cpu,

@@ -17,8 +17,8 @@ use crate::recording::{HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SoftirqError {
-    #[error("map {0} missing from the eBPF object")]
-    MissingMap(&'static str),
+    #[error(transparent)]
+    Take(#[from] super::TakeMapError),
     #[error("map {name}: {source}")]
     Map {
         name: &'static str,
@@ -44,20 +44,8 @@ pub struct SoftirqReader {
 
 impl SoftirqReader {
     pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, SoftirqError> {
-        let cpu = ebpf
-            .take_map(MAP_CPU)
-            .ok_or(SoftirqError::MissingMap(MAP_CPU))?;
-        let cpu = PerCpuArray::try_from(cpu).map_err(|source| SoftirqError::Map {
-            name: MAP_CPU,
-            source,
-        })?;
-        let irqs = ebpf
-            .take_map(MAP_HARDIRQ)
-            .ok_or(SoftirqError::MissingMap(MAP_HARDIRQ))?;
-        let irqs = PerCpuHashMap::try_from(irqs).map_err(|source| SoftirqError::Map {
-            name: MAP_HARDIRQ,
-            source,
-        })?;
+        let cpu: PerCpuArray<MapData, SoftirqCpu> = super::take_map(ebpf, MAP_CPU)?;
+        let irqs: PerCpuHashMap<MapData, u32, IrqStat> = super::take_map(ebpf, MAP_HARDIRQ)?;
         let mut reader = Self {
             cpu,
             irqs,

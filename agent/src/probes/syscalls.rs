@@ -28,8 +28,8 @@ use crate::recording::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyscallsError {
-    #[error("map {0} missing from the eBPF object")]
-    MissingMap(&'static str),
+    #[error(transparent)]
+    Take(#[from] super::TakeMapError),
     #[error("map {name}: {source}")]
     Map {
         name: &'static str,
@@ -136,18 +136,11 @@ pub struct SyscallsReader {
 
 impl SyscallsReader {
     pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, SyscallsError> {
-        fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, SyscallsError>
-        where
-            T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
-        {
-            let map = ebpf.take_map(name).ok_or(SyscallsError::MissingMap(name))?;
-            T::try_from(map).map_err(|source| SyscallsError::Map { name, source })
-        }
         let mut reader = Self {
-            stats: take(ebpf, MAP_STATS)?,
-            threads: take(ebpf, MAP_THREADS)?,
-            drops: take(ebpf, MAP_DROPS)?,
-            rseq: take(ebpf, MAP_RSEQ_EVENTS)?,
+            stats: super::take_map(ebpf, MAP_STATS)?,
+            threads: super::take_map(ebpf, MAP_THREADS)?,
+            drops: super::take_map(ebpf, MAP_DROPS)?,
+            rseq: super::take_map(ebpf, MAP_RSEQ_EVENTS)?,
             pending_rseq: Vec::new(),
             target,
             target_wrapper: None,

@@ -35,8 +35,8 @@ pub const FAMILY: &str = "wiredtiger";
 
 #[derive(Debug, thiserror::Error)]
 pub enum WiredTigerError {
-    #[error("map {0} missing from the eBPF object")]
-    MissingMap(&'static str),
+    #[error(transparent)]
+    Take(#[from] super::TakeMapError),
     #[error("map {name}: {source}")]
     Map {
         name: &'static str,
@@ -203,19 +203,10 @@ pub struct WiredTigerReader {
 
 impl WiredTigerReader {
     fn new(ebpf: &mut Ebpf, attached: Vec<AttachedObject>) -> Result<Self, WiredTigerError> {
-        fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, WiredTigerError>
-        where
-            T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
-        {
-            let map = ebpf
-                .take_map(name)
-                .ok_or(WiredTigerError::MissingMap(name))?;
-            T::try_from(map).map_err(|source| WiredTigerError::Map { name, source })
-        }
         let mut reader = Self {
-            starts: take(ebpf, MAP_CKPT_START)?,
-            events: take(ebpf, MAP_CKPT_EVENTS)?,
-            drops: take(ebpf, MAP_DROPS)?,
+            starts: super::take_map(ebpf, MAP_CKPT_START)?,
+            events: super::take_map(ebpf, MAP_CKPT_EVENTS)?,
+            drops: super::take_map(ebpf, MAP_DROPS)?,
             attached,
             pending: Vec::new(),
             last_drops: WiredTigerDrops::default(),

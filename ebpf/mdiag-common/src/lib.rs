@@ -15,3 +15,18 @@ pub mod sched;
 pub mod softirq;
 pub mod syscalls;
 pub mod wiredtiger;
+
+/// Copies a `T` out of the start of `bytes` (ring-buffer records), `None`
+/// when there are too few bytes.
+///
+/// # Safety
+/// Every bit pattern must be a valid `T`: only for the plain `#[repr(C)]`
+/// integer records of this crate.
+pub(crate) unsafe fn read_plain<T: Copy>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < core::mem::size_of::<T>() {
+        return None;
+    }
+    // SAFETY: the length is checked, the caller guarantees any bit pattern
+    // is a valid T, and read_unaligned copes with any alignment.
+    Some(unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}

@@ -177,12 +177,8 @@ mod user {
 impl RseqEvent {
     /// Decodes an event from ring-buffer bytes (`None` when too short).
     pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() < core::mem::size_of::<Self>() {
-            return None;
-        }
-        // SAFETY: the length is checked, RseqEvent is plain data valid for
-        // any bit pattern, and read_unaligned copes with any alignment.
-        Some(unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<Self>()) })
+        // SAFETY: RseqEvent is plain #[repr(C)] integer data, valid for any bit pattern.
+        unsafe { crate::read_plain(bytes) }
     }
 }
 
