@@ -91,11 +91,53 @@ pub fn rel_diff(a: u64, b: u64) -> f64 {
 }
 
 /// Serialises the tests of this suite: each measures the whole host, so two
-/// at once would disturb each other's ground truth (and probe counts).
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+/// at once would disturb each other's ground truth (and probe counts). Also
+/// across processes (two checkouts testing at once on one machine): an
+/// exclusive `flock` on a file in /tmp, released when the guard drops.
+pub fn serial() -> Serial {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let guard = LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/tmp/mdiag-root-tests.lock")
+        .expect("open /tmp/mdiag-root-tests.lock");
+    // SAFETY: flock on a file descriptor we own; blocks until it is ours.
+    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) };
+    assert_eq!(
+        rc,
+        0,
+        "flock /tmp/mdiag-root-tests.lock: {}",
+        std::io::Error::last_os_error()
+    );
+    Serial {
+        _file: file,
+        _guard: guard,
+    }
+}
+
+/// Held while a root test runs (see [`serial`]); the file lock goes with the file.
+pub struct Serial {
+    _file: std::fs::File,
+    _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+/// The Python venv with SecantusDB made by `cargo xtask setup`:
+/// `MDIAG_PY_VENV` (set by `cargo xtask test`), else `target/py-venv`.
+pub fn py_venv() -> PathBuf {
+    let p = std::env::var_os("MDIAG_PY_VENV").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/py-venv"),
+        PathBuf::from,
+    );
+    assert!(
+        p.join("bin/secantusd-py").exists(),
+        "no SecantusDB venv at {}: run `cargo xtask setup`",
+        p.display()
+    );
+    p
 }
 
 /// /proc/softirqs as (vector name → per-CPU counts).

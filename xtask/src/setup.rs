@@ -26,7 +26,17 @@ pub const APT_PACKAGES: &[&str] = &[
     "libjemalloc2",
     // The WiredTiger checkpoint workload (tests/root/wiredtiger.rs) links libwiredtiger.so.
     "libwiredtiger-dev",
+    // The Python venv with SecantusDB (a MongoDB-wire server with WiredTiger inside).
+    "python3-venv",
+    // The overhead bench compares mdiag with bpftrace doing the same histogram.
+    "bpftrace",
 ];
+
+/// SecantusDB, pinned: the stand-in mongod of the integration tests
+/// (`secantusd-py`), installed with pymongo into `<target>/py-venv`.
+pub const PY_PACKAGES: &[&str] = &["secantusdb==0.7.0b3", "pymongo>=4.6,<5"];
+/// The venv directory name under cargo's target directory.
+pub const PY_VENV: &str = "py-venv";
 
 /// The nightly that builds the eBPF object; agent/build.rs reads the same
 /// variable and has the same default.
@@ -51,6 +61,48 @@ pub fn setup() -> Result<()> {
     toolchain(&user).context("setup: user-space toolchain")?;
     toolchain(&ebpf_toolchain()).context("setup: eBPF toolchain")?;
     bpf_linker(&user.name).context("setup: bpf-linker")?;
+    py_venv().context("setup: Python venv (SecantusDB)")?;
+    Ok(())
+}
+
+// ------------------------------------------------------------ python ----
+
+/// The venv holding SecantusDB; integration tests find `secantusd-py` in its
+/// `bin/` through `MDIAG_PY_VENV`, which the root tier sets.
+pub fn py_venv_dir() -> Result<PathBuf> {
+    Ok(crate::cmd::target_dir()?.join(PY_VENV))
+}
+
+/// Creates the venv and installs [`PY_PACKAGES`] unless a marker says this
+/// exact list is already there.
+fn py_venv() -> Result<()> {
+    let dir = py_venv_dir()?;
+    let marker = dir.join(".mdiag-packages");
+    let wanted = PY_PACKAGES.join("\n");
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
+        say!(
+            "setup: Python venv already has {} ({})",
+            PY_PACKAGES.join(" "),
+            dir.display()
+        );
+        return Ok(());
+    }
+    let python = find_in_path("python3")
+        .context("python3 is not in PATH; install Debian's python3 and python3-venv")?;
+    if !dir.join("bin/python").exists() {
+        say!("setup: creating the Python venv {}", dir.display());
+        Cmd::new(&python).arg("-m").arg("venv").arg(&dir).run()?;
+    }
+    say!(
+        "setup: installing {} into {}",
+        PY_PACKAGES.join(" "),
+        dir.display()
+    );
+    Cmd::new(dir.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+        .args(PY_PACKAGES)
+        .run()?;
+    std::fs::write(&marker, wanted).with_context(|| format!("writing {}", marker.display()))?;
     Ok(())
 }
 

@@ -80,6 +80,7 @@ fn root() -> Result<()> {
         cmd.args(["--config", r#"target.'cfg(all())'.runner = ["sudo", "-E"]"#]);
     }
     cmd.env("MDIAG_BIN", &bin)
+        .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
         .args(["test", "-p", "mdiag-tests", "--", "--test-threads=1"])
         .run()
 }
