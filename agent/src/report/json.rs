@@ -45,7 +45,7 @@ mod tests {
     fn rendered(rec: &crate::recording::model::Recording) -> Value {
         let report = explain(
             rec,
-            &RuleSet::builtin().unwrap(),
+            &crate::rules::testdata::sched_rule_only(),
             Some("s390x"),
             Some("db1.mdiag".into()),
         )

@@ -536,7 +536,7 @@ mod tests {
         let mut rec = testdata::oversubscribed();
         rec.target = None;
         rec.probes.clear();
-        let report = explain(&rec, &RuleSet::builtin().unwrap(), None, None).unwrap();
+        let report = explain(&rec, &crate::rules::testdata::sched_rule_only(), None, None).unwrap();
         let md = render(&report);
         assert!(
             md.contains("| Target | host-wide: no target process |"),

@@ -26,10 +26,21 @@ use serde::Serialize;
 use super::ranking::normalise_arch;
 use crate::recording::model::{Recording, SchedSlice, Slice};
 
+pub mod allocator;
 pub mod softirq;
+pub mod tuning;
 
 /// Every fact group this build can derive, in display order.
-pub const FACT_GROUPS: &[&str] = &["host", "recording", "target", "sched", "softirq", "net"];
+pub const FACT_GROUPS: &[&str] = &[
+    "host",
+    "recording",
+    "target",
+    "sched",
+    "softirq",
+    "net",
+    "tuning",
+    "allocator",
+];
 
 /// One fact value: what a CEL expression sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -85,7 +96,8 @@ pub struct Facts {
     pub kernel_version: Option<Version>,
     /// mongod version; `None` until recordings carry mongod data.
     pub mongod_version: Option<Version>,
-    /// Memory allocator of the target; `None` until recordings carry it.
+    /// Memory allocator of the target as rules name it ("google_tcmalloc",
+    /// "gperftools", "jemalloc", "glibc"); `None` when not analysed.
     pub allocator: Option<String>,
 }
 
@@ -120,6 +132,9 @@ impl Facts {
                 .map(softirq::net_facts)
                 .ok_or_else(|| softirq::NET_UNREADABLE.to_string()),
         );
+        facts.insert_or_absent("tuning", tuning::tuning_facts(rec));
+        facts.insert_or_absent("allocator", allocator::allocator_facts(rec));
+        facts.allocator = allocator::allocator_of(rec).map(str::to_owned);
         facts
     }
 
@@ -617,9 +632,15 @@ fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
 /// A made-up, fully populated recording (see [`Facts::example`]).
 fn example_recording() -> Recording {
     use crate::recording::model::{
-        FORMAT_NAME, FORMAT_VERSION, HardIrqSlice, HostFacts, NetFacts, NetInterface, ProbeStatus,
-        ProgramStatus, RxQueue, SchedDrops, SoftirqDrops, SoftirqSlice, SoftirqVector, Target,
-        ThreadSlice,
+        FORMAT_NAME, FORMAT_VERSION, HardIrqSlice, HostFacts, MemoryFacts, NetFacts, NetInterface,
+        NumaNode, PerfSlice, PerfSlowPath, ProbeStatus, ProcessFacts, ProgramStatus, ResourceLimit,
+        RxQueue, SchedDrops, SoftirqDrops, SoftirqSlice, SoftirqVector, SysfsChoice, Target,
+        ThpFacts, ThreadSlice, VmSysctls,
+    };
+    use crate::symbols::AllocatorKind;
+    let choice = |sel: &str| SysfsChoice {
+        selected: Some(sel.into()),
+        raw: format!("always [{sel}] never"),
     };
     let started_at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
     let thread = |tid: u32, comm: &str| ThreadSlice {
@@ -661,6 +682,43 @@ fn example_recording() -> Recording {
                         rps_flow_cnt: 2048,
                     }],
                 }],
+            }),
+            memory: Some(MemoryFacts {
+                mem_total_bytes: Some(64 << 30),
+                mem_available_bytes: Some(48 << 30),
+                swap_total_bytes: Some(8 << 30),
+                thp: Some(ThpFacts {
+                    enabled: Some(choice("madvise")),
+                    defrag: Some(choice("madvise")),
+                    khugepaged_max_ptes_none: Some(511),
+                }),
+                vm: VmSysctls {
+                    dirty_ratio: Some(20),
+                    dirty_background_ratio: Some(10),
+                    dirty_bytes: Some(0),
+                    dirty_background_bytes: Some(0),
+                    dirty_expire_centisecs: Some(3000),
+                    dirty_writeback_centisecs: Some(500),
+                    swappiness: Some(60),
+                    overcommit_memory: Some(0),
+                    zone_reclaim_mode: Some(0),
+                    max_map_count: Some(65530),
+                },
+                numa_balancing: Some(1),
+            }),
+            numa_nodes: Some(vec![NumaNode {
+                id: 0,
+                cpus: "0-1".into(),
+                mem_total_bytes: Some(64 << 30),
+            }]),
+            target_process: Some(ProcessFacts {
+                pid: 100,
+                numa_policy: Some("default".into()),
+                max_open_files: Some(ResourceLimit {
+                    soft: Some(1024),
+                    hard: Some(524_288),
+                }),
+                ..ProcessFacts::default()
             }),
             ..HostFacts::default()
         },
@@ -733,11 +791,33 @@ fn example_recording() -> Recording {
             }),
             syscalls: None,
             wiredtiger: None,
-            perf: None,
+            perf: Some(PerfSlice {
+                freq_hz: 99,
+                samples: 2000,
+                target_samples: 1000,
+                allocator: Some(AllocatorKind::GoogleTcmalloc),
+                allocator_samples: 200,
+                allocator_slow_path_samples: 50,
+                slow_paths: vec![PerfSlowPath {
+                    label: "central_free_list".into(),
+                    samples: 50,
+                }],
+                ..PerfSlice::default()
+            }),
         }],
         checks: Default::default(),
-        target_code: None,
-        rseq: None,
+        target_code: Some(allocator::example_code(
+            AllocatorKind::GoogleTcmalloc,
+            "/usr/bin/mongod",
+        )),
+        rseq: Some(crate::rseq::RseqOwnership {
+            allocator: AllocatorKind::GoogleTcmalloc,
+            glibc_rseq_size: Some(32),
+            verdict: crate::rseq::Verdict::BlockedByGlibcRegistration,
+            method: "example".into(),
+            confidence: "example".into(),
+            threads: Vec::new(),
+        }),
     }
 }
 

@@ -25,6 +25,8 @@ pub mod facts;
 pub mod format;
 pub mod ranking;
 #[cfg(test)]
+mod scenarios;
+#[cfg(test)]
 pub(crate) mod testdata;
 
 use std::collections::{BTreeMap, HashMap};
@@ -216,7 +218,7 @@ impl Rule {
                 }
                 Some(a) if !allocators.iter().any(|x| x == a) => {
                     return Applies::No(format!(
-                        "about {}; the target uses {a}",
+                        "about the {} allocator; the target uses {a}",
                         allocators.join(", ")
                     ));
                 }
@@ -469,8 +471,16 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
     };
     let kernel = version_req("kernel", &def.applies_to.kernel);
     let mongod = version_req("mongod", &def.applies_to.mongod);
-    if def.applies_to.allocator.iter().any(|a| a.trim().is_empty()) {
-        err(None, "applies_to.allocator: names must not be empty".into());
+    for a in &def.applies_to.allocator {
+        if !facts::allocator::KIND_NAMES.contains(&a.as_str()) {
+            err(
+                None,
+                format!(
+                    "applies_to.allocator: unknown allocator {a:?}; use one of {}",
+                    facts::allocator::KIND_NAMES.join(", ")
+                ),
+            );
+        }
     }
     for r in &def.references {
         if r.title.trim().is_empty() {
@@ -852,7 +862,7 @@ mod tests {
             "true",
             0.5,
             0.5,
-            "[applies_to]\nmongod = \">=7.0\"\nallocator = [\"tcmalloc\"]\n",
+            "[applies_to]\nmongod = \">=7.0\"\nallocator = [\"google_tcmalloc\"]\n",
         ))
         .unwrap();
         let mut facts = Facts::derive(&testdata::oversubscribed());
@@ -867,7 +877,7 @@ mod tests {
         assert!(
             matches!(rule.applies(&facts, "x86_64"), Applies::Unknown(r) if r.contains("allocator unknown"))
         );
-        facts.allocator = Some("tcmalloc".into());
+        facts.allocator = Some("google_tcmalloc".into());
         assert_eq!(rule.applies(&facts, "x86_64"), Applies::Yes);
     }
 }

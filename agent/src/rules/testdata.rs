@@ -191,3 +191,16 @@ verify = "look"
 "#
     )
 }
+
+/// The builtin sched rule alone: for tests about the report's mechanics that
+/// must not change when rules are added to the builtin set.
+pub fn sched_rule_only() -> crate::rules::RuleSet {
+    crate::rules::RuleSet::from_sources(
+        crate::rules::RuleSource::Builtin,
+        [(
+            "sched-wakeup-preemption.toml".into(),
+            include_str!("../../../rules/sched-wakeup-preemption.toml").to_string(),
+        )],
+    )
+    .unwrap()
+}

@@ -1,0 +1,233 @@
+//! The `allocator` fact group: which memory allocator the target runs, who
+//! owns its threads' rseq registration (and so whether Google TCMalloc's
+//! per-CPU caches can work), and how much of the target's CPU time its
+//! allocator takes (perf sampling).
+//!
+//! The kind and the rseq verdict come from the target's code and memory
+//! (symbols, glibc's `__rseq_size`); the CPU shares only when the perf probe
+//! ran. Shares over too few samples are not left out but come with their
+//! sample count (`samples`), which rules should require.
+
+use super::{FactGroup, FactValue, float, int, ratio, text};
+use crate::recording::model::Recording;
+use crate::rseq::Verdict;
+use crate::symbols::AllocatorKind;
+
+/// Why the group is absent.
+pub const NO_TARGET_CODE: &str = "the target's code was not analysed (host-wide recording, or its executable and libraries could not be read)";
+
+/// The name rules use for an allocator kind (`applies_to.allocator`, `allocator.kind`).
+pub fn kind_name(kind: AllocatorKind) -> &'static str {
+    match kind {
+        AllocatorKind::GoogleTcmalloc => "google_tcmalloc",
+        AllocatorKind::Gperftools => "gperftools",
+        AllocatorKind::Jemalloc => "jemalloc",
+        AllocatorKind::Glibc => "glibc",
+        AllocatorKind::Unknown => "unknown",
+    }
+}
+
+/// Every allocator name a rule may list.
+pub const KIND_NAMES: [&str; 5] = [
+    "google_tcmalloc",
+    "gperftools",
+    "jemalloc",
+    "glibc",
+    "unknown",
+];
+
+fn verdict_name(v: Verdict) -> &'static str {
+    match v {
+        Verdict::PerCpuCachesPossible => "per_cpu_caches_possible",
+        Verdict::BlockedByGlibcRegistration => "blocked_by_glibc_registration",
+        Verdict::AllocatorHasNoPerCpuMode => "no_per_cpu_mode",
+        Verdict::Unknown => "unknown",
+    }
+}
+
+/// The target's allocator kind as rules name it, `None` when not analysed.
+pub fn allocator_of(rec: &Recording) -> Option<&'static str> {
+    let kind = rec.target_code.as_ref()?.allocator.kind;
+    (kind != AllocatorKind::Unknown).then(|| kind_name(kind))
+}
+
+/// Derives the group; `Err` with the reason when the target's code is unknown.
+pub fn allocator_facts(rec: &Recording) -> Result<FactGroup, String> {
+    let code = rec.target_code.as_ref().ok_or(NO_TARGET_CODE)?;
+    let mut g = FactGroup::new();
+    let kind = code.allocator.kind;
+    g.insert("kind".into(), text(kind_name(kind)));
+    g.insert(
+        "object".into(),
+        text(code.allocator.object.clone().unwrap_or_default()),
+    );
+    g.insert(
+        "per_cpu_mode".into(),
+        FactValue::Bool(kind == AllocatorKind::GoogleTcmalloc),
+    );
+    let verdict = rec.rseq.as_ref().map_or(Verdict::Unknown, |r| r.verdict);
+    g.insert("rseq_verdict".into(), text(verdict_name(verdict)));
+    g.insert(
+        "glibc_owns_rseq".into(),
+        FactValue::Bool(verdict == Verdict::BlockedByGlibcRegistration),
+    );
+    if let Some(size) = rec.rseq.as_ref().and_then(|r| r.glibc_rseq_size) {
+        g.insert("glibc_rseq_size".into(), int(u64::from(size)));
+    }
+    // rseq(2) exists from Linux 4.18; TCMalloc's use of it conflicts with
+    // kernels 6.19 up to 7.0.13 (mongod 8 builds that know refuse to start).
+    if let Some(k) = super::parse_kernel_version(&rec.host.kernel_release) {
+        let v = (k.major, k.minor, k.patch);
+        g.insert("kernel_has_rseq".into(), FactValue::Bool(v >= (4, 18, 0)));
+        g.insert(
+            "kernel_rseq_conflict".into(),
+            FactValue::Bool(((6, 19, 0)..(7, 0, 14)).contains(&v)),
+        );
+    }
+    if let Some(r) = &rec.rseq {
+        let failed = r
+            .threads
+            .iter()
+            .filter(|t| !t.failed_calls.is_empty())
+            .count();
+        g.insert("threads_with_failed_rseq".into(), int(failed as u64));
+    }
+
+    // CPU shares from perf sampling, when it ran.
+    let perf: Vec<_> = rec.slices.iter().filter_map(|s| s.perf.as_ref()).collect();
+    if !perf.is_empty() {
+        let sum = |f: fn(&crate::recording::model::PerfSlice) -> u64| {
+            perf.iter().map(|p| f(p)).fold(0u64, u64::saturating_add)
+        };
+        let target = sum(|p| p.target_samples);
+        let alloc = sum(|p| p.allocator_samples);
+        let slow = sum(|p| p.allocator_slow_path_samples);
+        g.insert("samples".into(), int(target));
+        g.insert("allocator_samples".into(), int(alloc));
+        g.insert(
+            "cpu_share".into(),
+            float(ratio(alloc as f64, target as f64)),
+        );
+        g.insert(
+            "slow_path_share".into(),
+            float(ratio(slow as f64, alloc as f64)),
+        );
+        g.insert(
+            "slow_path_cpu_share".into(),
+            float(ratio(slow as f64, target as f64)),
+        );
+        let mut labels = std::collections::BTreeMap::<&str, u64>::new();
+        for s in perf.iter().flat_map(|p| &p.slow_paths) {
+            *labels.entry(s.label.as_str()).or_default() += s.samples;
+        }
+        let top = labels
+            .iter()
+            .max_by_key(|(label, n)| (**n, std::cmp::Reverse(**label)))
+            .map_or("", |(label, _)| label);
+        g.insert("top_slow_path".into(), text(top));
+    }
+    Ok(g)
+}
+
+/// A target's code with only the allocator filled in: for the example facts
+/// (every rule is checked against them) and for tests.
+pub(crate) fn example_code(kind: AllocatorKind, object: &str) -> crate::symbols::TargetCode {
+    use crate::symbols::summary::{AllocatorSummary, WiredTigerSummary};
+    use crate::symbols::{RseqSymbols, WiredTigerReport};
+    crate::symbols::TargetCode {
+        pid: 100,
+        objects: Vec::new(),
+        unreadable: Vec::new(),
+        allocator: AllocatorSummary {
+            kind,
+            object: Some(object.into()),
+            deciding: Vec::new(),
+            entry_points: Vec::new(),
+            slow_paths: Vec::new(),
+            also_seen: Vec::new(),
+        },
+        wiredtiger: WiredTigerSummary {
+            detected: WiredTigerReport {
+                present: false,
+                object: None,
+                host: None,
+                version_symbol: false,
+                txn_checkpoint: false,
+                checkpoint_functions: Vec::new(),
+            },
+            checkpoint_probes: Vec::new(),
+        },
+        rseq: RseqSymbols::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cover_every_kind() {
+        for k in [
+            AllocatorKind::GoogleTcmalloc,
+            AllocatorKind::Gperftools,
+            AllocatorKind::Jemalloc,
+            AllocatorKind::Glibc,
+            AllocatorKind::Unknown,
+        ] {
+            assert!(KIND_NAMES.contains(&kind_name(k)));
+        }
+    }
+
+    #[test]
+    fn absent_without_target_code() {
+        let rec = super::super::example_recording();
+        let mut rec = rec;
+        rec.target_code = None;
+        assert_eq!(allocator_facts(&rec).unwrap_err(), NO_TARGET_CODE);
+        assert_eq!(allocator_of(&rec), None);
+    }
+
+    #[test]
+    fn shares_and_verdict_from_the_example() {
+        let rec = super::super::example_recording();
+        let g = allocator_facts(&rec).unwrap();
+        assert_eq!(g["kind"], FactValue::Text("google_tcmalloc".into()));
+        assert_eq!(
+            g["rseq_verdict"],
+            FactValue::Text("blocked_by_glibc_registration".into())
+        );
+        assert_eq!(g["glibc_owns_rseq"], FactValue::Bool(true));
+        assert_eq!(g["samples"], FactValue::Int(1000));
+        assert_eq!(g["cpu_share"], FactValue::Float(0.2));
+        assert_eq!(g["slow_path_share"], FactValue::Float(0.25));
+        assert_eq!(
+            g["top_slow_path"],
+            FactValue::Text("central_free_list".into())
+        );
+        assert_eq!(allocator_of(&rec), Some("google_tcmalloc"));
+        assert_eq!(g["kernel_has_rseq"], FactValue::Bool(true));
+        assert_eq!(g["kernel_rseq_conflict"], FactValue::Bool(false));
+    }
+
+    #[test]
+    fn kernel_ranges_for_rseq() {
+        let mut rec = super::super::example_recording();
+        for (release, has, conflict) in [
+            ("4.14.300", false, false),
+            ("4.18.0-553.el8", true, false),
+            ("6.18.44-fc-v769", true, false),
+            ("6.19.0", true, true),
+            ("7.0.13-generic", true, true),
+            ("7.0.14", true, false),
+        ] {
+            rec.host.kernel_release = release.into();
+            let g = allocator_facts(&rec).unwrap();
+            assert_eq!(g["kernel_has_rseq"], FactValue::Bool(has), "{release}");
+            assert_eq!(
+                g["kernel_rseq_conflict"],
+                FactValue::Bool(conflict),
+                "{release}"
+            );
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The `tuning` fact group: the host's memory tuning (transparent huge pages,
+//! writeback thresholds, swapping, NUMA, mappings) and the target process's
+//! limits, as recorded in the host facts.
+//!
+//! These are settings, not measurements: the rules built on them (THP,
+//! dirty-page writeback, the production-notes basics) say what the setting is
+//! and what mongod's documentation or a measured study recommends. A value the
+//! recording could not read is left out of the group, so a rule that reads it
+//! is *not assessed* with the reason instead of being guessed.
+
+use super::{FactGroup, FactValue, float, int, text};
+use crate::recording::model::Recording;
+
+/// Why the group is absent.
+pub const TUNING_UNREADABLE: &str =
+    "the host's memory settings were not recorded (older recording, or /proc/meminfo unreadable)";
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The dirty-page threshold the kernel applies, in bytes: `*_bytes` when set,
+/// else `ratio` % of `available` (the kernel's base is "dirtyable" memory,
+/// free plus reclaimable page cache, which MemAvailable approximates).
+pub fn dirty_threshold_bytes(
+    bytes: Option<u64>,
+    ratio: Option<u64>,
+    available: Option<u64>,
+) -> Option<u64> {
+    match bytes {
+        Some(b) if b > 0 => Some(b),
+        _ => Some(available?.saturating_mul(ratio?) / 100),
+    }
+}
+
+/// Derives the `memory` group; `Err` with the reason when the recording has
+/// no memory facts.
+pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
+    let m = rec.host.memory.as_ref().ok_or(TUNING_UNREADABLE)?;
+    let mut g = FactGroup::new();
+    let mut put = |k: &str, v: Option<FactValue>| {
+        if let Some(v) = v {
+            g.insert(k.into(), v);
+        }
+    };
+    let gib = |b: Option<u64>| b.map(|b| float(b as f64 / GIB));
+    put("mem_total_gib", gib(m.mem_total_bytes));
+    put("mem_available_gib", gib(m.mem_available_bytes));
+    put("swap_total_gib", gib(m.swap_total_bytes));
+    put(
+        "swap_present",
+        m.swap_total_bytes.map(|s| FactValue::Bool(s > 0)),
+    );
+
+    let thp = m.thp.as_ref();
+    let selected = |c: Option<&crate::recording::model::SysfsChoice>| {
+        c.and_then(|c| c.selected.clone()).map(text)
+    };
+    put(
+        "thp_enabled",
+        selected(thp.and_then(|t| t.enabled.as_ref())),
+    );
+    put("thp_defrag", selected(thp.and_then(|t| t.defrag.as_ref())));
+    put(
+        "thp_max_ptes_none",
+        thp.and_then(|t| t.khugepaged_max_ptes_none).map(int),
+    );
+
+    let vm = &m.vm;
+    put("dirty_ratio", vm.dirty_ratio.map(int));
+    put("dirty_background_ratio", vm.dirty_background_ratio.map(int));
+    put("dirty_bytes", vm.dirty_bytes.map(int));
+    put("dirty_background_bytes", vm.dirty_background_bytes.map(int));
+    let by_ratio = |bytes: Option<u64>| bytes.map(|b| FactValue::Bool(b == 0));
+    put("dirty_uses_ratio", by_ratio(vm.dirty_bytes));
+    put(
+        "dirty_background_uses_ratio",
+        by_ratio(vm.dirty_background_bytes),
+    );
+    put(
+        "dirty_threshold_gib",
+        gib(dirty_threshold_bytes(
+            vm.dirty_bytes,
+            vm.dirty_ratio,
+            m.mem_available_bytes,
+        )),
+    );
+    put(
+        "dirty_background_threshold_gib",
+        gib(dirty_threshold_bytes(
+            vm.dirty_background_bytes,
+            vm.dirty_background_ratio,
+            m.mem_available_bytes,
+        )),
+    );
+    put("swappiness", vm.swappiness.map(int));
+    put("overcommit_memory", vm.overcommit_memory.map(int));
+    put("zone_reclaim_mode", vm.zone_reclaim_mode.map(int));
+    put("max_map_count", vm.max_map_count.map(int));
+    put("numa_balancing", m.numa_balancing.map(int));
+
+    let nodes = rec.host.numa_nodes.as_ref().map(|n| {
+        n.iter()
+            .filter(|n| !n.cpus.trim().is_empty() || n.mem_total_bytes.unwrap_or(0) > 0)
+            .count() as u64
+    });
+    put("numa_nodes", nodes.map(int));
+
+    let process = rec.host.target_process.as_ref();
+    put(
+        "numa_policy",
+        process.and_then(|p| p.numa_policy.clone()).map(text),
+    );
+    put(
+        "numa_interleaved",
+        process
+            .and_then(|p| p.numa_policy.as_deref())
+            .map(|p| FactValue::Bool(p.starts_with("interleave"))),
+    );
+    // "unlimited" is the largest integer a fact holds.
+    let limit = |l: Option<u64>| int(l.unwrap_or(u64::MAX));
+    put(
+        "open_files_soft",
+        process
+            .and_then(|p| p.max_open_files.as_ref())
+            .map(|l| limit(l.soft)),
+    );
+    put(
+        "open_files_hard",
+        process
+            .and_then(|p| p.max_open_files.as_ref())
+            .map(|l| limit(l.hard)),
+    );
+    Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::model::{
+        MemoryFacts, NumaNode, ProcessFacts, ResourceLimit, SysfsChoice, ThpFacts, VmSysctls,
+    };
+
+    fn choice(sel: &str) -> Option<SysfsChoice> {
+        Some(SysfsChoice {
+            selected: Some(sel.into()),
+            raw: format!("[{sel}]"),
+        })
+    }
+
+    #[test]
+    fn ratio_thresholds_use_available_memory_bytes_win() {
+        assert_eq!(
+            dirty_threshold_bytes(Some(0), Some(20), Some(100 << 30)),
+            Some(20 << 30)
+        );
+        assert_eq!(
+            dirty_threshold_bytes(Some(536_870_912), Some(20), Some(100 << 30)),
+            Some(536_870_912)
+        );
+        assert_eq!(dirty_threshold_bytes(None, Some(20), None), None);
+    }
+
+    #[test]
+    fn group_has_the_settings_and_leaves_out_what_is_unknown() {
+        let mut rec = super::super::example_recording();
+        rec.host.memory = Some(MemoryFacts {
+            mem_total_bytes: Some(256 << 30),
+            mem_available_bytes: Some(200 << 30),
+            swap_total_bytes: Some(0),
+            thp: Some(ThpFacts {
+                enabled: choice("madvise"),
+                defrag: choice("madvise"),
+                khugepaged_max_ptes_none: Some(511),
+            }),
+            vm: VmSysctls {
+                dirty_ratio: Some(20),
+                dirty_background_ratio: Some(10),
+                dirty_bytes: Some(0),
+                dirty_background_bytes: Some(0),
+                swappiness: Some(60),
+                ..VmSysctls::default()
+            },
+            numa_balancing: None,
+        });
+        rec.host.numa_nodes = Some(vec![
+            NumaNode {
+                id: 0,
+                cpus: "0-7".into(),
+                mem_total_bytes: Some(128 << 30),
+            },
+            NumaNode {
+                id: 1,
+                cpus: "8-15".into(),
+                mem_total_bytes: Some(128 << 30),
+            },
+        ]);
+        rec.host.target_process = Some(ProcessFacts {
+            pid: 100,
+            numa_policy: Some("default".into()),
+            max_open_files: Some(ResourceLimit {
+                soft: Some(1024),
+                hard: None,
+            }),
+            ..ProcessFacts::default()
+        });
+        let g = tuning_facts(&rec).unwrap();
+        assert_eq!(g["thp_enabled"], FactValue::Text("madvise".into()));
+        assert_eq!(g["thp_max_ptes_none"], FactValue::Int(511));
+        assert_eq!(g["dirty_uses_ratio"], FactValue::Bool(true));
+        assert_eq!(g["dirty_threshold_gib"], FactValue::Float(40.0));
+        assert_eq!(g["dirty_background_threshold_gib"], FactValue::Float(20.0));
+        assert_eq!(g["swap_present"], FactValue::Bool(false));
+        assert_eq!(g["numa_nodes"], FactValue::Int(2));
+        assert_eq!(g["numa_interleaved"], FactValue::Bool(false));
+        assert_eq!(g["open_files_soft"], FactValue::Int(1024));
+        assert_eq!(g["open_files_hard"], FactValue::Int(i64::MAX));
+        // Not recorded: left out, never guessed.
+        assert!(!g.contains_key("zone_reclaim_mode"));
+        assert!(!g.contains_key("numa_balancing"));
+    }
+
+    #[test]
+    fn absent_without_memory_facts() {
+        let mut rec = super::super::example_recording();
+        rec.host.memory = None;
+        assert_eq!(tuning_facts(&rec).unwrap_err(), TUNING_UNREADABLE);
+    }
+}

@@ -1,0 +1,476 @@
+//! Scenario tests of the builtin rules: for every rule, a recording on which
+//! it fires (with its evidence numbers checked) and near misses on which it
+//! does not, plus a well-tuned baseline on which nothing of high severity
+//! fires. The recordings are built in code from realistic values (the root
+//! suite produces the sched, softirq and allocator ones by real runs).
+
+use crate::explain::explain;
+use crate::recording::model::{
+    MemoryFacts, NetFacts, NetInterface, NumaNode, PerfSlice, PerfSlowPath, ProbeStatus,
+    ProcessFacts, ProgramStatus, Recording, ResourceLimit, RxQueue, SoftirqSlice, SoftirqVector,
+    SysfsChoice, ThpFacts, VmSysctls,
+};
+use crate::report::{EvidenceValue, Report};
+use crate::rseq::{RseqOwnership, Verdict};
+use crate::rules::{RuleSet, facts::allocator::example_code, testdata};
+use crate::symbols::AllocatorKind;
+
+const GIB: u64 = 1 << 30;
+
+fn choice(sel: &str) -> Option<SysfsChoice> {
+    Some(SysfsChoice {
+        selected: Some(sel.into()),
+        raw: format!("[{sel}]"),
+    })
+}
+
+/// A host tuned as MongoDB 8 with Google TCMalloc wants it: 64 GiB, no swap
+/// pressure, THP always/defer+madvise/0, byte-based writeback, one NUMA
+/// node, 64000 open files, glibc leaving rseq to TCMalloc, RFS on, a quiet
+/// allocator. Every builtin rule is assessed on it and none fires.
+fn baseline() -> Recording {
+    let mut rec = testdata::near_miss();
+    rec.host.memory = Some(MemoryFacts {
+        mem_total_bytes: Some(64 * GIB),
+        mem_available_bytes: Some(40 * GIB),
+        swap_total_bytes: Some(4 * GIB),
+        thp: Some(ThpFacts {
+            enabled: choice("always"),
+            defrag: choice("defer+madvise"),
+            khugepaged_max_ptes_none: Some(0),
+        }),
+        vm: VmSysctls {
+            dirty_ratio: Some(0),
+            dirty_background_ratio: Some(0),
+            dirty_bytes: Some(536_870_912),
+            dirty_background_bytes: Some(67_108_864),
+            dirty_expire_centisecs: Some(3000),
+            dirty_writeback_centisecs: Some(500),
+            swappiness: Some(1),
+            overcommit_memory: Some(0),
+            zone_reclaim_mode: Some(0),
+            max_map_count: Some(262_144),
+        },
+        numa_balancing: Some(0),
+    });
+    rec.host.numa_nodes = Some(vec![NumaNode {
+        id: 0,
+        cpus: "0-7".into(),
+        mem_total_bytes: Some(64 * GIB),
+    }]);
+    rec.host.target_process = Some(ProcessFacts {
+        pid: 1000,
+        numa_policy: Some("default".into()),
+        max_open_files: Some(ResourceLimit {
+            soft: Some(64_000),
+            hard: Some(64_000),
+        }),
+        ..ProcessFacts::default()
+    });
+    rec.host.net = Some(NetFacts {
+        rps_sock_flow_entries: 32_768,
+        interfaces: vec![NetInterface {
+            name: "eth0".into(),
+            rx_queues: vec![RxQueue {
+                name: "rx-0".into(),
+                rps_cpus: "00".into(),
+                rps_flow_cnt: 32_768,
+            }],
+        }],
+    });
+    set_allocator(
+        &mut rec,
+        AllocatorKind::GoogleTcmalloc,
+        Verdict::PerCpuCachesPossible,
+        0,
+    );
+    set_softirq(&mut rec, &[2_000; 8], &[2_000_000; 8]);
+    set_perf(&mut rec, 1_000, 40, 10);
+    rec
+}
+
+fn set_allocator(rec: &mut Recording, kind: AllocatorKind, verdict: Verdict, rseq_size: u32) {
+    rec.target_code = Some(example_code(kind, "/usr/bin/mongod"));
+    rec.rseq = Some(RseqOwnership {
+        allocator: kind,
+        glibc_rseq_size: Some(rseq_size),
+        verdict,
+        method: "test".into(),
+        confidence: "test".into(),
+        threads: Vec::new(),
+    });
+}
+
+/// NET_RX per CPU per slice: entries and handler time (ns); the softirq
+/// probe is marked attached.
+fn set_softirq(rec: &mut Recording, count: &[u64], time_ns: &[u64]) {
+    rec.host.cpu_count = count.len() as u32;
+    for s in &mut rec.slices {
+        s.softirq = Some(SoftirqSlice {
+            vectors: vec![SoftirqVector {
+                name: "NET_RX".into(),
+                count_per_cpu: count.to_vec(),
+                time_ns_per_cpu: time_ns.to_vec(),
+            }],
+            hardirqs: Vec::new(),
+            drops: Default::default(),
+        });
+    }
+    rec.probes.retain(|p| p.family != "softirq");
+    rec.probes.push(ProbeStatus {
+        family: "softirq".into(),
+        programs: vec![ProgramStatus {
+            name: "softirq_entry".into(),
+            attach_point: "tp_btf/softirq_entry".into(),
+            error: None,
+        }],
+    });
+}
+
+/// Per slice: target samples, of which allocator, of which slow path.
+fn set_perf(rec: &mut Recording, target: u64, alloc: u64, slow: u64) {
+    for s in &mut rec.slices {
+        s.perf = Some(PerfSlice {
+            freq_hz: 99,
+            samples: target * 2,
+            observed_samples: target,
+            target_samples: target,
+            allocator_samples: alloc,
+            allocator_slow_path_samples: slow,
+            slow_paths: vec![PerfSlowPath {
+                label: "central_free_list".into(),
+                samples: slow,
+            }],
+            ..PerfSlice::default()
+        });
+    }
+}
+
+fn tuning(rec: &mut Recording) -> &mut MemoryFacts {
+    rec.host.memory.as_mut().unwrap()
+}
+
+fn report(rec: &Recording) -> Report {
+    explain(rec, &RuleSet::builtin().unwrap(), None, None).unwrap()
+}
+
+fn fired(rec: &Recording, id: &str) -> crate::report::Finding {
+    let r = report(rec);
+    r.findings
+        .iter()
+        .find(|f| f.rule_id == id)
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "{id} should fire; findings {:?}; not assessed {:?}",
+                r.findings.iter().map(|f| &f.rule_id).collect::<Vec<_>>(),
+                r.not_assessed
+            )
+        })
+}
+
+fn passed(rec: &Recording, id: &str) {
+    let r = report(rec);
+    assert!(
+        r.passed.iter().any(|p| p.rule_id == id),
+        "{id} should be assessed and pass; findings {:?}; not assessed {:?}; not applicable {:?}",
+        r.findings.iter().map(|f| &f.rule_id).collect::<Vec<_>>(),
+        r.not_assessed,
+        r.not_applicable
+    );
+}
+
+fn not_applicable(rec: &Recording, id: &str) -> String {
+    let r = report(rec);
+    r.not_applicable
+        .iter()
+        .find(|n| n.rule_id == id)
+        .unwrap_or_else(|| panic!("{id} should be not applicable: {:?}", r.not_applicable))
+        .reason
+        .clone()
+}
+
+fn num(f: &crate::report::Finding, label_part: &str) -> f64 {
+    let item = f
+        .evidence
+        .iter()
+        .find(|e| e.label == label_part)
+        .or_else(|| f.evidence.iter().find(|e| e.label.contains(label_part)))
+        .unwrap_or_else(|| panic!("no evidence {label_part:?} in {:?}", f.evidence));
+    match &item.value {
+        EvidenceValue::Float(v) => *v,
+        EvidenceValue::Int(v) => *v as f64,
+        other => panic!("not a number: {other:?}"),
+    }
+}
+
+fn txt(f: &crate::report::Finding, label_part: &str) -> String {
+    let item = f
+        .evidence
+        .iter()
+        .find(|e| e.label == label_part)
+        .or_else(|| f.evidence.iter().find(|e| e.label.contains(label_part)))
+        .unwrap_or_else(|| panic!("no evidence {label_part:?} in {:?}", f.evidence));
+    match &item.value {
+        EvidenceValue::Text(v) => v.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn baseline_assesses_every_rule_and_fires_none() {
+    let r = report(&baseline());
+    assert!(
+        r.findings.is_empty(),
+        "{:?}",
+        r.findings.iter().map(|f| &f.rule_id).collect::<Vec<_>>()
+    );
+    assert!(r.not_assessed.is_empty(), "{:?}", r.not_assessed);
+    // Only the legacy-THP rule (gperftools) is not about this host.
+    let na: Vec<_> = r
+        .not_applicable
+        .iter()
+        .map(|n| n.rule_id.as_str())
+        .collect();
+    assert_eq!(na, ["memory.thp_legacy_tcmalloc"]);
+    assert_eq!(
+        r.passed.len(),
+        RuleSet::builtin().unwrap().rules().len() - 1
+    );
+}
+
+#[test]
+fn tcmalloc_per_cpu_caches_fires_when_glibc_owns_rseq() {
+    let mut rec = baseline();
+    set_allocator(
+        &mut rec,
+        AllocatorKind::GoogleTcmalloc,
+        Verdict::BlockedByGlibcRegistration,
+        32,
+    );
+    let f = fired(&rec, "allocator.tcmalloc_per_cpu_caches");
+    assert_eq!(num(&f, "__rseq_size"), 32.0);
+    assert_eq!(txt(&f, "rseq verdict"), "blocked_by_glibc_registration");
+    assert!(
+        f.fix
+            .commands
+            .iter()
+            .any(|c| c.contains("GLIBC_TUNABLES=glibc.pthread.rseq=0"))
+    );
+    // Near miss: glibc left rseq to TCMalloc.
+    passed(&baseline(), "allocator.tcmalloc_per_cpu_caches");
+    // Not about glibc malloc or the legacy TCMalloc, nor s390x.
+    let mut glibc = baseline();
+    set_allocator(
+        &mut glibc,
+        AllocatorKind::Glibc,
+        Verdict::AllocatorHasNoPerCpuMode,
+        32,
+    );
+    assert!(not_applicable(&glibc, "allocator.tcmalloc_per_cpu_caches").contains("allocator"));
+    let mut gperf = rec.clone();
+    set_allocator(
+        &mut gperf,
+        AllocatorKind::Gperftools,
+        Verdict::AllocatorHasNoPerCpuMode,
+        32,
+    );
+    not_applicable(&gperf, "allocator.tcmalloc_per_cpu_caches");
+    let mut z = rec.clone();
+    z.host.arch = "s390x".into();
+    not_applicable(&z, "allocator.tcmalloc_per_cpu_caches");
+}
+
+#[test]
+fn tcmalloc_kernel_rule_replaces_the_tunable_advice_on_conflicting_kernels() {
+    let mut rec = baseline();
+    set_allocator(
+        &mut rec,
+        AllocatorKind::GoogleTcmalloc,
+        Verdict::BlockedByGlibcRegistration,
+        32,
+    );
+    for release in ["6.19.2-generic", "7.0.13", "4.14.300"] {
+        rec.host.kernel_release = release.into();
+        let f = fired(&rec, "allocator.tcmalloc_kernel");
+        assert_eq!(txt(&f, "kernel"), release);
+        // The glibc tunable is not the advice on these kernels.
+        passed(&rec, "allocator.tcmalloc_per_cpu_caches");
+    }
+    rec.host.kernel_release = "7.0.14".into();
+    passed(&rec, "allocator.tcmalloc_kernel");
+    fired(&rec, "allocator.tcmalloc_per_cpu_caches");
+}
+
+#[test]
+fn thp_rules_follow_the_allocator() {
+    let mut rec = baseline();
+    let t = tuning(&mut rec);
+    t.thp.as_mut().unwrap().enabled = choice("madvise");
+    t.thp.as_mut().unwrap().khugepaged_max_ptes_none = Some(511);
+    let f = fired(&rec, "memory.thp_google_tcmalloc");
+    assert_eq!(txt(&f, "THP enabled"), "madvise");
+    assert_eq!(num(&f, "max_ptes_none"), 511.0);
+    assert!(
+        f.fix
+            .commands
+            .iter()
+            .any(|c| c.contains("echo defer+madvise"))
+    );
+    // Near miss: exactly the recommendation.
+    passed(&baseline(), "memory.thp_google_tcmalloc");
+    // Legacy TCMalloc: THP must be off; the 8.0 rule does not apply.
+    let mut legacy = baseline();
+    set_allocator(
+        &mut legacy,
+        AllocatorKind::Gperftools,
+        Verdict::AllocatorHasNoPerCpuMode,
+        32,
+    );
+    let f = fired(&legacy, "memory.thp_legacy_tcmalloc");
+    assert_eq!(txt(&f, "THP enabled"), "always");
+    not_applicable(&legacy, "memory.thp_google_tcmalloc");
+    let t = tuning(&mut legacy);
+    t.thp.as_mut().unwrap().enabled = choice("never");
+    t.thp.as_mut().unwrap().defrag = choice("never");
+    passed(&legacy, "memory.thp_legacy_tcmalloc");
+}
+
+#[test]
+fn dirty_writeback_fires_on_a_large_host_with_ratios() {
+    let mut rec = baseline();
+    let t = tuning(&mut rec);
+    t.mem_total_bytes = Some(256 * GIB);
+    t.mem_available_bytes = Some(200 * GIB);
+    t.vm.dirty_bytes = Some(0);
+    t.vm.dirty_background_bytes = Some(0);
+    t.vm.dirty_ratio = Some(20);
+    t.vm.dirty_background_ratio = Some(10);
+    let f = fired(&rec, "memory.dirty_writeback");
+    assert_eq!(num(&f, "background writeback threshold"), 20.0);
+    assert_eq!(num(&f, "dirty throttling threshold"), 40.0);
+    assert!(
+        f.fix
+            .commands
+            .iter()
+            .any(|c| c.contains("vm.dirty_bytes = 536870912"))
+    );
+    // Near miss: the same ratios on an 8 GiB host are small thresholds.
+    let t = tuning(&mut rec);
+    t.mem_total_bytes = Some(8 * GIB);
+    t.mem_available_bytes = Some(6 * GIB);
+    passed(&rec, "memory.dirty_writeback");
+    // Near miss: byte limits (the baseline).
+    passed(&baseline(), "memory.dirty_writeback");
+}
+
+#[test]
+fn rfs_rule_fires_when_net_rx_piles_on_one_cpu() {
+    let mut rec = baseline();
+    // 8 CPUs: CPU 0 takes 40 000 NET_RX/s and 300 ms/s, the others little.
+    let mut count = vec![500; 8];
+    let mut time = vec![1_000_000; 8];
+    count[0] = 40_000;
+    time[0] = 300_000_000;
+    set_softirq(&mut rec, &count, &time);
+    rec.host.net.as_mut().unwrap().rps_sock_flow_entries = 0;
+    rec.host.net.as_mut().unwrap().interfaces[0].rx_queues[0].rps_flow_cnt = 0;
+    let f = fired(&rec, "net.softirq_imbalance_rfs");
+    assert_eq!(num(&f, "busiest CPU"), 0.0);
+    assert!(
+        (num(&f, "share of NET_RX time on the busiest CPU") - 300.0 / 307.0 * 100.0).abs() < 0.01
+    );
+    assert!((num(&f, "that CPU's time in NET_RX") - 30.0).abs() < 0.01);
+    // s390x ranks it higher.
+    let mut z = rec.clone();
+    z.host.arch = "s390x".into();
+    assert!(fired(&z, "net.softirq_imbalance_rfs").score > f.score);
+    // Near miss: RFS already on.
+    let mut on = rec.clone();
+    on.host.net = baseline().host.net;
+    passed(&on, "net.softirq_imbalance_rfs");
+    // Near miss: the same load spread evenly.
+    let mut even = rec.clone();
+    set_softirq(&mut even, &[5_500; 8], &[38_000_000; 8]);
+    passed(&even, "net.softirq_imbalance_rfs");
+}
+
+#[test]
+fn swappiness_numa_and_open_files_basics() {
+    let mut rec = baseline();
+    tuning(&mut rec).vm.swappiness = Some(60);
+    let f = fired(&rec, "host.swappiness");
+    assert_eq!(num(&f, "vm.swappiness"), 60.0);
+    // Near miss: no swap at all.
+    tuning(&mut rec).swap_total_bytes = Some(0);
+    passed(&rec, "host.swappiness");
+
+    let mut numa = baseline();
+    numa.host.numa_nodes = Some(
+        (0..2)
+            .map(|id| NumaNode {
+                id,
+                cpus: if id == 0 { "0-3" } else { "4-7" }.into(),
+                mem_total_bytes: Some(32 * GIB),
+            })
+            .collect(),
+    );
+    let f = fired(&numa, "host.numa");
+    assert_eq!(num(&f, "NUMA nodes"), 2.0);
+    assert_eq!(txt(&f, "memory policy"), "default");
+    numa.host.target_process.as_mut().unwrap().numa_policy = Some("interleave:0-1".into());
+    passed(&numa, "host.numa");
+    tuning(&mut numa).vm.zone_reclaim_mode = Some(1);
+    fired(&numa, "host.numa");
+
+    let mut files = baseline();
+    files.host.target_process.as_mut().unwrap().max_open_files = Some(ResourceLimit {
+        soft: Some(1024),
+        hard: Some(524_288),
+    });
+    let f = fired(&files, "host.open_files");
+    assert_eq!(num(&f, "soft limit"), 1024.0);
+    // Unlimited counts as enough.
+    files.host.target_process.as_mut().unwrap().max_open_files = Some(ResourceLimit {
+        soft: None,
+        hard: None,
+    });
+    passed(&files, "host.open_files");
+}
+
+#[test]
+fn unknown_settings_are_not_assessed_never_guessed() {
+    let mut rec = baseline();
+    tuning(&mut rec).vm.swappiness = None;
+    let r = report(&rec);
+    let n = r
+        .not_assessed
+        .iter()
+        .find(|n| n.rule_id == "host.swappiness")
+        .expect("not assessed");
+    assert!(n.reason.contains("swappiness"), "{}", n.reason);
+    rec.host.memory = None;
+    let r = report(&rec);
+    assert!(
+        r.not_assessed
+            .iter()
+            .any(|n| n.rule_id == "memory.dirty_writeback"
+                && n.reason.contains("memory settings were not recorded"))
+    );
+}
+
+#[test]
+fn allocator_cpu_hot_needs_enough_samples() {
+    let mut rec = baseline();
+    set_perf(&mut rec, 1_000, 200, 80);
+    let f = fired(&rec, "allocator.cpu_hot");
+    assert!((num(&f, "allocator share") - 20.0).abs() < 1e-9);
+    assert!((num(&f, "slow-path share") - 40.0).abs() < 1e-9);
+    assert_eq!(txt(&f, "most sampled slow path"), "central_free_list");
+    // Near miss: a small share with a busy slow path.
+    set_perf(&mut rec, 1_000, 30, 20);
+    passed(&rec, "allocator.cpu_hot");
+    // Near miss: too few samples to tell (10 slices × 40).
+    set_perf(&mut rec, 40, 20, 10);
+    passed(&rec, "allocator.cpu_hot");
+}
