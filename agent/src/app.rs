@@ -101,6 +101,7 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
         Format::Terminal => crate::report::terminal::render(&report, color),
         Format::Markdown => crate::report::markdown::render(&report),
         Format::Json => crate::report::json::render(&report).map_err(AppError::failure)?,
+        Format::Html => crate::report::html::render(&report),
     };
     print!("{text}");
     Ok(())

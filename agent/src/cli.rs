@@ -104,6 +104,8 @@ pub enum Format {
     Terminal,
     Markdown,
     Json,
+    /// One self-contained HTML file with charts (write it with `-o` or redirect).
+    Html,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

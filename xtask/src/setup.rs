@@ -30,6 +30,8 @@ pub const APT_PACKAGES: &[&str] = &[
     "python3-venv",
     // The overhead bench compares mdiag with bpftrace doing the same histogram.
     "bpftrace",
+    // The HTML report is checked in a real browser (tests/root/html.rs).
+    "chromium",
 ];
 
 /// SecantusDB, pinned: the stand-in mongod of the integration tests

@@ -197,6 +197,7 @@ mod tests {
                 "rseq",
                 "perf",
                 "wiredtiger",
+                "timeline",
                 "not_recorded"
             ])
         );

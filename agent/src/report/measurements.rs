@@ -48,6 +48,10 @@ pub struct Measurements {
     /// Probe families without measurements, and why (not attached, attached
     /// only partly, attached but recorded nothing).
     pub not_recorded: Vec<FamilyNote>,
+    /// Per-slice series (checkpoint windows, waits, preemptions) for charts;
+    /// `None` without slices.
+    #[serde(default)]
+    pub timeline: Option<super::timeline::Timeline>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,6 +223,7 @@ impl Measurements {
         m.rseq = rec.rseq.as_ref().map(rseq_measurement);
         m.perf = perf(rec);
         m.wiredtiger = wiredtiger(rec);
+        m.timeline = super::timeline::Timeline::build(rec);
         // Families that failed (wholly, partly, or as "not applicable"), and
         // attached families of this build that recorded nothing.
         for probe in &rec.probes {
@@ -1403,6 +1408,7 @@ mod tests {
                 "sched",
                 "softirq",
                 "syscalls",
+                "timeline",
                 "wiredtiger"
             ]
         );

@@ -10,10 +10,13 @@
 //! Besides the rules' verdicts, the report carries the [`Measurements`]: the
 //! numbers each probe family measured, shown even when no rule uses them.
 
+pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod measurements;
+pub mod svg;
 pub mod terminal;
+pub mod timeline;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,0 +1,331 @@
+//! The HTML report (`mdiag explain --format html`): one self-contained file
+//! (inline CSS and SVG, no script, nothing fetched) that opens anywhere.
+//!
+//! The text is the Markdown report rendered to HTML (pulldown-cmark), so the
+//! two always say the same; charts are added where people would rather look
+//! than read, in a "Charts" section before the measurements: softirq time
+//! per CPU and vector, preemptions per thread class, and a timeline of
+//! checkpoint windows against lock waits, preemptions and network work.
+//! A chart without data says why instead of drawing an empty frame.
+
+use std::fmt::Write;
+
+use pulldown_cmark::{Event, Options, Parser, html::push_html};
+
+use super::svg::{Panel, esc, hbars, stacked_bars, time_panels};
+use super::{Measurements, Report};
+
+const CSS: &str = r#"
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em;border-bottom:2px solid #0072B2;padding-bottom:.2em}
+h2{font-size:1.3em;margin-top:1.6em;border-bottom:1px solid #ccc}
+h3{font-size:1.1em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
+th,td{border:1px solid #ccc;padding:.25em .55em;vertical-align:top}
+th{background:#f2f5f8}
+thead:has(th:empty:first-child + th:empty:last-child){display:none}
+pre{background:#f6f8fa;border:1px solid #ddd;padding:.6em;overflow-x:auto;font-size:.88em}
+code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+.charts figure{margin:1em 0}
+.charts figcaption{font-size:.9em;color:#555;max-width:760px}
+.no-data{color:#777;font-style:italic}
+svg.chart{max-width:100%;height:auto;background:#fff;border:1px solid #eee}
+svg .chart-title{font-weight:600;font-size:13px}
+svg .tick,svg .legend,svg .unit{font-size:11px;fill:#444}
+svg .panel-title{font-size:12px;fill:#222}
+footer{margin-top:3em;font-size:.85em;color:#777}
+"#;
+
+/// The whole report as an HTML document.
+pub fn render(report: &Report) -> String {
+    let markdown = super::markdown::render(report);
+    let mut body = String::new();
+    // Raw HTML in the Markdown (a host or thread name with '<' in it) is
+    // shown as text, never passed through.
+    let events = Parser::new_ext(&markdown, Options::ENABLE_TABLES).map(|e| match e {
+        Event::Html(t) | Event::InlineHtml(t) => Event::Text(t),
+        e => e,
+    });
+    push_html(&mut body, events);
+    let charts = charts(&report.measurements);
+    // Charts go before the measurements (or at the end when there are none).
+    match body.find("<h2>Measurements</h2>") {
+        Some(at) => body.insert_str(at, &charts),
+        None => body.push_str(&charts),
+    }
+    let title = format!("mdiag report: {}", report.recording.host.hostname);
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"mdiag {}\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n<footer>Written by mdiag {} from a recording of {} to {}; self-contained, no network access needed.</footer>\n</body>\n</html>\n",
+        esc(&report.mdiag_version),
+        esc(&title),
+        esc(&report.mdiag_version),
+        esc(&report.recording.started_at.to_rfc3339()),
+        esc(&report.recording.ended_at.to_rfc3339()),
+    )
+}
+
+fn figure(out: &mut String, svg: &str, caption: &str) {
+    let _ = writeln!(
+        out,
+        "<figure>{svg}<figcaption>{}</figcaption></figure>",
+        esc(caption)
+    );
+}
+
+fn no_data(out: &mut String, id: &str, what: &str, why: &str) {
+    let _ = writeln!(
+        out,
+        "<p class=\"no-data\" id=\"{}\">No {}: {}</p>",
+        esc(id),
+        esc(what),
+        esc(why)
+    );
+}
+
+/// Why a family has no measurements, from `not_recorded`.
+fn why_missing(m: &Measurements, family: &str) -> String {
+    m.not_recorded
+        .iter()
+        .find(|n| n.family == family)
+        .map_or_else(
+            || format!("the {family} probe was not part of this recording"),
+            |n| n.reason.clone(),
+        )
+}
+
+/// The "Charts" section.
+pub fn charts(m: &Measurements) -> String {
+    let mut out = String::from("<section class=\"charts\">\n<h2>Charts</h2>\n");
+
+    match &m.softirq {
+        Some(s) if !s.cpus.is_empty() => {
+            let mut categories: Vec<String> =
+                s.cpus.iter().map(|c| format!("cpu{}", c.cpu)).collect();
+            let mut series: Vec<(&str, Vec<f64>)> = s
+                .vectors
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    (
+                        v.name.as_str(),
+                        s.cpus
+                            .iter()
+                            .map(|c| c.time_ms_per_s.get(i).copied().unwrap_or(0.0))
+                            .collect(),
+                    )
+                })
+                .collect();
+            if let Some(o) = &s.other_cpus {
+                categories.push(format!("other {} (mean)", o.cpus));
+                for (i, (_, values)) in series.iter_mut().enumerate() {
+                    values.push(o.time_ms_per_s.get(i).copied().unwrap_or(0.0));
+                }
+            }
+            figure(
+                &mut out,
+                &stacked_bars(
+                    "chart-softirq",
+                    "Softirq time per CPU and vector",
+                    "ms of CPU per s",
+                    &categories,
+                    &series,
+                ),
+                &if s.net_rx_imbalance > 0.0 {
+                    format!(
+                        "CPU time in softirq handlers per CPU (1000 ms/s = a whole CPU). NET_RX imbalance {} (busiest / mean; 1 = even), busiest CPU {} with {} % of NET_RX time.",
+                        super::format_number(s.net_rx_imbalance),
+                        s.net_rx_busiest_cpu,
+                        super::format_number(s.net_rx_busiest_share * 100.0)
+                    )
+                } else {
+                    "CPU time in softirq handlers per CPU (1000 ms/s = a whole CPU). No NET_RX time was recorded.".to_string()
+                },
+            );
+        }
+        _ => no_data(
+            &mut out,
+            "chart-softirq",
+            "softirq chart",
+            &why_missing(m, "softirq"),
+        ),
+    }
+
+    match &m.sched {
+        Some(s) if !s.top_classes.is_empty() => {
+            let rows: Vec<(String, f64)> = s
+                .top_classes
+                .iter()
+                .map(|c| {
+                    (
+                        format!("{} ({} thr.)", c.class, c.threads),
+                        c.involuntary_per_s,
+                    )
+                })
+                .collect();
+            figure(
+                &mut out,
+                &hbars(
+                    "chart-preemptions",
+                    "Involuntary switches (preemptions) per thread class",
+                    "involuntary switches per second",
+                    &rows,
+                ),
+                &format!(
+                    "Threads switched out while still runnable, by thread name class ({} threads observed; {} % of their switches involuntary; run-queue delay p99 {} µs).",
+                    s.threads,
+                    super::format_number(s.involuntary_share * 100.0),
+                    super::format_number(s.runq_p99_us)
+                ),
+            );
+        }
+        Some(_) => no_data(
+            &mut out,
+            "chart-preemptions",
+            "preemption chart",
+            "no thread was switched out involuntarily",
+        ),
+        None => no_data(
+            &mut out,
+            "chart-preemptions",
+            "preemption chart",
+            &why_missing(m, "sched"),
+        ),
+    }
+
+    match &m.timeline {
+        Some(t) => {
+            let point = |values: &[Option<f64>]| -> Vec<(f64, Option<f64>)> {
+                t.start_s
+                    .iter()
+                    .zip(&t.duration_s)
+                    .zip(values)
+                    .map(|((s, d), v)| (s + d / 2.0, *v))
+                    .collect()
+            };
+            let mut series: Vec<Panel> = Vec::new();
+            if t.futex_wait_ms_per_s.iter().any(Option::is_some) {
+                series.push((
+                    "Futex (lock) wait of observed threads",
+                    "ms/s",
+                    point(&t.futex_wait_ms_per_s),
+                ));
+            }
+            if t.involuntary_per_s.iter().any(Option::is_some) {
+                series.push(("Involuntary switches", "per s", point(&t.involuntary_per_s)));
+            }
+            if t.net_rx_ms_per_s.iter().any(Option::is_some) {
+                series.push(("NET_RX softirq time", "ms/s", point(&t.net_rx_ms_per_s)));
+            }
+            let windows: Vec<(f64, f64)> =
+                t.checkpoints.iter().map(|w| (w.start_s, w.end_s)).collect();
+            if series.is_empty() {
+                no_data(
+                    &mut out,
+                    "chart-timeline",
+                    "timeline",
+                    "no per-second series was recorded",
+                );
+            } else {
+                let caption = if windows.is_empty() {
+                    format!(
+                        "Per-second figures over the recording. No checkpoint window: {}.",
+                        if m.wiredtiger.is_some() {
+                            "none ran".to_string()
+                        } else {
+                            why_missing(m, "wiredtiger")
+                        }
+                    )
+                } else {
+                    format!(
+                        "Per-second figures over the recording; shaded: the {} WiredTiger checkpoint windows (placed to about a second).",
+                        windows.len()
+                    )
+                };
+                figure(
+                    &mut out,
+                    &time_panels(
+                        "chart-timeline",
+                        "Timeline: checkpoint windows against waits and preemptions",
+                        t.end_s(),
+                        &windows,
+                        "checkpoint running",
+                        &series,
+                    ),
+                    &caption,
+                );
+            }
+        }
+        None => no_data(
+            &mut out,
+            "chart-timeline",
+            "timeline",
+            "the recording has no slices",
+        ),
+    }
+    out.push_str("</section>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explain::explain;
+    use crate::recording::model::{Checkpoint, WiredTigerSlice};
+    use crate::rules::testdata;
+
+    fn report(rec: &crate::recording::model::Recording) -> Report {
+        explain(
+            rec,
+            &testdata::sched_rule_only(),
+            None,
+            Some("r.mdiag".into()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn html_is_one_document_with_findings_and_charts() {
+        let mut rec = testdata::oversubscribed();
+        rec.slices[4].wiredtiger = Some(WiredTigerSlice {
+            checkpoints: vec![Checkpoint {
+                tid: 9,
+                start_ns: 5,
+                duration_ns: 800_000_000,
+                ret: 0,
+                in_progress: false,
+            }],
+            drops: Default::default(),
+        });
+        let html = render(&report(&rec));
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(html.trim_end().ends_with("</html>"));
+        // Self-contained: nothing fetched.
+        for needle in ["<script", "src=", "<link", "@import", "url("] {
+            assert!(!html.contains(needle), "{needle}");
+        }
+        assert!(html.contains("<h2>Findings</h2>"));
+        assert!(html.contains("Wakeup preemption keeps interrupting busy threads"));
+        // The fix commands are code blocks.
+        assert!(html.contains("<pre><code"));
+        assert!(html.contains("echo NO_WAKEUP_PREEMPTION &gt; /sys/kernel/debug/sched/features"));
+        // Charts before the measurements.
+        let charts = html.find("<h2>Charts</h2>").unwrap();
+        assert!(charts < html.find("<h2>Measurements</h2>").unwrap());
+        assert!(html.contains(r#"<svg id="chart-preemptions""#));
+        assert!(html.contains(r#"<svg id="chart-timeline""#));
+        assert_eq!(html.matches(r#"class="window""#).count(), 1);
+        // No softirq data in this recording: said, not drawn.
+        assert!(html.contains(r#"<p class="no-data" id="chart-softirq">"#));
+        // Tables rendered.
+        assert!(html.contains("<table>"));
+    }
+
+    #[test]
+    fn text_from_the_recording_is_escaped() {
+        let mut rec = testdata::oversubscribed();
+        rec.host.hostname = "<img src=x onerror=alert(1)>".into();
+        let html = render(&report(&rec));
+        assert!(!html.contains("<img"), "unescaped host name");
+        assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    }
+}

@@ -1,0 +1,118 @@
+//! The HTML report of a real recording, opened in headless Chromium (Debian's
+//! `chromium`, installed by `cargo xtask setup`): the charts must survive a
+//! real browser's parser (checked in the DOM it dumps) and the page must
+//! render (a screenshot is written next to the report for a human to look at).
+
+use std::{path::Path, process::Command};
+
+use mdiag_tests::{require_root, run_mdiag};
+
+const LOOPBACK: &str = env!("CARGO_BIN_EXE_mdiag-loopback");
+const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
+
+fn chromium() -> &'static str {
+    for p in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
+        if Path::new(p).exists() {
+            return p;
+        }
+    }
+    panic!("no chromium: run `cargo xtask setup` (Debian package chromium)");
+}
+
+fn browser(args: &[&str]) -> std::process::Output {
+    Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .args(args)
+        .output()
+        .expect("run chromium")
+}
+
+#[test]
+fn html_report_renders_with_its_charts_in_chromium() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.mdiag");
+    // Host-wide, with loopback traffic (NET_RX) and an oversubscribed spinner
+    // (preemptions), so every chart has data.
+    let threads = (2 * mdiag::host::online_cpus() + 2).to_string();
+    let mut load = Command::new(LOOPBACK)
+        .args(["--ms", "3000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut spin = Command::new(SPIN)
+        .args(["--threads", &threads, "--spin-ms", "3000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = run_mdiag(&[
+        "record",
+        "--host-wide",
+        "--duration",
+        "3s",
+        "--no-progress",
+        "-o",
+        rec.to_str().unwrap(),
+    ]);
+    let _ = load.wait();
+    let _ = spin.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let html = run_mdiag(&["explain", "--format", "html", rec.to_str().unwrap()]);
+    assert!(
+        html.status.success(),
+        "{}",
+        String::from_utf8_lossy(&html.stderr)
+    );
+    let page = dir.path().join("report.html");
+    std::fs::write(&page, &html.stdout).unwrap();
+    let url = format!("file://{}", page.display());
+
+    let dom = browser(&["--dump-dom", &url]);
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for id in ["chart-softirq", "chart-preemptions", "chart-timeline"] {
+        let at = dom
+            .find(&format!("<svg id=\"{id}\""))
+            .unwrap_or_else(|| panic!("{id} missing from the DOM Chromium built"));
+        let end = at + dom[at..].find("</svg>").expect("closed svg");
+        let svg = &dom[at..end];
+        let marks = svg.matches("<rect class=\"bar\"").count() + svg.matches("<circle").count();
+        assert!(marks > 0, "{id} has no marks: {svg}");
+    }
+    assert!(dom.contains("<h2>Findings</h2>") && dom.contains("<h2>Measurements</h2>"));
+
+    // The screenshot: kept in target/ for a human to look at.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mdiag-report.png");
+    let _ = std::fs::remove_file(&shot);
+    let s = browser(&[
+        &format!("--screenshot={}", shot.display()),
+        "--window-size=1100,2400",
+        &url,
+    ]);
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    let png = std::fs::read(&shot).expect("screenshot written");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        png.len() > 20_000,
+        "screenshot suspiciously small: {} bytes",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.display());
+}
