@@ -36,6 +36,7 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
     match cli.command {
         Command::Record(args) => record_cmd(&args),
         Command::Explain(args) => explain_cmd(&args),
+        Command::Compare(args) => compare_cmd(&args),
         Command::Export(args) => export_cmd(&args),
     }
 }
@@ -67,6 +68,36 @@ fn record_cmd(args: &RecordArgs) -> Result<(), AppError> {
         println!("  {line}");
     }
     println!("Full report: mdiag explain {}", outcome.path.display());
+    Ok(())
+}
+
+fn compare_cmd(args: &crate::cli::CompareArgs) -> Result<(), AppError> {
+    let before = crate::recording::read_file(&args.before).map_err(AppError::usage)?;
+    let after = crate::recording::read_file(&args.after).map_err(AppError::usage)?;
+    let rules = match &args.rules {
+        Some(dir) => crate::rules::RuleSet::load_dir(dir).map_err(AppError::usage)?,
+        None => crate::rules::RuleSet::builtin().map_err(AppError::failure)?,
+    };
+    let sources = (
+        args.before.display().to_string(),
+        args.after.display().to_string(),
+    );
+    let comparison = crate::compare::compare(
+        &before,
+        &after,
+        (&sources.0, &sources.1),
+        &rules,
+        args.arch.as_deref(),
+    )
+    .map_err(AppError::usage)?;
+    match args.format {
+        crate::cli::CompareFormat::Text => print!("{}", crate::compare::render_text(&comparison)),
+        crate::cli::CompareFormat::Json => {
+            let json = serde_json::to_string_pretty(&comparison)
+                .map_err(|e| AppError::failure(anyhow::anyhow!("writing JSON: {e}")))?;
+            println!("{json}");
+        }
+    }
     Ok(())
 }
 

@@ -25,8 +25,33 @@ pub enum Command {
     Record(RecordArgs),
     /// Read a recording, evaluate the rules and print a ranked report.
     Explain(ExplainArgs),
+    /// Compare two recordings (e.g. before and after a fix): findings resolved or new, evidence and per-second figures side by side.
+    Compare(CompareArgs),
     /// Decode a mongod FTDC directory (diagnostic.data) or file to JSON lines, one per sample.
     Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The recording taken first (e.g. before the fix).
+    pub before: PathBuf,
+    /// The recording taken after.
+    pub after: PathBuf,
+    /// Output format: text, or JSON for other tools.
+    #[arg(short, long, value_enum, default_value_t = CompareFormat::Text)]
+    pub format: CompareFormat,
+    /// Load rules from this directory (*.toml) instead of the built-in set.
+    #[arg(long, value_name = "DIR")]
+    pub rules: Option<PathBuf>,
+    /// Rank both for this architecture (default: the BEFORE recording's).
+    #[arg(long)]
+    pub arch: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Args)]

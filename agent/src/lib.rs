@@ -7,6 +7,7 @@
 //! `explain` in [`explain`] and the renderers in [`report`].
 pub mod app;
 pub mod cli;
+pub mod compare;
 pub mod explain;
 pub mod export;
 pub mod ftdc;

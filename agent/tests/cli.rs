@@ -199,3 +199,41 @@ fn export_rejects_a_non_ftdc_file_naming_it() {
     let out = mdiag(&["export", "metrics.bogus"], dir.path());
     assert_clean_usage_error(&out, "metrics.bogus");
 }
+
+#[test]
+fn compare_two_recordings_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.mdiag");
+    let b = dir.path().join("b.mdiag");
+    write_zst(&a, valid_recording_json().to_string().as_bytes());
+    write_zst(&b, valid_recording_json().to_string().as_bytes());
+    let out = mdiag(&["compare", "a.mdiag", "b.mdiag"], dir.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("before: a.mdiag"), "{stdout}");
+    assert!(stdout.contains("after:  b.mdiag"), "{stdout}");
+    let json = mdiag(
+        &["compare", "--format", "json", "a.mdiag", "b.mdiag"],
+        dir.path(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert!(
+        v["rules"].as_array().is_some_and(|r| !r.is_empty()),
+        "{v:#}"
+    );
+    // Every builtin rule lacks data in these empty recordings.
+    assert!(
+        v["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["verdict"] == "not_comparable"),
+        "{v:#}"
+    );
+    let missing = mdiag(&["compare", "a.mdiag", "nope.mdiag"], dir.path());
+    assert_clean_usage_error(&missing, "nope.mdiag");
+}
