@@ -468,12 +468,15 @@ fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
     let mut hist: Vec<u64> = Vec::new();
     let mut drops = crate::recording::model::SchedDrops::default();
     let mut threads: BTreeMap<u32, ThreadTotals> = BTreeMap::new();
+    let (mut wakeup_preemptions, mut migrations) = (0u64, 0u64);
     for (_, s) in &slices {
         switches = switches.saturating_add(s.switches_total);
         voluntary = voluntary.saturating_add(s.voluntary);
         involuntary = involuntary.saturating_add(s.involuntary);
         preempted = preempted.saturating_add(s.preempted);
         wakeups = wakeups.saturating_add(s.wakeups);
+        wakeup_preemptions = wakeup_preemptions.saturating_add(s.wakeup_preemptions);
+        migrations = migrations.saturating_add(s.migrations);
         if hist.len() < s.runq_hist_log2_ns.len() {
             hist.resize(s.runq_hist_log2_ns.len(), 0);
         }
@@ -555,6 +558,19 @@ fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
     g.insert(
         "preempted_share".into(),
         float(ratio(preempted as f64, involuntary as f64)),
+    );
+    g.insert("wakeup_preemptions".into(), int(wakeup_preemptions));
+    g.insert(
+        "wakeup_preemptions_per_s".into(),
+        float(ratio(wakeup_preemptions as f64, duration_s)),
+    );
+    g.insert(
+        "wakeup_preemption_share".into(),
+        float(ratio(wakeup_preemptions as f64, involuntary as f64)),
+    );
+    g.insert(
+        "migrations_per_s".into(),
+        float(ratio(migrations as f64, duration_s)),
     );
     g.insert("runq_delays".into(), int(runq_delays));
     g.insert("runq_p50_us".into(), float(pct_us(0.50)));
