@@ -190,6 +190,11 @@ fn not_applicable(rec: &Recording, id: &str) -> String {
         .clone()
 }
 
+/// Some fix command contains `needle`.
+fn fix_has(f: &crate::report::Finding, needle: &str) -> bool {
+    f.fix.commands.iter().any(|c| c.contains(needle))
+}
+
 fn num(f: &crate::report::Finding, label_part: &str) -> f64 {
     let item = f
         .evidence
@@ -252,10 +257,9 @@ fn tcmalloc_per_cpu_caches_fires_when_glibc_owns_rseq() {
     assert_eq!(num(&f, "__rseq_size"), 32.0);
     assert_eq!(txt(&f, "rseq verdict"), "blocked_by_glibc_registration");
     assert!(
-        f.fix
-            .commands
-            .iter()
-            .any(|c| c.contains("GLIBC_TUNABLES=glibc.pthread.rseq=0"))
+        fix_has(&f, "GLIBC_TUNABLES=glibc.pthread.rseq=0"),
+        "{:?}",
+        f.fix.commands
     );
     // Near miss: glibc left rseq to TCMalloc.
     passed(&baseline(), "allocator.tcmalloc_per_cpu_caches");
@@ -311,12 +315,7 @@ fn thp_rules_follow_the_allocator() {
     let f = fired(&rec, "memory.thp_google_tcmalloc");
     assert_eq!(txt(&f, "THP enabled"), "madvise");
     assert_eq!(num(&f, "max_ptes_none"), 511.0);
-    assert!(
-        f.fix
-            .commands
-            .iter()
-            .any(|c| c.contains("echo defer+madvise"))
-    );
+    assert!(fix_has(&f, "echo defer+madvise"), "{:?}", f.fix.commands);
     // Near miss: exactly the recommendation.
     passed(&baseline(), "memory.thp_google_tcmalloc");
     // Legacy TCMalloc: THP must be off; the 8.0 rule does not apply.
@@ -350,10 +349,9 @@ fn dirty_writeback_fires_on_a_large_host_with_ratios() {
     assert_eq!(num(&f, "background writeback threshold"), 20.0);
     assert_eq!(num(&f, "dirty throttling threshold"), 40.0);
     assert!(
-        f.fix
-            .commands
-            .iter()
-            .any(|c| c.contains("vm.dirty_bytes = 536870912"))
+        fix_has(&f, "vm.dirty_bytes = 536870912"),
+        "{:?}",
+        f.fix.commands
     );
     // Near miss: the same ratios on an 8 GiB host are small thresholds.
     let t = tuning(&mut rec);
