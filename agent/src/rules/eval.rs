@@ -122,6 +122,16 @@ pub fn context(facts: &Facts, only: Option<&[&str]>) -> Context<'static, 'static
         }
         ctx.add_variable_from_value(name.clone(), super::facts::map_to_cel(group));
     }
+    // Groups not recorded are empty maps, so that a rule's `has(group.fact)`
+    // on an optional group is false rather than an error.
+    for name in super::facts::FACT_GROUPS {
+        if facts.group(name).is_none() && only.is_none_or(|only| only.contains(name)) {
+            ctx.add_variable_from_value(
+                (*name).to_string(),
+                super::facts::map_to_cel(&super::facts::FactGroup::new()),
+            );
+        }
+    }
     ctx
 }
 

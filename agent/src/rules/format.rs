@@ -62,6 +62,10 @@ pub struct RuleFile {
     /// is missing the rule is reported as "not assessed" with the reason.
     #[serde(default)]
     pub requires: Vec<String>,
+    /// Fact groups the rule reads when they were recorded, without needing
+    /// them: an absent one is an empty map, so `has(mongod.x)` is false.
+    #[serde(default)]
+    pub optional: Vec<String>,
     /// CEL expression over the facts; the rule fires when it is `true`.
     pub condition: Spanned<String>,
     /// Where the rule applies at all (architecture, kernel, mongod, allocator).

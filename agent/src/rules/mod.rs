@@ -425,6 +425,22 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
             err(None, format!("requires: {group:?} is listed twice"));
         }
     }
+    for (i, group) in def.optional.iter().enumerate() {
+        if !FACT_GROUPS.contains(&group.as_str()) {
+            err(
+                None,
+                format!(
+                    "optional: unknown fact group {group:?} (known: {})",
+                    FACT_GROUPS.join(", ")
+                ),
+            );
+        } else if def.optional[..i].contains(group) || def.requires.contains(group) {
+            err(
+                None,
+                format!("optional: {group:?} is listed twice (or also in requires)"),
+            );
+        }
+    }
     let known_arches = ranking::KNOWN_ARCHES.join(", ");
     let mut arch = Vec::new();
     for a in &def.applies_to.arch {
@@ -510,11 +526,14 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
     // `requires` entries are caught now.
     let mut bound: Vec<&str> = ALWAYS_BOUND.to_vec();
     bound.extend(def.requires.iter().map(String::as_str));
+    bound.extend(def.optional.iter().map(String::as_str));
     let ctx = eval::context(example, Some(&bound));
     let explain_error = |what: &str, e: EvalError| -> String {
         match &e {
             EvalError::UnknownName(name) if FACT_GROUPS.contains(&name.as_str()) => {
-                format!("{what} reads {name}.* facts but `requires` does not list \"{name}\"")
+                format!(
+                    "{what} reads {name}.* facts but neither `requires` nor `optional` lists \"{name}\""
+                )
             }
             EvalError::NoSuchFact(_) => {
                 format!("{what}: {e} (the facts are listed in rules/README.md)")
@@ -782,7 +801,7 @@ mod tests {
             .replace("\"sched.involuntary_share\"", "\"host.cpu_count\"");
         let e = errors_of(&missing);
         assert!(
-            e.contains("condition reads sched.* facts but `requires` does not list \"sched\""),
+            e.contains("condition reads sched.* facts but neither `requires` nor `optional` lists \"sched\""),
             "{e}"
         );
 

@@ -472,3 +472,36 @@ fn allocator_cpu_hot_needs_enough_samples() {
     set_perf(&mut rec, 40, 20, 10);
     passed(&rec, "allocator.cpu_hot");
 }
+
+#[test]
+fn optional_groups_are_empty_when_not_recorded() {
+    let toml = testdata::rule_toml(
+        "t.opt",
+        "has(tuning.swappiness) && tuning.swappiness > 1",
+        1.0,
+        0.5,
+        "",
+    )
+    .replace(
+        "requires = [\"sched\"]",
+        "requires = [\"sched\"]\noptional = [\"tuning\"]",
+    );
+    let rules = RuleSet::from_sources(
+        crate::rules::RuleSource::Builtin,
+        [("t.toml".into(), toml.clone())],
+    )
+    .unwrap();
+    let quiet = explain(&testdata::near_miss(), &rules, None, None).unwrap();
+    assert!(quiet.not_assessed.is_empty(), "{:?}", quiet.not_assessed);
+    assert_eq!(quiet.passed.len(), 1);
+    let mut rec = baseline();
+    tuning(&mut rec).vm.swappiness = Some(60);
+    let fired = explain(&rec, &rules, None, None).unwrap();
+    assert_eq!(fired.findings.len(), 1);
+    // Listing a group in both is an error naming it.
+    let both = toml.replace("optional = [\"tuning\"]", "optional = [\"sched\"]");
+    let err = RuleSet::from_sources(crate::rules::RuleSource::Builtin, [("t.toml".into(), both)])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("optional: \"sched\" is listed twice"), "{err}");
+}
