@@ -104,6 +104,13 @@ pub struct RecordArgs {
     /// Start this command under observation (from its first instruction) and stop it at the end.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+    /// Allocator latency: length of each sampled window in which malloc/free
+    /// (and operator new/delete, tc_*, je_*) are probed, e.g. 200ms.
+    #[arg(long, default_value = "200ms", value_parser = parse_alloc_duration)]
+    pub alloc_window: Duration,
+    /// Allocator latency: one window every this long, e.g. 5s; 0 turns the windows off.
+    #[arg(long, default_value = "5s", value_parser = parse_alloc_duration)]
+    pub alloc_every: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -155,6 +162,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses an allocator window setting: "200ms", "5s", or "0" (off).
+pub fn parse_alloc_duration(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 200ms, 5s, or 0 for off)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +208,27 @@ mod tests {
             panic!()
         };
         assert_eq!(r.command, vec!["stress", "--cpu", "4"]);
+    }
+
+    #[test]
+    fn alloc_window_options() {
+        let Command::Record(r) = parse(&["record"]).unwrap().command else {
+            panic!("record expected");
+        };
+        assert_eq!(r.alloc_window, Duration::from_millis(200));
+        assert_eq!(r.alloc_every, Duration::from_secs(5));
+        let Command::Record(r) = parse(&["record", "--alloc-window", "50ms", "--alloc-every", "0"])
+            .unwrap()
+            .command
+        else {
+            panic!("record expected");
+        };
+        assert_eq!(
+            (r.alloc_window, r.alloc_every),
+            (Duration::from_millis(50), Duration::ZERO)
+        );
+        let e = parse(&["record", "--alloc-every", "often"]).unwrap_err();
+        assert!(e.to_string().contains("0 for off"), "{e}");
     }
 
     #[test]

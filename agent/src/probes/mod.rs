@@ -7,6 +7,7 @@
 //! Dropping [`Probes`] detaches everything (aya owns the links as file
 //! descriptors, so even a crash leaves the host as it was).
 
+pub mod alloc;
 pub mod btf;
 pub mod delta;
 pub mod perf;
@@ -47,6 +48,7 @@ pub struct Probes {
     pub syscalls: Option<syscalls::SyscallsReader>,
     pub wiredtiger: Option<wiredtiger::WiredTigerReader>,
     pub perf: Option<perf::PerfReader>,
+    pub alloc: Option<alloc::AllocProbe>,
     status: Vec<ProbeStatus>,
     _ebpf: Ebpf,
 }
@@ -174,6 +176,7 @@ impl Probes {
             syscalls,
             wiredtiger,
             perf,
+            alloc: None,
             status,
             _ebpf: ebpf,
         })
@@ -207,6 +210,36 @@ impl Probes {
             self.status[pos] = status;
         }
         self.wiredtiger = reader;
+    }
+}
+
+impl Probes {
+    /// Prepares allocator latency windows (see [`alloc`]): calibrates the
+    /// probe pair now; entry points are resolved at the first window. Not
+    /// tried host-wide or with windows off; a failure is only a status.
+    pub fn attach_alloc(&mut self, target: Option<u32>, schedule: alloc::schedule::WindowSchedule) {
+        let (status, probe) = alloc::attach(&mut self._ebpf, target, schedule);
+        self.status.extend(status);
+        self.alloc = probe;
+    }
+
+    /// Opens or closes an allocator window when due (call it from the record
+    /// loop; see [`alloc::AllocProbe::poll`]) and keeps the family's status.
+    pub fn poll_alloc(&mut self, now: std::time::Instant, rec_start: std::time::Instant) {
+        let Some(a) = self.alloc.as_mut() else { return };
+        a.poll(&mut self._ebpf, now, rec_start);
+        if let Some(new) = a.take_status()
+            && let Some(old) = self.status.iter_mut().find(|s| s.family == alloc::FAMILY)
+        {
+            *old = new;
+        }
+    }
+
+    /// Closes an allocator window still open (before the last slice).
+    pub fn finish_alloc(&mut self, rec_start: std::time::Instant) {
+        if let Some(a) = self.alloc.as_mut() {
+            a.finish(&mut self._ebpf, rec_start);
+        }
     }
 }
 

@@ -37,6 +37,8 @@ pub enum RecordError {
     Write(#[from] RecordingError),
     #[error("cannot start the timer/signal runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(transparent)]
+    AllocSchedule(#[from] crate::probes::alloc::schedule::ScheduleError),
 }
 
 impl RecordError {
@@ -45,7 +47,11 @@ impl RecordError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            Self::Privileges(_) | Self::Target(_) | Self::Output { .. } | Self::Spawn(_)
+            Self::Privileges(_)
+                | Self::Target(_)
+                | Self::Output { .. }
+                | Self::Spawn(_)
+                | Self::AllocSchedule(_)
         )
     }
 }
@@ -64,10 +70,14 @@ pub struct RecordPlan {
     pub target: PlannedTarget,
     pub output: PathBuf,
     pub progress: bool,
+    /// Allocator latency windows.
+    pub alloc: crate::probes::alloc::schedule::WindowSchedule,
 }
 
 /// Checks the arguments and the host, and decides what to do.
 pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, RecordError> {
+    let alloc =
+        crate::probes::alloc::schedule::WindowSchedule::new(args.alloc_window, args.alloc_every)?;
     privileges::check()?;
     let target = if !args.command.is_empty() {
         PlannedTarget::Spawn(args.command.clone())
@@ -93,6 +103,7 @@ pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, Record
         target,
         output,
         progress: stdout_is_tty && !args.no_progress,
+        alloc,
     })
 }
 

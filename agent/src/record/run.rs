@@ -80,6 +80,8 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
             (probes, Some(t), Some(child))
         }
     };
+    let mut probes = probes;
+    probes.attach_alloc(target.as_ref().map(|t| t.pid), plan.alloc);
     // Host facts once the target is known (a spawned one has exec'd by now).
     let host = host::collect(target.as_ref().map(|t| t.pid));
     tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
@@ -122,6 +124,10 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         .map(|(code, size)| crate::rseq::ownership_with(code, *size, &rseq_calls));
     let target_code = target_code.map(|(code, _)| code);
     let probe_status = probes.status().to_vec();
+    let alloc = probes
+        .alloc
+        .as_ref()
+        .map(crate::probes::alloc::AllocProbe::record);
     drop(probes); // detach now, before writing
 
     let recording = Recording {
@@ -139,6 +145,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         checks,
         target_code,
         rseq,
+        alloc,
     };
     write(recording, plan.output.clone())
 }
@@ -241,7 +248,10 @@ impl Session {
         let mut events = 0u64;
         let mut target_end = target_start;
         let reason = loop {
-            let wake = next_slice.min(deadline).min(Instant::now() + POLL);
+            let mut wake = next_slice.min(deadline).min(Instant::now() + POLL);
+            if let Some(due) = self.probes.alloc.as_ref().and_then(|a| a.next_due()) {
+                wake = wake.min(due.max(Instant::now()));
+            }
             tokio::select! {
                 _ = tokio::time::sleep_until(wake.into()) => {}
                 Some(_) = recv(&mut sigint) => break "interrupted (SIGINT)".to_owned(),
@@ -253,6 +263,7 @@ impl Session {
             if let Some(r) = self.probes.wiredtiger.as_mut() {
                 r.poll();
             }
+            self.probes.poll_alloc(Instant::now(), start);
             self.analyse_target();
             let now = Instant::now();
             if let Some(code) = child.as_deref_mut().and_then(SpawnedChild::try_exit_code) {
@@ -277,6 +288,7 @@ impl Session {
             }
         };
         let now = Instant::now();
+        self.probes.finish_alloc(start);
         if now > slice_start || self.slices.is_empty() {
             self.take_slice(start, slice_start, now, true);
         }
@@ -351,6 +363,7 @@ impl Session {
                     None
                 }
             });
+        let alloc = self.probes.alloc.as_mut().map(|a| a.next_slice());
         let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups)
             + softirq.as_ref().map_or(0, SoftirqSlice::events)
             + syscalls
@@ -364,6 +377,7 @@ impl Session {
             syscalls,
             wiredtiger,
             perf,
+            alloc,
         });
         events
     }

@@ -314,6 +314,31 @@ mod tests {
                     syscalls: None,
                     wiredtiger: None,
                     perf: None,
+                    alloc: Some(AllocSlice {
+                        windows: vec![AllocWindow {
+                            start_ns: 5_000_000_000 + i,
+                            end_ns: 5_200_000_000,
+                            start_ms: 5000,
+                            end_ms: 5200,
+                            probe_hits: 40_000,
+                            functions: vec![AllocFunctionWindow {
+                                symbol: "malloc".into(),
+                                count: 20_000,
+                                sum_ns: 44_000_000,
+                                buckets: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 19_999],
+                                size_classes: vec![AllocSizeClassWindow {
+                                    min_bytes: 64,
+                                    count: 20_000,
+                                    sum_ns: 44_000_000,
+                                    buckets: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 19_999],
+                                }],
+                            }],
+                            drops: AllocDrops {
+                                missing_entry: 3,
+                                ..AllocDrops::default()
+                            },
+                        }],
+                    }),
                 })
                 .collect(),
             checks: Checks {
@@ -323,6 +348,27 @@ mod tests {
             },
             target_code: None,
             rseq: None,
+            alloc: Some(AllocRecord {
+                window_ms: 200,
+                every_ms: 5000,
+                allocator: Some(crate::symbols::AllocatorKind::Glibc),
+                object: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+                calibration: Some(AllocCalibration {
+                    calls: 10_000,
+                    bare_ns: 30_000,
+                    probed_ns: 22_030_000,
+                    pair_cost_ns: 2_200,
+                    inside_ns: 900,
+                    buckets: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 10_000],
+                }),
+                overhead: Some(AllocOverhead {
+                    probe_hits: 40_000,
+                    pair_cost_ns: 2_200,
+                    target_cpu_ns: 10_000_000_000,
+                    overhead_ppm: 8_800,
+                }),
+                ..AllocRecord::default()
+            }),
         }
     }
 

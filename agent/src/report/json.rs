@@ -198,6 +198,7 @@ mod tests {
                 "perf",
                 "wiredtiger",
                 "timeline",
+                "alloc",
                 "not_recorded"
             ])
         );

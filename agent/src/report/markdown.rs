@@ -401,6 +401,11 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
         writeln!(out, "{}.", capitalise(&wiredtiger_line(w)))?;
         writeln!(out)?;
     }
+    if let Some(a) = &m.alloc {
+        writeln!(out, "### Allocator latency")?;
+        writeln!(out)?;
+        out.push_str(&super::alloc::markdown(a));
+    }
     writeln!(out, "{}.", net_line(m.net.as_ref()))?;
     writeln!(out)?;
     if !m.not_recorded.is_empty() {

@@ -45,6 +45,9 @@ pub struct Measurements {
     /// WiredTiger family over the whole recording; `None` when no slice has it.
     #[serde(default)]
     pub wiredtiger: Option<WiredTigerMeasurements>,
+    /// Allocator latency windows; `None` when the family did not run.
+    #[serde(default)]
+    pub alloc: Option<super::alloc::AllocMeasurements>,
     /// Probe families without measurements, and why (not attached, attached
     /// only partly, attached but recorded nothing).
     pub not_recorded: Vec<FamilyNote>,
@@ -224,6 +227,7 @@ impl Measurements {
         m.perf = perf(rec);
         m.wiredtiger = wiredtiger(rec);
         m.timeline = super::timeline::Timeline::build(rec);
+        m.alloc = super::alloc::measurements(rec);
         // Families that failed (wholly, partly, or as "not applicable"), and
         // attached families of this build that recorded nothing.
         for probe in &rec.probes {
@@ -231,6 +235,7 @@ impl Measurements {
                 "syscalls" => Some(m.syscalls.is_some()),
                 "perf" => Some(m.perf.is_some()),
                 "wiredtiger" => Some(m.wiredtiger.is_some()),
+                "alloc" => Some(m.alloc.is_some()),
                 _ => None,
             };
             if measured == Some(false)
@@ -1401,6 +1406,7 @@ mod tests {
         assert_eq!(
             keys(m),
             [
+                "alloc",
                 "net",
                 "not_recorded",
                 "perf",

@@ -10,6 +10,7 @@
 //! Besides the rules' verdicts, the report carries the [`Measurements`]: the
 //! numbers each probe family measured, shown even when no rule uses them.
 
+pub mod alloc;
 pub mod html;
 pub mod json;
 pub mod markdown;

@@ -681,6 +681,19 @@ fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::f
         let line = format!("{}  {}", p.bold("WiredTiger"), wiredtiger_line(w));
         writeln!(out, "{}", wrap(&line, "  ", WIDTH))?;
     }
+    if let Some(a) = &m.alloc {
+        writeln!(out)?;
+        let line = format!(
+            "{}  {}",
+            p.bold("Allocator latency"),
+            super::alloc::summary_line(a)
+        );
+        writeln!(out, "{}", wrap(&line, "  ", WIDTH))?;
+        for (i, row) in super::alloc::terminal_rows(a).iter().enumerate() {
+            let row = if i == 0 { p.dim(row) } else { row.clone() };
+            writeln!(out, "{row}")?;
+        }
+    }
     writeln!(out)?;
     writeln!(out, "{}", wrap(&net_line(m.net.as_ref()), "  ", WIDTH))?;
     if !m.not_recorded.is_empty() {

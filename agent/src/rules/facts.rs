@@ -820,6 +820,7 @@ fn example_recording() -> Recording {
                 }],
                 ..PerfSlice::default()
             }),
+            alloc: None,
         }],
         checks: Default::default(),
         target_code: Some(allocator::example_code(
@@ -834,6 +835,7 @@ fn example_recording() -> Recording {
             confidence: "example".into(),
             threads: Vec::new(),
         }),
+        alloc: None,
     }
 }
 

@@ -62,6 +62,7 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
         checks: Default::default(),
         target_code: None,
         rseq: None,
+        alloc: None,
     }
 }
 
@@ -84,6 +85,7 @@ fn with_slices(mut rec: Recording, slice: SchedSlice, n: u64) -> Recording {
             syscalls: None,
             wiredtiger: None,
             perf: None,
+            alloc: None,
         })
         .collect();
     rec

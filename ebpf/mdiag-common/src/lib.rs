@@ -9,6 +9,7 @@
 //! The `user` feature adds `aya::Pod` impls (needed to read maps) and serde.
 #![no_std]
 
+pub mod alloc;
 pub mod hist;
 pub mod perf;
 pub mod sched;

@@ -7,6 +7,8 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 #[cfg(target_arch = "bpf")]
+mod alloc;
+#[cfg(target_arch = "bpf")]
 mod perf;
 #[cfg(target_arch = "bpf")]
 mod sched;

@@ -1,0 +1,136 @@
+//! Start-up calibration of the allocator probe pair: the same uprobe +
+//! uretprobe programs are attached to [`mdiag_alloc_calibration_noop`], a
+//! function of mdiag itself that does nothing, which is then called many
+//! times without and with the probes. The difference per call is what a probe
+//! pair costs the target per allocator call (for the overhead figure); the
+//! latency the probes measure for a function that does nothing is the part of
+//! that cost that shows inside every measured latency (to correct
+//! percentiles).
+
+use std::{num::NonZeroU32, path::PathBuf, time::Duration};
+
+use aya::{
+    Ebpf,
+    programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint},
+};
+use mdiag_common::alloc::{CALIBRATION_FUNC, SIZE_ARG0, SIZE_CLASSES, cookie, hist_index};
+
+use super::stats::{hist_between, inside_bias_ns, median, pair_cost_ns, sum_hists, trimmed};
+use super::{AllocError, AllocMaps, attach_pair, detach_pair};
+use crate::recording::AllocCalibration;
+
+/// Calls per timed run, and runs per side (the median run counts).
+pub const CALLS: u64 = 10_000;
+pub const RUNS: usize = 5;
+
+/// The do-nothing function probed during calibration. Not inlined and
+/// exported unmangled so that it exists once, at a stable address.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn mdiag_alloc_calibration_noop(size: u64) -> u64 {
+    std::hint::black_box(size)
+}
+
+/// CPU time of `CALLS` calls of the do-nothing function, ns. Thread CPU
+/// time, not wall time: the probes' work is charged to the calling thread
+/// (as system time), while time spent waiting for a CPU on a busy host is
+/// not a cost of the probes.
+fn timed_run() -> u64 {
+    let f = std::hint::black_box(mdiag_alloc_calibration_noop as extern "C" fn(u64) -> u64);
+    let start = thread_cpu_ns();
+    for i in 0..CALLS {
+        std::hint::black_box(f(i));
+    }
+    thread_cpu_ns().saturating_sub(start)
+}
+
+/// CLOCK_THREAD_CPUTIME_ID now, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Where the do-nothing function is: (path to attach to, file offset).
+fn noop_location() -> Result<(PathBuf, u64), AllocError> {
+    let pid = std::process::id();
+    let addr = mdiag_alloc_calibration_noop as extern "C" fn(u64) -> u64 as usize as u64;
+    let maps = crate::symbols::Maps::of(pid)
+        .map_err(|e| AllocError::Calibration(format!("own memory map: {e}")))?;
+    for object in &maps.objects {
+        if let Some(offset) = object
+            .mappings
+            .iter()
+            .find_map(|m| m.file_offset_of_address(addr))
+        {
+            // /proc/PID/exe names the very file even if it was replaced on disk.
+            let path = if object.is_main {
+                PathBuf::from(format!("/proc/{pid}/exe"))
+            } else {
+                object.path.clone()
+            };
+            return Ok((path, offset));
+        }
+    }
+    Err(AllocError::Calibration(format!(
+        "the calibration function ({addr:#x}) is in no mapped file"
+    )))
+}
+
+/// Runs the calibration in this process. The control word is left at
+/// "nobody"; the caller sets the target afterwards.
+pub(super) fn calibrate(
+    ebpf: &mut Ebpf,
+    maps: &mut AllocMaps,
+) -> Result<AllocCalibration, AllocError> {
+    let pid = std::process::id();
+    let own = NonZeroU32::new(pid).ok_or_else(|| AllocError::Calibration("pid 0".into()))?;
+    let (path, offset) = noop_location()?;
+    let point = [UProbeAttachPoint {
+        location: UProbeAttachLocation::AbsoluteOffset(offset),
+        cookie: Some(cookie(CALIBRATION_FUNC, SIZE_ARG0)),
+    }];
+    // Warm up (page in, caches), then the bare runs.
+    timed_run();
+    let bare: Vec<u64> = (0..RUNS).map(|_| timed_run()).collect();
+    let before = calibration_hist(maps)?;
+    maps.set_control(pid, 1)?;
+    let links = attach_pair(ebpf, &point, &path, own)?;
+    let probed: Vec<u64> = (0..RUNS).map(|_| timed_run()).collect();
+    maps.set_control(0, 0)?;
+    detach_pair(ebpf, links);
+    // Let in-flight program runs finish before reading (they are on this
+    // thread, so there are none; this only guards against a slow CPU).
+    std::thread::sleep(Duration::from_millis(1));
+    let after = calibration_hist(maps)?;
+    maps.clear_stacks();
+    let hist = hist_between(&before, &after);
+    if hist.count == 0 {
+        return Err(AllocError::Calibration(
+            "the probes attached to the calibration function did not fire".into(),
+        ));
+    }
+    let bare_ns = median(&bare).unwrap_or(0);
+    let probed_ns = median(&probed).unwrap_or(0);
+    Ok(AllocCalibration {
+        calls: CALLS,
+        bare_ns,
+        probed_ns,
+        pair_cost_ns: pair_cost_ns(bare_ns, probed_ns, CALLS),
+        inside_ns: inside_bias_ns(&hist.buckets),
+        buckets: trimmed(&hist.buckets),
+    })
+}
+
+/// The calibration function's cumulative histogram over all size classes.
+fn calibration_hist(maps: &AllocMaps) -> Result<mdiag_common::alloc::AllocHist, AllocError> {
+    let mut all = Vec::new();
+    for class in 0..SIZE_CLASSES {
+        all.push(maps.read_hist(hist_index(CALIBRATION_FUNC, class))?);
+    }
+    Ok(sum_hists(&all))
+}

@@ -1,0 +1,369 @@
+//! The allocator family in the report: per probed function, its calls per
+//! second inside the sampled windows and its latency percentiles raw and
+//! corrected for the probe's own inside cost (from the start-up
+//! calibration), plus the overhead the windows imposed on the target. Built
+//! from the recording's `alloc` slices and top-level record; rendered by the
+//! terminal and markdown reports, carried as is by the JSON one.
+
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+use super::format_number;
+use crate::probes::alloc::stats::percentile_pair;
+use crate::recording::Recording;
+
+/// Allocator latency windows over the whole recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocMeasurements {
+    /// Allocator kind (`glibc`, `gperftools`, ...), when entry points were found.
+    pub allocator: Option<String>,
+    /// The object probed.
+    pub object: String,
+    pub windows: u64,
+    /// Time inside windows, seconds.
+    pub window_s: f64,
+    pub window_ms: u64,
+    pub every_ms: u64,
+    /// Calibration: what a probe pair costs per call, and how much of that
+    /// shows inside a measured latency (subtracted for "corrected").
+    pub pair_cost_ns: u64,
+    pub inside_ns: u64,
+    /// Probe hits × cost per hit / the target's CPU time, in percent.
+    pub overhead_percent: f64,
+    pub probe_hits: u64,
+    pub target_cpu_s: f64,
+    /// Calls that could not be timed (all windows, all reasons).
+    pub drops: u64,
+    /// Per probed function that was called, in probing order.
+    pub functions: Vec<AllocFunctionMeasurement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocFunctionMeasurement {
+    pub symbol: String,
+    pub calls: u64,
+    /// Calls per second inside the windows.
+    pub per_s_in_windows: f64,
+    pub raw_mean_ns: f64,
+    pub raw_p50_ns: f64,
+    pub raw_p90_ns: f64,
+    pub raw_p99_ns: f64,
+    pub corrected_p50_ns: f64,
+    pub corrected_p90_ns: f64,
+    pub corrected_p99_ns: f64,
+}
+
+/// The measurements, `None` when the family did not run.
+pub fn measurements(rec: &Recording) -> Option<AllocMeasurements> {
+    let record = rec.alloc.as_ref()?;
+    let windows: Vec<_> = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.alloc.as_ref())
+        .flat_map(|s| &s.windows)
+        .collect();
+    let window_ns: u64 = windows
+        .iter()
+        .map(|w| w.end_ns.saturating_sub(w.start_ns))
+        .sum();
+    let window_s = window_ns as f64 / 1e9;
+    let inside_ns = record.calibration.as_ref().map_or(0, |c| c.inside_ns);
+    let mut functions: Vec<AllocFunctionMeasurement> = Vec::new();
+    // Probing order: the record's function list, then anything else seen.
+    let mut names: Vec<String> = record.functions.iter().map(|f| f.symbol.clone()).collect();
+    for w in &windows {
+        for f in &w.functions {
+            if !names.contains(&f.symbol) {
+                names.push(f.symbol.clone());
+            }
+        }
+    }
+    for name in names {
+        let mut calls = 0u64;
+        let mut sum_ns = 0u64;
+        let mut buckets: Vec<u64> = Vec::new();
+        for f in windows.iter().flat_map(|w| &w.functions) {
+            if f.symbol != name {
+                continue;
+            }
+            calls += f.count;
+            sum_ns += f.sum_ns;
+            if buckets.len() < f.buckets.len() {
+                buckets.resize(f.buckets.len(), 0);
+            }
+            for (b, c) in buckets.iter_mut().zip(&f.buckets) {
+                *b += c;
+            }
+        }
+        if calls == 0 {
+            continue;
+        }
+        let pct = |p: f64| percentile_pair(&buckets, p, inside_ns).unwrap_or((0.0, 0.0));
+        let (raw_p50_ns, corrected_p50_ns) = pct(0.5);
+        let (raw_p90_ns, corrected_p90_ns) = pct(0.9);
+        let (raw_p99_ns, corrected_p99_ns) = pct(0.99);
+        functions.push(AllocFunctionMeasurement {
+            symbol: name,
+            calls,
+            per_s_in_windows: if window_s > 0.0 {
+                calls as f64 / window_s
+            } else {
+                0.0
+            },
+            raw_mean_ns: sum_ns as f64 / calls as f64,
+            raw_p50_ns,
+            raw_p90_ns,
+            raw_p99_ns,
+            corrected_p50_ns,
+            corrected_p90_ns,
+            corrected_p99_ns,
+        });
+    }
+    let overhead = record.overhead.clone().unwrap_or_default();
+    Some(AllocMeasurements {
+        allocator: record.allocator.map(|k| {
+            serde_json::to_value(k)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        }),
+        object: record.object.clone(),
+        windows: windows.len() as u64,
+        window_s,
+        window_ms: record.window_ms,
+        every_ms: record.every_ms,
+        pair_cost_ns: record.calibration.as_ref().map_or(0, |c| c.pair_cost_ns),
+        inside_ns,
+        overhead_percent: overhead.overhead_ppm as f64 / 1e4,
+        probe_hits: overhead.probe_hits,
+        target_cpu_s: overhead.target_cpu_ns as f64 / 1e9,
+        drops: windows
+            .iter()
+            .map(|w| {
+                w.drops.missing_entry + w.drops.mismatched + w.drops.too_deep + w.drops.stack_full
+            })
+            .sum(),
+        functions,
+    })
+}
+
+/// "glibc (libc.so.6): 4 windows of 200 ms every 5000 ms, 0.80 s in all;
+/// probe pair 2200 ns per call (900 ns inside latencies); overhead on the
+/// target 0.41 % of its CPU time (40000 probed calls); 3 calls not timed".
+pub fn summary_line(a: &AllocMeasurements) -> String {
+    let mut line = String::new();
+    match &a.allocator {
+        Some(k) => {
+            let _ = write!(line, "{k} ({})", super::measurements::file_name(&a.object));
+        }
+        None => line.push_str("allocator entry points not found yet"),
+    }
+    let _ = write!(
+        line,
+        ": {} windows of {} ms every {} ms, {} s in all; probe pair {} ns per call ({} ns inside latencies); overhead on the target {} % of its CPU time ({} probed calls)",
+        a.windows,
+        a.window_ms,
+        a.every_ms,
+        format_number(a.window_s),
+        a.pair_cost_ns,
+        a.inside_ns,
+        format_number(a.overhead_percent),
+        a.probe_hits
+    );
+    if a.drops > 0 {
+        let _ = write!(line, "; {} calls not timed", a.drops);
+    }
+    line
+}
+
+/// Column headers of the per-function table.
+pub const HEADERS: [&str; 8] = [
+    "function",
+    "calls/s in windows",
+    "p50 raw",
+    "p50 corr.",
+    "p90 raw",
+    "p90 corr.",
+    "p99 raw",
+    "p99 corr.",
+];
+
+/// One table row per function (latencies in ns).
+pub fn rows(a: &AllocMeasurements) -> Vec<[String; 8]> {
+    a.functions
+        .iter()
+        .map(|f| {
+            [
+                f.symbol.clone(),
+                format_number(f.per_s_in_windows),
+                format_number(f.raw_p50_ns),
+                format_number(f.corrected_p50_ns),
+                format_number(f.raw_p90_ns),
+                format_number(f.corrected_p90_ns),
+                format_number(f.raw_p99_ns),
+                format_number(f.corrected_p99_ns),
+            ]
+        })
+        .collect()
+}
+
+/// The terminal block (without its heading), at most 100 columns wide.
+pub fn terminal_rows(a: &AllocMeasurements) -> Vec<String> {
+    let fmt = |r: &[String; 8]| {
+        format!(
+            "    {:<24} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            truncate(&r[0], 24),
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            r[6],
+            r[7]
+        )
+    };
+    let head = [
+        "function (ns)",
+        "calls/s",
+        "p50 raw",
+        "p50 corr",
+        "p90 raw",
+        "p90 corr",
+        "p99 raw",
+        "p99 corr",
+    ]
+    .map(str::to_owned);
+    let mut out = vec![fmt(&head)];
+    out.extend(rows(a).iter().map(fmt));
+    out
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// The markdown block (without its heading).
+pub fn markdown(a: &AllocMeasurements) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}.", summary_line(a));
+    let _ = writeln!(out);
+    if a.functions.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "| {} |",
+        HEADERS.join(" | ").replace(" corr.", " corr. (ns)")
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows(a) {
+        let _ = writeln!(out, "| `{}` | {} |", r[0], r[1..].join(" | "));
+    }
+    let _ = writeln!(out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::{
+        AllocCalibration, AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSlice, AllocWindow,
+    };
+
+    fn recording() -> Recording {
+        let mut rec = crate::rules::testdata::base("6.18.0", "x86_64", 2);
+        rec.alloc = Some(AllocRecord {
+            window_ms: 200,
+            every_ms: 5000,
+            allocator: Some(crate::symbols::AllocatorKind::Glibc),
+            object: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+            calibration: Some(AllocCalibration {
+                pair_cost_ns: 2200,
+                inside_ns: 700,
+                ..AllocCalibration::default()
+            }),
+            overhead: Some(AllocOverhead {
+                probe_hits: 40_000,
+                pair_cost_ns: 2200,
+                target_cpu_ns: 20_000_000_000,
+                overhead_ppm: 4400,
+            }),
+            ..AllocRecord::default()
+        });
+        let mut b = vec![0u64; 12];
+        b[9] = 50; // [512, 1024) ns
+        b[11] = 50; // [2048, 4096) ns
+        let window = |start: u64| AllocWindow {
+            start_ns: start,
+            end_ns: start + 200_000_000,
+            functions: vec![AllocFunctionWindow {
+                symbol: "malloc".into(),
+                count: 100,
+                sum_ns: 150_000,
+                buckets: b.clone(),
+                size_classes: vec![],
+            }],
+            ..AllocWindow::default()
+        };
+        rec.slices = vec![crate::recording::Slice {
+            start_ms: 0,
+            duration_ms: 1000,
+            sched: None,
+            softirq: None,
+            syscalls: None,
+            wiredtiger: None,
+            perf: None,
+            alloc: Some(AllocSlice {
+                windows: vec![window(1_000_000_000), window(6_000_000_000)],
+            }),
+        }];
+        rec
+    }
+
+    #[test]
+    fn windows_add_up_and_percentiles_are_corrected() {
+        let a = measurements(&recording()).expect("alloc measured");
+        assert_eq!(a.allocator.as_deref(), Some("glibc"));
+        assert_eq!(a.windows, 2);
+        assert!((a.window_s - 0.4).abs() < 1e-9);
+        assert!((a.overhead_percent - 0.44).abs() < 1e-9);
+        let f = &a.functions[0];
+        assert_eq!((f.symbol.as_str(), f.calls), ("malloc", 200));
+        assert!((f.per_s_in_windows - 500.0).abs() < 1e-9);
+        assert!((f.raw_mean_ns - 1500.0).abs() < 1e-9);
+        assert_eq!((f.raw_p50_ns, f.corrected_p50_ns), (1024.0, 324.0));
+        assert!(f.corrected_p99_ns <= f.raw_p99_ns);
+        let line = summary_line(&a);
+        assert!(
+            line.starts_with("glibc (libc.so.6): 2 windows of 200 ms"),
+            "{line}"
+        );
+        assert!(line.contains("overhead on the target 0.440 %"), "{line}");
+        assert!(
+            markdown(&a).contains("| `malloc` | 500 | 1024 | 324 |"),
+            "{}",
+            markdown(&a)
+        );
+        let rows = terminal_rows(&a);
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.chars().count() <= 100), "{rows:#?}");
+        assert!(
+            rows[1].contains("malloc") && rows[1].contains("324"),
+            "{rows:#?}"
+        );
+    }
+
+    #[test]
+    fn absent_without_a_record() {
+        let mut rec = recording();
+        rec.alloc = None;
+        assert_eq!(measurements(&rec), None);
+    }
+}

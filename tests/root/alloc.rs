@@ -1,0 +1,210 @@
+//! The allocator family end to end: `mdiag record --pid` on a workload that
+//! calls malloc/free from two threads and counts its own malloc calls in 1 ms
+//! buckets of CLOCK_MONOTONIC; on glibc malloc and on gperftools
+//! (LD_PRELOAD of Debian's libtcmalloc_minimal). Every sampled window's
+//! malloc count must match the workload's own count over the same interval.
+
+use std::process::{Command, Stdio};
+
+use mdiag::{
+    recording::{AllocRecord, AllocWindow, read_file},
+    symbols::AllocatorKind,
+};
+use mdiag_tests::{mdiag_bin, require_root, run_mdiag};
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_mdiag-alloc");
+const TCMALLOC: &str = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
+
+/// The workload's malloc calls in [start_ns, end_ns): whole 1 ms buckets
+/// inside, edge buckets pro rata.
+fn workload_count(report: &serde_json::Value, start_ns: u64, end_ns: u64) -> f64 {
+    let t0 = report["t0_ns"].as_u64().unwrap();
+    let width = report["bucket_ns"].as_u64().unwrap();
+    let buckets = report["buckets"].as_array().unwrap();
+    let mut sum = 0.0;
+    for (i, c) in buckets.iter().enumerate() {
+        let lo = t0 + i as u64 * width;
+        let hi = lo + width;
+        let overlap = hi.min(end_ns).saturating_sub(lo.max(start_ns));
+        if overlap > 0 {
+            sum += c.as_u64().unwrap() as f64 * overlap as f64 / width as f64;
+        }
+    }
+    sum
+}
+
+/// The probed function that is `malloc` (by name or alias).
+fn malloc_symbol(rec: &AllocRecord) -> String {
+    rec.functions
+        .iter()
+        .find(|p| p.symbol == "malloc" || p.aliases.iter().any(|a| a == "malloc"))
+        .map(|p| p.symbol.clone())
+        .unwrap_or_else(|| panic!("malloc is not among the probed functions: {rec:#?}"))
+}
+
+fn count_of(w: &AllocWindow, symbol: &str) -> u64 {
+    w.functions
+        .iter()
+        .find(|f| f.symbol == symbol)
+        .map_or(0, |f| f.count)
+}
+
+fn check(preload: Option<&str>, kind: AllocatorKind) {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("alloc.mdiag");
+    let mut cmd = Command::new(WORKLOAD);
+    cmd.args(["--threads", "2", "--seconds", "120"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    if let Some(lib) = preload {
+        cmd.env("LD_PRELOAD", lib);
+    }
+    let mut workload = cmd.spawn().expect("spawn alloc workload");
+    let pid = workload.id();
+    // Runs until its stdin closes, after the recording.
+    let stdin = workload.stdin.take();
+    let status = Command::new(mdiag_bin())
+        .args(["record", "--pid", &pid.to_string(), "--duration", "6500ms"])
+        .args([
+            "--alloc-window",
+            "200ms",
+            "--alloc-every",
+            "1s",
+            "--no-progress",
+        ])
+        .arg("--output")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run mdiag record");
+    assert!(status.success(), "mdiag record failed: {status}");
+    drop(stdin);
+    let output = workload.wait_with_output().expect("workload");
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("workload report");
+    let rec = read_file(&out).expect("read recording");
+
+    let alloc = rec.alloc.clone().expect("alloc record");
+    let summary = format!(
+        "{:#?}\nprobes: {:#?}",
+        alloc,
+        rec.probes.iter().find(|p| p.family == "alloc")
+    );
+    assert_eq!(alloc.allocator, Some(kind), "{summary}");
+    assert_eq!(alloc.failed_windows, 0, "{summary}");
+    let malloc = malloc_symbol(&alloc);
+    let windows: Vec<&AllocWindow> = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.alloc.as_ref())
+        .flat_map(|s| &s.windows)
+        .collect();
+    let mut hits = 0;
+    for w in &windows {
+        let mine = count_of(w, &malloc);
+        let theirs = workload_count(&report, w.start_ns, w.end_ns);
+        let diff = (mine as f64 - theirs).abs() / theirs.max(1.0);
+        eprintln!(
+            "window [{}, {}] ms ({} ns): mdiag {mine} malloc calls, workload {theirs:.0} ({:.3} %), drops {:?}",
+            w.start_ms,
+            w.end_ms,
+            w.end_ns - w.start_ns,
+            diff * 100.0,
+            w.drops
+        );
+        assert!(
+            theirs > 1000.0,
+            "the workload barely ran: {theirs}\n{summary}"
+        );
+        assert!(
+            diff <= 0.02,
+            "window {w:#?}: mdiag counted {mine} malloc calls, the workload {theirs:.0}\n{summary}"
+        );
+        // Window bookkeeping: about 200 ms long, stamped in both clocks.
+        let len_ms = (w.end_ns - w.start_ns) / 1_000_000;
+        assert!((190..400).contains(&len_ms), "window of {len_ms} ms");
+        assert!(w.end_ms >= w.start_ms && w.start_ms >= 900, "{w:#?}");
+        // free is probed too, and called as often as malloc.
+        let calls: u64 = w.functions.iter().map(|f| f.count).sum();
+        assert!(calls >= 2 * mine * 99 / 100, "{w:#?}");
+        assert!(w.probe_hits >= calls, "{w:#?}");
+        // Size classes add up to malloc's count (malloc has a size argument).
+        let f = w.functions.iter().find(|f| f.symbol == malloc).unwrap();
+        assert_eq!(f.size_classes.iter().map(|c| c.count).sum::<u64>(), f.count);
+        assert!(f.size_classes.len() >= 5, "{f:#?}");
+        hits += w.probe_hits;
+    }
+    // Windows are due 1 s, 2 s, ... after the start; on a busy host the
+    // record loop may start one late and skip the next, never more.
+    assert!(windows.len() >= 2, "{} windows\n{summary}", windows.len());
+
+    // Calibration and overhead.
+    let cal = alloc.calibration.clone().expect("calibration");
+    assert!(
+        (200..50_000).contains(&cal.pair_cost_ns),
+        "pair cost {} ns\n{summary}",
+        cal.pair_cost_ns
+    );
+    assert!(
+        cal.inside_ns > 0 && cal.inside_ns <= cal.pair_cost_ns * 2,
+        "{cal:#?}"
+    );
+    let o = alloc.overhead.clone().expect("overhead");
+    assert_eq!(o.probe_hits, hits, "{summary}");
+    assert_eq!(o.pair_cost_ns, cal.pair_cost_ns);
+    // The target's CPU time over the recording (2 threads, 6.5 s; the host
+    // may give them less than two CPUs): at most 2 × 6.5 s.
+    assert!(
+        o.target_cpu_ns > 500_000_000 && o.target_cpu_ns <= 13_500_000_000,
+        "{o:#?}"
+    );
+    let expected_ppm = u128::from(o.probe_hits) * u128::from(o.pair_cost_ns) * 1_000_000
+        / u128::from(o.target_cpu_ns);
+    assert_eq!(u128::from(o.overhead_ppm), expected_ppm);
+    // The probes cannot have cost more CPU than the target used.
+    assert!(o.overhead_ppm > 0 && o.overhead_ppm < 1_000_000, "{o:#?}");
+
+    // explain shows it: raw and corrected percentiles, corrected ≤ raw.
+    let explained = run_mdiag(&["explain", out.to_str().unwrap(), "--format", "json"]);
+    assert!(explained.status.success(), "{explained:?}");
+    let json: serde_json::Value = serde_json::from_slice(&explained.stdout).expect("json");
+    let m = &json["measurements"]["alloc"];
+    let funcs = m["functions"].as_array().unwrap_or_else(|| panic!("{m}"));
+    assert!(!funcs.is_empty(), "{m}");
+    for f in funcs {
+        for p in ["p50", "p90", "p99"] {
+            let raw = f[format!("raw_{p}_ns")].as_f64().unwrap();
+            let cor = f[format!("corrected_{p}_ns")].as_f64().unwrap();
+            assert!(cor <= raw && cor >= 0.0, "{f}");
+        }
+    }
+    let shown = m["overhead_percent"].as_f64().unwrap();
+    assert!((shown - o.overhead_ppm as f64 / 1e4).abs() < 1e-6, "{m}");
+}
+
+#[test]
+fn glibc_malloc_windows_match_the_workloads_counts() {
+    check(None, AllocatorKind::Glibc);
+}
+
+#[test]
+fn gperftools_malloc_windows_match_the_workloads_counts() {
+    assert!(
+        std::path::Path::new(TCMALLOC).exists(),
+        "{TCMALLOC} missing: apt-get install libgoogle-perftools4"
+    );
+    check(Some(TCMALLOC), AllocatorKind::Gperftools);
+}
+
+#[test]
+fn nonsense_windows_are_refused_with_a_clear_error() {
+    let out = run_mdiag(&["record", "--alloc-window", "1s", "--alloc-every", "500ms"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--alloc-every") && err.contains("0 to turn"),
+        "{err}"
+    );
+}
