@@ -67,6 +67,10 @@ pub fn measurements(rec: &Recording) -> Option<AllocMeasurements> {
         .iter()
         .map(|w| w.end_ns.saturating_sub(w.start_ns))
         .sum();
+    if record.allocator.is_none() && windows.is_empty() {
+        // Nothing was probed (e.g. "not applicable"): the probe status says why.
+        return None;
+    }
     let window_s = window_ns as f64 / 1e9;
     let inside_ns = record.calibration.as_ref().map_or(0, |c| c.inside_ns);
     let mut functions: Vec<AllocFunctionMeasurement> = Vec::new();
