@@ -57,6 +57,7 @@ fn recording_60s() -> Recording {
                 syscalls: None,
                 wiredtiger: None,
                 perf: None,
+                alloc: None,
             }
         })
         .collect();
@@ -101,6 +102,7 @@ fn recording_60s() -> Recording {
         checks: Checks::default(),
         target_code: None,
         rseq: None,
+        alloc: None,
     }
 }
 

@@ -176,7 +176,7 @@ mod tests {
         ));
         let e = WindowSchedule::new(500 * MS, 500 * MS).unwrap_err();
         assert!(e.to_string().contains("--alloc-every"), "{e}");
-        let off = WindowSchedule::new(0 * MS, Duration::ZERO).unwrap();
+        let off = WindowSchedule::new(Duration::ZERO, Duration::ZERO).unwrap();
         assert!(!off.enabled());
     }
 
