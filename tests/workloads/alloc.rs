@@ -6,9 +6,10 @@
 //! the calls.
 //!
 //! Prints one JSON line when done: {"pid", "t0_ns", "bucket_ns", "threads",
-//! "mallocs", "per_thread": [..], "buckets": [..]} where `buckets[i]` is the
+//! "mallocs", "per_thread": [..], "buckets": [..], "cpu_ns_buckets": [..]} where `buckets[i]` is the
 //! number of malloc calls (all threads) that started in
-//! [t0 + i ms, t0 + (i+1) ms).
+//! [t0 + i ms, t0 + (i+1) ms), and `cpu_ns_buckets[i]` the CPU time the
+//! threads spent in that millisecond (sampled every 64 calls).
 use std::{
     io::Read,
     sync::{
@@ -39,14 +40,38 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The hot loop: counts malloc calls per bucket until `end_ns` or `stop`.
-fn run(t0: u64, end_ns: u64, buckets: usize, stop: &AtomicBool) -> Vec<u64> {
+/// This thread's CPU time, ns (a syscall: read only every [`CPU_EVERY`] calls).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+const CPU_EVERY: usize = 64;
+
+/// The hot loop until `end_ns` or `stop`: malloc calls per bucket, and the
+/// thread's CPU time per bucket (read every [`CPU_EVERY`] calls and charged
+/// to the bucket of that moment).
+fn run(t0: u64, end_ns: u64, buckets: usize, stop: &AtomicBool) -> (Vec<u64>, Vec<u64>) {
     let mut counts = vec![0u64; buckets];
+    let mut cpu = vec![0u64; buckets];
+    let mut last_cpu = thread_cpu_ns();
     let mut i = 0usize;
     loop {
         let t = now_ns();
         if t >= end_ns || stop.load(Ordering::Relaxed) {
             break;
+        }
+        if i % CPU_EVERY == 0 {
+            let c = thread_cpu_ns();
+            if let Some(slot) = cpu.get_mut(((t - t0) / BUCKET_NS) as usize) {
+                *slot += c - last_cpu;
+            }
+            last_cpu = c;
         }
         let size = SIZES[i % SIZES.len()];
         i = i.wrapping_add(1);
@@ -63,7 +88,7 @@ fn run(t0: u64, end_ns: u64, buckets: usize, stop: &AtomicBool) -> Vec<u64> {
             *c += 1;
         }
     }
-    counts
+    (counts, cpu)
 }
 
 fn main() {
@@ -83,16 +108,21 @@ fn main() {
     // Run until stdin closes (or the time is up).
     let _ = std::io::stdin().read_to_end(&mut Vec::new());
     stop.store(true, Ordering::Relaxed);
-    let per_thread: Vec<Vec<u64>> = handles
+    let per_thread: Vec<(Vec<u64>, Vec<u64>)> = handles
         .into_iter()
         .map(|h| h.join().expect("worker"))
         .collect();
     let mut sum = vec![0u64; buckets];
-    for t in &per_thread {
-        for (s, c) in sum.iter_mut().zip(t) {
+    let mut cpu = vec![0u64; buckets];
+    for (counts, cpu_ns) in &per_thread {
+        for (s, c) in sum.iter_mut().zip(counts) {
+            *s += c;
+        }
+        for (s, c) in cpu.iter_mut().zip(cpu_ns) {
             *s += c;
         }
     }
+    let per_thread: Vec<&Vec<u64>> = per_thread.iter().map(|(c, _)| c).collect();
     let totals: Vec<u64> = per_thread.iter().map(|t| t.iter().sum()).collect();
     let report = serde_json::json!({
         "pid": std::process::id(),
@@ -102,6 +132,7 @@ fn main() {
         "mallocs": totals.iter().sum::<u64>(),
         "per_thread": totals,
         "buckets": sum,
+        "cpu_ns_buckets": cpu,
     });
     println!("{report}");
 }
