@@ -135,7 +135,7 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
         .flat_map(|s| &s.windows)
         .collect();
     let mut hits = 0;
-    for w in &windows {
+    for (i, w) in windows.iter().enumerate() {
         let mine = count_of(w, &malloc);
         let theirs = workload_count(&report, w.start_ns, w.end_ns);
         let diff = (mine as f64 - theirs).abs() / theirs.max(1.0);
@@ -155,9 +155,11 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
             diff <= 0.02,
             "window {w:#?}: mdiag counted {mine} malloc calls, the workload {theirs:.0}\n{summary}"
         );
-        // Window bookkeeping: about 200 ms long, stamped in both clocks.
+        // Window bookkeeping: about 200 ms long (the last one may be cut
+        // short by the end of the recording), stamped in both clocks.
         let len_ms = (w.end_ns - w.start_ns) / 1_000_000;
-        assert!((190..400).contains(&len_ms), "window of {len_ms} ms");
+        let shortest = if i + 1 == windows.len() { 1 } else { 190 };
+        assert!((shortest..400).contains(&len_ms), "window of {len_ms} ms");
         assert!(w.end_ms >= w.start_ms && w.start_ms >= 900, "{w:#?}");
         // free is probed too, and called as often as malloc.
         let calls: u64 = w.functions.iter().map(|f| f.count).sum();
@@ -185,12 +187,16 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
         "CPU per iteration: {inside:.0} ns in windows, {outside:.0} ns outside: {measured_pair:.0} ns per probe pair; calibrated {} ns (inside latencies {} ns)",
         cal.pair_cost_ns, cal.inside_ns
     );
-    // Both are CPU time, measured in different processes on a shared host
-    // (seen here: 0.81 and 0.96); a factor of 2 either way is a wrong
-    // calibration, not noise.
+    // Both are CPU time, measured in different processes on a shared host.
+    // The cost also depends on the probed function's first instruction: the
+    // kernel emulates some (glibc's malloc starts with `push`) and
+    // single-steps others out of line (gperftools' `mov`, and the debug
+    // build's calibration function's `sub`). Seen here: 0.57 to 0.81 on
+    // glibc, 0.96 to 1.04 on gperftools; beyond 0.4 or 2.5 the calibration
+    // is wrong, not merely imprecise.
     let ratio = measured_pair / cal.pair_cost_ns as f64;
     assert!(
-        (0.5..=2.0).contains(&ratio),
+        (0.4..=2.5).contains(&ratio),
         "calibrated {} ns per probe pair, the workload paid {measured_pair:.0} ns\n{summary}",
         cal.pair_cost_ns
     );
