@@ -266,3 +266,45 @@ fn nonsense_windows_are_refused_with_a_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn alloc_every_zero_turns_the_family_off() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("off.mdiag");
+    let mut workload = Command::new(WORKLOAD)
+        .args(["--threads", "1", "--seconds", "60"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn alloc workload");
+    let stdin = workload.stdin.take();
+    let status = Command::new(mdiag_bin())
+        .args(["record", "--pid", &workload.id().to_string()])
+        .args([
+            "--duration",
+            "1500ms",
+            "--alloc-every",
+            "0",
+            "--no-progress",
+        ])
+        .arg("--output")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run mdiag record");
+    drop(stdin);
+    let _ = workload.wait_with_output();
+    assert!(status.success(), "mdiag record failed: {status}");
+    let rec = read_file(&out).expect("read recording");
+    assert_eq!(rec.alloc, None);
+    assert!(
+        rec.probes.iter().all(|p| p.family != "alloc"),
+        "{:?}",
+        rec.probes
+    );
+    assert!(rec.slices.iter().all(|s| s.alloc.is_none()));
+    // The other families still ran.
+    assert!(rec.slices.iter().any(|s| s.sched.is_some()));
+}
