@@ -1,6 +1,7 @@
 //! Workload for the allocator family: `--threads N` threads each call libc's
 //! `malloc` and `free` directly (mixed sizes, nothing else allocates in the
-//! hot loop) until stdin closes (at most `--seconds S`), counting their own malloc calls in 1 ms
+//! hot loop) until stdin closes (at most `--seconds S`; `--no-stdin`: for
+//! `--seconds S` whatever stdin does), counting their own malloc calls in 1 ms
 //! buckets of CLOCK_MONOTONIC (the clock of mdiag's windows). Whichever
 //! allocator the process has (glibc, or gperftools through LD_PRELOAD) serves
 //! the calls.
@@ -105,9 +106,12 @@ fn main() {
             thread::spawn(move || run(t0, end, buckets, &stop))
         })
         .collect();
-    // Run until stdin closes (or the time is up).
-    let _ = std::io::stdin().read_to_end(&mut Vec::new());
-    stop.store(true, Ordering::Relaxed);
+    // Run until stdin closes (or the time is up); with --no-stdin (e.g.
+    // spawned by `mdiag record -- ...`), for the whole time.
+    if !args.iter().any(|a| a == "--no-stdin") {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        stop.store(true, Ordering::Relaxed);
+    }
     let per_thread: Vec<(Vec<u64>, Vec<u64>)> = handles
         .into_iter()
         .map(|h| h.join().expect("worker"))
