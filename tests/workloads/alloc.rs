@@ -67,7 +67,7 @@ fn run(t0: u64, end_ns: u64, buckets: usize, stop: &AtomicBool) -> (Vec<u64>, Ve
         if t >= end_ns || stop.load(Ordering::Relaxed) {
             break;
         }
-        if i % CPU_EVERY == 0 {
+        if i.is_multiple_of(CPU_EVERY) {
             let c = thread_cpu_ns();
             if let Some(slot) = cpu.get_mut(((t - t0) / BUCKET_NS) as usize) {
                 *slot += c - last_cpu;

@@ -25,6 +25,7 @@ pub const RUNS: usize = 5;
 
 /// The do-nothing function probed during calibration. Not inlined and
 /// exported unmangled so that it exists once, at a stable address.
+// SAFETY: the `mdiag_` prefix keeps the unmangled name unique in the process.
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn mdiag_alloc_calibration_noop(size: u64) -> u64 {
