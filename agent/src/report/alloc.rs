@@ -183,7 +183,7 @@ pub fn summary_line(a: &AllocMeasurements) -> String {
 
 /// Column headers of the per-function table.
 pub const HEADERS: [&str; 8] = [
-    "function",
+    "function (latencies in ns)",
     "calls/s in windows",
     "p50 raw",
     "p50 corr.",
