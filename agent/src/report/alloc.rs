@@ -52,6 +52,10 @@ pub struct AllocFunctionMeasurement {
     pub corrected_p50_ns: f64,
     pub corrected_p90_ns: f64,
     pub corrected_p99_ns: f64,
+    /// The raw latency histogram over all windows: bucket i counts calls of
+    /// [2^i, 2^(i+1)) ns (for charts).
+    #[serde(default)]
+    pub hist_log2_ns: Vec<u64>,
 }
 
 /// The measurements, `None` when the family did not run.
@@ -122,6 +126,7 @@ pub fn measurements(rec: &Recording) -> Option<AllocMeasurements> {
             corrected_p50_ns,
             corrected_p90_ns,
             corrected_p99_ns,
+            hist_log2_ns: buckets,
         });
     }
     let overhead = record.overhead.clone().unwrap_or_default();

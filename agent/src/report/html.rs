@@ -12,7 +12,7 @@ use std::fmt::Write;
 
 use pulldown_cmark::{Event, Options, Parser, html::push_html};
 
-use super::svg::{Panel, esc, hbars, stacked_bars, time_panels};
+use super::svg::{Panel, esc, hbars, log2_histogram, ns_label, stacked_bars, time_panels};
 use super::{Measurements, Report};
 
 const CSS: &str = r#"
@@ -189,6 +189,43 @@ pub fn charts(m: &Measurements) -> String {
             "chart-preemptions",
             "preemption chart",
             &why_missing(m, "sched"),
+        ),
+    }
+
+    match &m.alloc {
+        Some(a) if a.functions.iter().any(|f| f.calls > 0) => {
+            for (i, f) in a
+                .functions
+                .iter()
+                .filter(|f| f.calls > 0)
+                .take(4)
+                .enumerate()
+            {
+                figure(
+                    &mut out,
+                    &log2_histogram(
+                        &format!("chart-alloc-{i}"),
+                        &format!("{} latency (raw, sampled windows)", f.symbol),
+                        &f.hist_log2_ns,
+                    ),
+                    &format!(
+                        "{} calls in {} windows; raw p50 {} / p99 {}; corrected for the probe's own cost ({} per call inside the measurement): p50 {} / p99 {}.",
+                        f.calls,
+                        a.windows,
+                        ns_label(f.raw_p50_ns as u64),
+                        ns_label(f.raw_p99_ns as u64),
+                        ns_label(a.inside_ns),
+                        ns_label(f.corrected_p50_ns as u64),
+                        ns_label(f.corrected_p99_ns as u64)
+                    ),
+                );
+            }
+        }
+        _ => no_data(
+            &mut out,
+            "chart-alloc",
+            "allocator latency chart",
+            &why_missing(m, "alloc"),
         ),
     }
 
