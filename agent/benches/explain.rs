@@ -58,6 +58,7 @@ fn recording_60s() -> Recording {
                 wiredtiger: None,
                 perf: None,
                 alloc: None,
+                contention: None,
             }
         })
         .collect();
@@ -103,6 +104,7 @@ fn recording_60s() -> Recording {
         target_code: None,
         rseq: None,
         alloc: None,
+        kernel_stacks: Vec::new(),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod explain;
 pub mod export;
 pub mod ftdc;
 pub mod host;
+pub mod kstack;
 pub mod logging;
 pub mod privileges;
 pub mod probes;
@@ -23,6 +24,7 @@ pub mod rules;
 pub mod spawn;
 pub mod symbols;
 pub mod target;
+pub mod threads;
 
 /// The eBPF object built by `build.rs` (empty when built with AYA_BUILD_SKIP=1).
 pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/mdiag"));

@@ -9,6 +9,7 @@
 
 pub mod alloc;
 pub mod btf;
+pub mod contention;
 pub mod delta;
 pub mod perf;
 pub mod sched;
@@ -17,7 +18,10 @@ pub mod syscalls;
 pub mod wiredtiger;
 
 use aya::{Ebpf, EbpfLoader, programs::BtfTracePoint};
-use mdiag_common::{sched as sched_common, softirq as softirq_common, syscalls as syscalls_common};
+use mdiag_common::{
+    contention as contention_common, sched as sched_common, softirq as softirq_common,
+    syscalls as syscalls_common,
+};
 
 use crate::recording::{ProbeStatus, ProgramStatus};
 
@@ -49,6 +53,7 @@ pub struct Probes {
     pub wiredtiger: Option<wiredtiger::WiredTigerReader>,
     pub perf: Option<perf::PerfReader>,
     pub alloc: Option<alloc::AllocProbe>,
+    pub contention: Option<contention::ContentionReader>,
     status: Vec<ProbeStatus>,
     _ebpf: Ebpf,
 }
@@ -154,13 +159,32 @@ impl Probes {
         // Perf: cpu-clock sampling on every CPU (perf_event_open may be refused).
         let (perf_status, perf) = perf::attach(&mut ebpf, config.target_tgid);
 
+        // Contention: lock waits and D-state stacks; each program alone is
+        // useful (the switch program needs the task_struct offsets).
+        let contention_status = attach_family(
+            &mut ebpf,
+            contention::FAMILY,
+            &contention_common::TRACEPOINTS,
+            &kernel_btf,
+            &sched_pre,
+        );
+        let contention = if contention_status.programs.iter().any(|p| p.error.is_none()) {
+            contention::ContentionReader::new(&mut ebpf)
+                .map_err(|e| tracing::warn!(family = contention::FAMILY, "maps unavailable: {e}"))
+                .ok()
+        } else {
+            None
+        };
+
         let mut status = vec![sched_status, softirq_status, syscalls_status, perf_status];
         status.extend(wiredtiger_status);
+        status.push(contention_status);
         if sched.is_none()
             && softirq.is_none()
             && syscalls.is_none()
             && wiredtiger.is_none()
             && perf.is_none()
+            && contention.is_none()
         {
             let why = status
                 .iter()
@@ -177,6 +201,7 @@ impl Probes {
             wiredtiger,
             perf,
             alloc: None,
+            contention,
             status,
             _ebpf: ebpf,
         })

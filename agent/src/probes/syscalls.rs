@@ -359,6 +359,12 @@ pub fn slice_between(before: &SyscallsSnapshot, after: &SyscallsSnapshot) -> Sys
                 futex_wait_ns: a.futex_wait_ns.saturating_sub(b.futex_wait_ns),
                 mem_calls: a.mem_calls.saturating_sub(b.mem_calls),
                 mem_ns: a.mem_ns.saturating_sub(b.mem_ns),
+                futex_waits_in_checkpoint: a
+                    .futex_waits_in_checkpoint
+                    .saturating_sub(b.futex_waits_in_checkpoint),
+                futex_wait_ns_in_checkpoint: a
+                    .futex_wait_ns_in_checkpoint
+                    .saturating_sub(b.futex_wait_ns_in_checkpoint),
             };
             (t.futex_waits + t.mem_calls > 0).then_some(t)
         },
@@ -430,6 +436,8 @@ mod tests {
                     tgid: 5,
                     futex_waits: 2,
                     futex_wait_ns: 100,
+                    futex_waits_in_checkpoint: 1,
+                    futex_wait_ns_in_checkpoint: 60,
                     ..Default::default()
                 },
             )]),
@@ -452,6 +460,13 @@ mod tests {
         assert_eq!(
             (s.threads[0].futex_waits, s.threads[0].futex_wait_ns),
             (2, 100)
+        );
+        assert_eq!(
+            (
+                s.threads[0].futex_waits_in_checkpoint,
+                s.threads[0].futex_wait_ns_in_checkpoint
+            ),
+            (1, 60)
         );
         assert_eq!(s.drops.inflight_full, 1);
     }

@@ -128,6 +128,11 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         .alloc
         .as_ref()
         .map(crate::probes::alloc::AllocProbe::record);
+    let kernel_stacks = probes
+        .contention
+        .as_ref()
+        .map(crate::probes::contention::ContentionReader::kernel_stacks)
+        .unwrap_or_default();
     drop(probes); // detach now, before writing
 
     let recording = Recording {
@@ -146,6 +151,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         target_code,
         rseq,
         alloc,
+        kernel_stacks,
     };
     write(recording, plan.output.clone())
 }
@@ -364,6 +370,17 @@ impl Session {
                 }
             });
         let alloc = self.probes.alloc.as_mut().map(|a| a.next_slice());
+        let contention = self
+            .probes
+            .contention
+            .as_mut()
+            .and_then(|r| match r.next_slice() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("contention slice lost: {e}");
+                    None
+                }
+            });
         let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups)
             + softirq.as_ref().map_or(0, SoftirqSlice::events)
             + syscalls
@@ -378,6 +395,7 @@ impl Session {
             wiredtiger,
             perf,
             alloc,
+            contention,
         });
         events
     }

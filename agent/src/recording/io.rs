@@ -339,6 +339,7 @@ mod tests {
                             },
                         }],
                     }),
+                    contention: None,
                 })
                 .collect(),
             checks: Checks {
@@ -369,6 +370,7 @@ mod tests {
                 }),
                 ..AllocRecord::default()
             }),
+            kernel_stacks: Vec::new(),
         }
     }
 

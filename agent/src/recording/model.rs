@@ -52,6 +52,10 @@ pub struct Recording {
     /// overhead imposed on the target (`None` when the family did not run).
     #[serde(default)]
     pub alloc: Option<AllocRecord>,
+    /// Kernel stacks of D-state sleeps referenced by the slices'
+    /// `contention.dstate_stacks` (contention family), by stack id.
+    #[serde(default)]
+    pub kernel_stacks: Vec<super::KernelStack>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -395,6 +399,10 @@ pub struct Slice {
     /// when the family did not run.
     #[serde(default)]
     pub alloc: Option<AllocSlice>,
+    /// Contention family (kernel lock waits, D-state sleeps, split by
+    /// checkpoint window); `None` when it was not attached.
+    #[serde(default)]
+    pub contention: Option<super::ContentionSlice>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -474,6 +482,12 @@ pub struct ThreadSyscallSlice {
     /// Memory syscalls (mmap, munmap, madvise, brk, mremap) and their time.
     pub mem_calls: u64,
     pub mem_ns: u64,
+    /// The part of `futex_waits` / `futex_wait_ns` whose wait began while a
+    /// checkpoint of the target was running (0 without WiredTiger).
+    #[serde(default)]
+    pub futex_waits_in_checkpoint: u64,
+    #[serde(default)]
+    pub futex_wait_ns_in_checkpoint: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

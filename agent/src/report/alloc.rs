@@ -332,6 +332,7 @@ mod tests {
             alloc: Some(AllocSlice {
                 windows: vec![window(1_000_000_000), window(6_000_000_000)],
             }),
+            contention: None,
         }];
         rec
     }

@@ -199,10 +199,11 @@ mod tests {
                 "wiredtiger",
                 "timeline",
                 "alloc",
+                "contention",
                 "not_recorded"
             ])
         );
-        for family in ["syscalls", "rseq", "perf", "wiredtiger"] {
+        for family in ["syscalls", "rseq", "perf", "wiredtiger", "contention"] {
             assert_eq!(m[family], Value::Null, "{family}");
         }
         assert_eq!(m["not_recorded"], Value::Array(vec![]));

@@ -406,6 +406,9 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
         writeln!(out)?;
         out.push_str(&super::alloc::markdown(a));
     }
+    if let Some(c) = &m.contention {
+        write_contention(out, c)?;
+    }
     writeln!(out, "{}.", net_line(m.net.as_ref()))?;
     writeln!(out)?;
     if !m.not_recorded.is_empty() {
@@ -413,6 +416,72 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
         writeln!(out)?;
         for n in &m.not_recorded {
             writeln!(out, "- {}: {}", code(&n.family), n.reason)?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// The contention section: windows, the split, lock kinds, stacks, classes.
+fn write_contention(
+    out: &mut String,
+    c: &crate::report::contention::ContentionMeasurements,
+) -> std::fmt::Result {
+    use crate::report::contention::{split_line, windows_line};
+    writeln!(out, "### Contention")?;
+    writeln!(out)?;
+    writeln!(out, "{}.", capitalise(&windows_line(c)))?;
+    writeln!(out)?;
+    for (name, s) in [
+        ("Futex waits", &c.futex),
+        ("Kernel lock waits", &c.kernel_locks),
+        ("D-state sleeps", &c.dstate),
+    ] {
+        if let Some(s) = s {
+            writeln!(out, "- {}", split_line(name, s))?;
+        }
+    }
+    for k in &c.lock_kinds {
+        writeln!(
+            out,
+            "- Kernel lock {}: {} waits, {:.1} ms ({:.1} ms inside checkpoints)",
+            code(&k.kind),
+            k.waits,
+            k.wait_ms,
+            k.inside_ms
+        )?;
+    }
+    for st in &c.top_stacks {
+        writeln!(
+            out,
+            "- D state in {}: {} sleeps, {:.1} ms ({:.1} ms inside checkpoints): {}",
+            code(st.signature.as_deref().unwrap_or("(unknown)")),
+            st.sleeps,
+            st.total_ms,
+            st.inside_ms,
+            cell(&st.frames.join(" < "))
+        )?;
+    }
+    writeln!(out)?;
+    if !c.classes.is_empty() {
+        writeln!(
+            out,
+            "| Thread class | Threads | Futex ms/s | Lock ms/s | D-state ms/s | Involuntary/s | Wakeup-preempted/s | Run-queue mean µs |"
+        )?;
+        writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
+        for k in &c.classes {
+            writeln!(
+                out,
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                code(&k.class),
+                k.threads,
+                k.futex_wait_ms_per_s,
+                k.lock_wait_ms_per_s,
+                k.dstate_ms_per_s,
+                k.involuntary_per_s,
+                k.wakeup_preempted_per_s,
+                k.runq_mean_us
+            )?;
         }
         writeln!(out)?;
     }

@@ -48,6 +48,11 @@ pub struct Measurements {
     /// Allocator latency windows; `None` when the family did not run.
     #[serde(default)]
     pub alloc: Option<super::alloc::AllocMeasurements>,
+    /// Waits inside vs outside checkpoint windows, per thread class, lock
+    /// kinds and D-state stacks; `None` when neither the syscalls nor the
+    /// contention family recorded anything.
+    #[serde(default)]
+    pub contention: Option<super::contention::ContentionMeasurements>,
     /// Probe families without measurements, and why (not attached, attached
     /// only partly, attached but recorded nothing).
     pub not_recorded: Vec<FamilyNote>,
@@ -228,6 +233,7 @@ impl Measurements {
         m.wiredtiger = wiredtiger(rec);
         m.timeline = super::timeline::Timeline::build(rec);
         m.alloc = super::alloc::measurements(rec);
+        m.contention = super::contention::build(rec);
         // Families that failed (wholly, partly, or as "not applicable"), and
         // attached families of this build that recorded nothing.
         for probe in &rec.probes {
@@ -236,6 +242,7 @@ impl Measurements {
                 "perf" => Some(m.perf.is_some()),
                 "wiredtiger" => Some(m.wiredtiger.is_some()),
                 "alloc" => Some(m.alloc.is_some()),
+                "contention" => Some(rec.slices.iter().any(|s| s.contention.is_some())),
                 _ => None,
             };
             if measured == Some(false)
@@ -1119,6 +1126,7 @@ mod tests {
                 futex_wait_ns: ns,
                 mem_calls: 0,
                 mem_ns: 0,
+                ..Default::default()
             };
             let rseq = |tid: u32, ret: i64, flags: u32| RseqCall {
                 tid,
@@ -1407,6 +1415,7 @@ mod tests {
             keys(m),
             [
                 "alloc",
+                "contention",
                 "net",
                 "not_recorded",
                 "perf",

@@ -11,6 +11,7 @@
 //! numbers each probe family measured, shown even when no rule uses them.
 
 pub mod alloc;
+pub mod contention;
 pub mod html;
 pub mod json;
 pub mod markdown;

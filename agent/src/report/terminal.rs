@@ -466,6 +466,83 @@ pub(crate) fn wiredtiger_line(w: &WiredTigerMeasurements) -> String {
     line
 }
 
+/// The contention block: windows, the inside/outside split, lock kinds,
+/// D-state stacks and thread classes.
+fn write_contention(
+    out: &mut String,
+    c: &crate::report::contention::ContentionMeasurements,
+    p: &Painter,
+) -> std::fmt::Result {
+    use crate::report::contention::{split_line, windows_line};
+    let line = format!("{}  {}", p.bold("Contention"), windows_line(c));
+    writeln!(out, "{}", wrap(&line, "  ", WIDTH))?;
+    for (name, s) in [
+        ("futex waits", &c.futex),
+        ("kernel lock waits", &c.kernel_locks),
+        ("D-state sleeps", &c.dstate),
+    ] {
+        if let Some(s) = s {
+            writeln!(out, "{}", wrap(&split_line(name, s), "    ", WIDTH))?;
+        }
+    }
+    if !c.lock_kinds.is_empty() {
+        let kinds: Vec<String> = c
+            .lock_kinds
+            .iter()
+            .map(|k| format!("{} {} waits {:.1} ms", k.kind, k.waits, k.wait_ms))
+            .collect();
+        let line = format!("kernel locks by kind: {}", kinds.join(", "));
+        writeln!(out, "{}", wrap(&line, "    ", WIDTH))?;
+    }
+    for st in &c.top_stacks {
+        let line = format!(
+            "D state in {}: {} sleeps, {:.1} ms ({:.1} ms inside checkpoints); {}",
+            st.signature.as_deref().unwrap_or("(unknown)"),
+            st.sleeps,
+            st.total_ms,
+            st.inside_ms,
+            st.frames.join(" < ")
+        );
+        writeln!(out, "{}", wrap(&line, "    ", WIDTH))?;
+    }
+    if !c.classes.is_empty() {
+        writeln!(
+            out,
+            "    {:<16} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+            "class",
+            "threads",
+            "futex ms/s",
+            "lock ms/s",
+            "D ms/s",
+            "invol/s",
+            "wkpre/s",
+            "runq µs"
+        )?;
+        for k in &c.classes {
+            writeln!(
+                out,
+                "    {:<16} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>9.1} {:>9.1} {:>9.1}",
+                truncate(&k.class, 16),
+                k.threads,
+                k.futex_wait_ms_per_s,
+                k.lock_wait_ms_per_s,
+                k.dstate_ms_per_s,
+                k.involuntary_per_s,
+                k.wakeup_preempted_per_s,
+                k.runq_mean_us
+            )?;
+        }
+    }
+    if c.drops > 0 {
+        writeln!(
+            out,
+            "    {} waits not timed (maps full or no stack)",
+            c.drops
+        )?;
+    }
+    Ok(())
+}
+
 fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::fmt::Result {
     writeln!(out, "{}", p.heading("Measurements"))?;
     if let Some(s) = &m.sched {
@@ -693,6 +770,10 @@ fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::f
             let row = if i == 0 { p.dim(row) } else { row.clone() };
             writeln!(out, "{row}")?;
         }
+    }
+    if let Some(c) = &m.contention {
+        writeln!(out)?;
+        write_contention(out, c, p)?;
     }
     writeln!(out)?;
     writeln!(out, "{}", wrap(&net_line(m.net.as_ref()), "  ", WIDTH))?;

@@ -821,6 +821,7 @@ fn example_recording() -> Recording {
                 ..PerfSlice::default()
             }),
             alloc: None,
+            contention: None,
         }],
         checks: Default::default(),
         target_code: Some(allocator::example_code(
@@ -836,6 +837,7 @@ fn example_recording() -> Recording {
             threads: Vec::new(),
         }),
         alloc: None,
+        kernel_stacks: Vec::new(),
     }
 }
 

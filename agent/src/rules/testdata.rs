@@ -63,6 +63,7 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
         target_code: None,
         rseq: None,
         alloc: None,
+        kernel_stacks: Vec::new(),
     }
 }
 
@@ -86,6 +87,7 @@ fn with_slices(mut rec: Recording, slice: SchedSlice, n: u64) -> Recording {
             wiredtiger: None,
             perf: None,
             alloc: None,
+            contention: None,
         })
         .collect();
     rec

@@ -10,6 +10,7 @@
 #![no_std]
 
 pub mod alloc;
+pub mod contention;
 pub mod hist;
 pub mod perf;
 pub mod sched;

@@ -76,7 +76,9 @@ pub const RSEQ_RING_BYTES: u32 = 64 * 1024;
 pub struct Inflight {
     pub ts_ns: u64,
     pub slot: u32,
-    pub _pad0: u32,
+    /// 1 when a checkpoint of the target was running at entry (the
+    /// WiredTiger family's counter), else 0.
+    pub in_checkpoint: u32,
     pub args: [u64; 4],
     /// User instruction pointer at entry: right after the syscall instruction.
     pub ip: u64,
@@ -121,6 +123,10 @@ pub struct ThreadSyscalls {
     /// Memory syscalls (mmap family) and their time.
     pub mem_calls: u64,
     pub mem_ns: u64,
+    /// The part of `futex_waits` / `futex_wait_ns` whose wait began while a
+    /// checkpoint of the target was running.
+    pub futex_waits_in_checkpoint: u64,
+    pub futex_wait_ns_in_checkpoint: u64,
 }
 
 /// One rseq(2) call, sent through the ring buffer.
@@ -159,7 +165,7 @@ pub struct SyscallDrops {
 
 const _: () = assert!(core::mem::size_of::<Inflight>() == 8 + 8 + 32 + 16);
 const _: () = assert!(core::mem::size_of::<SyscallStats>() == 32 + 8 * LOG2_BUCKETS);
-const _: () = assert!(core::mem::size_of::<ThreadSyscalls>() == 40);
+const _: () = assert!(core::mem::size_of::<ThreadSyscalls>() == 56);
 const _: () = assert!(core::mem::size_of::<RseqEvent>() == 64);
 const _: () = assert!(core::mem::size_of::<SyscallDrops>() == 24);
 

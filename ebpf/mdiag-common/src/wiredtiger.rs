@@ -16,6 +16,9 @@ pub const CHECKPOINT_FUNCTION: &str = "__wt_txn_checkpoint";
 pub const MAP_CKPT_START: &str = "WT_CKPT_START";
 pub const MAP_CKPT_EVENTS: &str = "WT_CKPT_EVENTS";
 pub const MAP_DROPS: &str = "WT_DROPS";
+/// One `u64`: checkpoints of the target running now (entries seen minus
+/// returns matched), read by the contention programs when a wait begins.
+pub const MAP_CKPT_ACTIVE: &str = "WT_CKPT_ACTIVE";
 
 /// Threads inside a checkpoint at once (one in practice: WiredTiger
 /// serialises checkpoints).

@@ -9,6 +9,8 @@
 #[cfg(target_arch = "bpf")]
 mod alloc;
 #[cfg(target_arch = "bpf")]
+mod contention;
+#[cfg(target_arch = "bpf")]
 mod perf;
 #[cfg(target_arch = "bpf")]
 mod sched;

@@ -28,7 +28,7 @@ use mdiag_common::{
 #[unsafe(no_mangle)]
 static MDIAG_SCHED_TARGET_TGID: u32 = 0;
 #[unsafe(no_mangle)]
-static MDIAG_TASK_PID_OFFSET: u32 = 0;
+pub(crate) static MDIAG_TASK_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static MDIAG_TASK_TGID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
@@ -80,7 +80,7 @@ fn cpu_counters() -> Option<&'static mut SchedCpu> {
 
 /// Reads a `u32`-sized field of `task` at `offset`.
 #[inline(always)]
-fn task_u32(task: *const u8, offset: u32) -> Option<u32> {
+pub(crate) fn task_u32(task: *const u8, offset: u32) -> Option<u32> {
     // SAFETY: bpf_probe_read_kernel copes with any address (it fails cleanly);
     // `task` comes from the tracepoint arguments and `offset` from BTF.
     unsafe { bpf_probe_read_kernel(task.wrapping_add(offset as usize) as *const u32).ok() }
@@ -88,7 +88,7 @@ fn task_u32(task: *const u8, offset: u32) -> Option<u32> {
 
 /// The `comm` (thread name) of `task`; zeros when it cannot be read.
 #[inline(always)]
-fn task_comm(task: *const u8) -> [u8; TASK_COMM_LEN] {
+pub(crate) fn task_comm(task: *const u8) -> [u8; TASK_COMM_LEN] {
     // SAFETY: reads the fixed-size comm array of a live task; a failed read
     // leaves zeros.
     unsafe {

@@ -21,7 +21,10 @@ use mdiag_common::{
     },
 };
 
-use crate::sched::{global, now_ns, observed};
+use crate::{
+    sched::{global, now_ns, observed},
+    wiredtiger::checkpoint_window,
+};
 
 #[unsafe(no_mangle)]
 static MDIAG_SYSCALL_NRS: [u64; NR_SYSCALL_NRS] = [NO_SYSCALL; NR_SYSCALL_NRS];
@@ -106,10 +109,15 @@ pub fn mdiag_sys_enter(ctx: BtfTracePointContext) -> i32 {
             slot = SLOT_FUTEX_WAKE;
         }
     }
+    let in_checkpoint = if slot == SLOT_FUTEX_WAIT || slot == SLOT_FUTEX_WAITV {
+        checkpoint_window()
+    } else {
+        0
+    };
     let entry = Inflight {
         ts_ns: now_ns(),
         slot: slot as u32,
-        _pad0: 0,
+        in_checkpoint,
         args,
         ip: read_reg(regs, global(&MDIAG_REGS_IP_OFFSET)),
         sp_word: if slot == SLOT_RSEQ {
@@ -190,6 +198,10 @@ pub fn mdiag_sys_exit(ctx: BtfTracePointContext) -> i32 {
             if futex_wait {
                 t.futex_waits += 1;
                 t.futex_wait_ns += delta;
+                if entry.in_checkpoint != 0 {
+                    t.futex_waits_in_checkpoint += 1;
+                    t.futex_wait_ns_in_checkpoint += delta;
+                }
             } else {
                 t.mem_calls += 1;
                 t.mem_ns += delta;

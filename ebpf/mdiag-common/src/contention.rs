@@ -1,0 +1,227 @@
+//! Contention family: kernel lock contention (`lock:contention_begin` /
+//! `contention_end`) and off-CPU time in uninterruptible sleep (D state) with
+//! the kernel stack, per observed thread, each split into "a checkpoint of the
+//! target was running when the wait began" (window 1) or not (window 0).
+//!
+//! A family of its own (with its own `sched_switch` program) so that it
+//! degrades alone: a kernel without the lock tracepoints still gets D-state
+//! stacks, and the sched family never depends on it. The checkpoint window is
+//! the WiredTiger family's `WT_CKPT_ACTIVE` counter (0 when that family is not
+//! attached, so everything is then "outside").
+
+/// Program names (functions in `mdiag-ebpf/src/contention.rs`).
+pub const PROG_LOCK_BEGIN: &str = "mdiag_cont_lock_begin";
+pub const PROG_LOCK_END: &str = "mdiag_cont_lock_end";
+pub const PROG_SWITCH: &str = "mdiag_cont_switch";
+/// `(program, tracepoint)`; each attaches on its own: the two lock programs
+/// only make sense together, the switch program alone gives D-state stacks.
+pub const TRACEPOINTS: [(&str, &str); 3] = [
+    (PROG_SWITCH, "sched_switch"),
+    (PROG_LOCK_BEGIN, "contention_begin"),
+    (PROG_LOCK_END, "contention_end"),
+];
+
+pub const MAP_LOCK_INFLIGHT: &str = "CONT_LOCK_INFLIGHT";
+pub const MAP_OFFCPU: &str = "CONT_OFFCPU";
+pub const MAP_THREADS: &str = "CONT_THREADS";
+pub const MAP_LOCK_KINDS: &str = "CONT_LOCK_KINDS";
+pub const MAP_DSTACKS: &str = "CONT_DSTACKS";
+pub const MAP_STACKS: &str = "CONT_STACKS";
+pub const MAP_DROPS: &str = "CONT_DROPS";
+
+/// Window index: the wait began while no checkpoint of the target ran / while one ran.
+pub const OUTSIDE: usize = 0;
+pub const INSIDE: usize = 1;
+
+/// Threads waiting on a lock / sleeping in D state at once.
+pub const MAX_INFLIGHT: u32 = 16384;
+pub const MAX_THREADS: u32 = 32768;
+/// Distinct (kernel stack, window) pairs with D-state time.
+pub const MAX_DSTACKS: u32 = 4096;
+/// Distinct kernel stacks kept by the stack-trace map.
+pub const MAX_STACKS: u32 = 2048;
+/// Lock kinds are indexed by `flags & LOCK_FLAGS_MASK` (the kernel's `LCB_F_*`).
+pub const LOCK_KINDS: u32 = 64;
+pub const LOCK_FLAGS_MASK: u32 = 63;
+/// `D_STACK_NONE`: the stack could not be taken (map full or error).
+pub const D_STACK_NONE: u32 = u32::MAX;
+
+/// `include/trace/events/lock.h`.
+pub const LCB_F_SPIN: u32 = 1 << 0;
+pub const LCB_F_READ: u32 = 1 << 1;
+pub const LCB_F_WRITE: u32 = 1 << 2;
+pub const LCB_F_RT: u32 = 1 << 3;
+pub const LCB_F_PERCPU: u32 = 1 << 4;
+pub const LCB_F_MUTEX: u32 = 1 << 5;
+
+/// `task_struct.__state` bits (`include/linux/sched.h`).
+pub const TASK_UNINTERRUPTIBLE: u32 = 0x2;
+/// `TASK_IDLE` = UNINTERRUPTIBLE | NOLOAD: idle kernel waits, not D state in
+/// the load-average sense; left out.
+pub const TASK_NOLOAD: u32 = 0x400;
+
+pub const TASK_COMM_LEN: usize = 16;
+
+/// A lock wait in progress, key: thread id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockInflight {
+    pub lock: u64,
+    pub ts_ns: u64,
+    /// `LCB_F_*` of the latest `contention_begin` for this lock.
+    pub flags: u32,
+    /// [`OUTSIDE`] or [`INSIDE`] when the wait began.
+    pub window: u32,
+}
+
+/// A D-state sleep in progress, key: thread id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OffCpu {
+    pub ts_ns: u64,
+    /// Stack id in `CONT_STACKS`, or [`D_STACK_NONE`].
+    pub stack_id: u32,
+    pub window: u32,
+}
+
+/// Per-thread totals, key: thread id. Arrays are indexed by window.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadContention {
+    pub tgid: u32,
+    pub _pad0: u32,
+    pub comm: [u8; TASK_COMM_LEN],
+    /// Kernel lock waits (contention_begin → end) and their time.
+    pub lock_waits: [u64; 2],
+    pub lock_wait_ns: [u64; 2],
+    /// Sleeps in D state (switched out uninterruptible → switched in) and their time.
+    pub dstate_sleeps: [u64; 2],
+    pub dstate_ns: [u64; 2],
+}
+
+/// Per CPU and lock kind (a `PerCpuArray` indexed by `flags & LOCK_FLAGS_MASK`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockKindStats {
+    pub waits: [u64; 2],
+    pub wait_ns: [u64; 2],
+}
+
+/// Key of the per-CPU D-state stack totals.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DStackKey {
+    pub stack_id: u32,
+    pub window: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DStackStats {
+    pub sleeps: u64,
+    pub ns: u64,
+}
+
+/// Per-CPU drop counters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContentionDrops {
+    /// A wait could not be remembered (in-flight map full): not timed.
+    pub inflight_full: u64,
+    pub thread_map_full: u64,
+    /// D-state sleeps without a stack (stack map full or unwinding failed).
+    pub stack_failed: u64,
+    /// D-state time lost because the stack-totals map was full.
+    pub dstack_map_full: u64,
+    /// `contention_begin` on another lock while one wait was open (the inner
+    /// wait is not timed; the outer one is).
+    pub nested: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<LockInflight>() == 24);
+const _: () = assert!(core::mem::size_of::<OffCpu>() == 16);
+const _: () = assert!(core::mem::size_of::<ThreadContention>() == 24 + 64);
+const _: () = assert!(core::mem::size_of::<LockKindStats>() == 32);
+const _: () = assert!(core::mem::size_of::<DStackKey>() == 8);
+const _: () = assert!(core::mem::size_of::<DStackStats>() == 16);
+const _: () = assert!(core::mem::size_of::<ContentionDrops>() == 40);
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY (all): #[repr(C)], integer fields and arrays only, explicit
+    // padding fields, so there are no holes and every bit pattern is valid.
+    unsafe impl aya::Pod for super::LockInflight {}
+    unsafe impl aya::Pod for super::OffCpu {}
+    unsafe impl aya::Pod for super::ThreadContention {}
+    unsafe impl aya::Pod for super::LockKindStats {}
+    unsafe impl aya::Pod for super::DStackKey {}
+    unsafe impl aya::Pod for super::DStackStats {}
+    unsafe impl aya::Pod for super::ContentionDrops {}
+}
+
+/// The lock kind of `LCB_F_*` flags, named as `perf lock contention` does.
+pub fn lock_kind_name(flags: u32) -> &'static str {
+    match flags & LOCK_FLAGS_MASK {
+        LCB_F_SPIN => "spinlock",
+        f if f == LCB_F_SPIN | LCB_F_READ => "rwlock:R",
+        f if f == LCB_F_SPIN | LCB_F_WRITE => "rwlock:W",
+        LCB_F_READ => "rwsem:R",
+        LCB_F_WRITE => "rwsem:W",
+        LCB_F_RT => "rt-mutex",
+        f if f == LCB_F_RT | LCB_F_READ => "rwlock-rt:R",
+        f if f == LCB_F_RT | LCB_F_WRITE => "rwlock-rt:W",
+        f if f == LCB_F_PERCPU | LCB_F_READ => "pcpu-sem:R",
+        f if f == LCB_F_PERCPU | LCB_F_WRITE => "pcpu-sem:W",
+        LCB_F_MUTEX => "mutex",
+        f if f == LCB_F_MUTEX | LCB_F_SPIN => "mutex-spin",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts() {
+        assert_eq!(core::mem::offset_of!(ThreadContention, comm), 8);
+        assert_eq!(core::mem::offset_of!(ThreadContention, lock_waits), 24);
+        assert_eq!(core::mem::offset_of!(ThreadContention, dstate_ns), 72);
+        assert_eq!(core::mem::offset_of!(LockInflight, flags), 16);
+        assert_eq!(core::mem::offset_of!(OffCpu, window), 12);
+        assert_eq!(core::mem::offset_of!(ContentionDrops, nested), 32);
+    }
+
+    #[test]
+    fn thread_totals_round_trip_through_bytes() {
+        let t = ThreadContention {
+            tgid: 42,
+            _pad0: 0,
+            comm: *b"conn12\0\0\0\0\0\0\0\0\0\0",
+            lock_waits: [1, 2],
+            lock_wait_ns: [3, 4],
+            dstate_sleeps: [5, 6],
+            dstate_ns: [7, 8],
+        };
+        // SAFETY: plain data without padding holes.
+        let bytes: [u8; 88] = unsafe { core::mem::transmute(t) };
+        // SAFETY: any bit pattern is a valid ThreadContention.
+        let back: ThreadContention = unsafe { crate::read_plain(&bytes) }.unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn lock_kinds_are_named_as_perf_names_them() {
+        assert_eq!(lock_kind_name(LCB_F_SPIN), "spinlock");
+        assert_eq!(lock_kind_name(LCB_F_WRITE), "rwsem:W");
+        assert_eq!(lock_kind_name(LCB_F_READ), "rwsem:R");
+        assert_eq!(lock_kind_name(LCB_F_MUTEX), "mutex");
+        assert_eq!(lock_kind_name(LCB_F_MUTEX | LCB_F_SPIN), "mutex-spin");
+        assert_eq!(lock_kind_name(LCB_F_PERCPU | LCB_F_WRITE), "pcpu-sem:W");
+        assert_eq!(lock_kind_name(LCB_F_SPIN | LCB_F_READ), "rwlock:R");
+        assert_eq!(lock_kind_name(LCB_F_RT), "rt-mutex");
+        assert_eq!(lock_kind_name(LCB_F_PERCPU), "other");
+        // Bits above the mask are ignored.
+        assert_eq!(lock_kind_name(LCB_F_MUTEX | 0x100), "mutex");
+    }
+}

@@ -1,0 +1,258 @@
+//! Contention family (kernel side): kernel lock waits (`contention_begin` →
+//! `contention_end`) and uninterruptible sleeps (D state, from its own
+//! `sched_switch` program) of observed threads, each charged to the window
+//! (inside / outside a checkpoint of the target) in which the wait began.
+//!
+//! Lock waits: one open wait per thread. A `contention_begin` for the lock
+//! already open only updates its flags (a mutex first spins, then sleeps:
+//! the wait is timed from the first begin and named by the last flags); one
+//! for another lock while a wait is open (a spinlock taken inside the slow
+//! path) is counted as `nested` and not timed, so time is never counted twice.
+//!
+//! D state: when an observed task leaves the CPU in TASK_UNINTERRUPTIBLE
+//! (not TASK_IDLE, not preempted), its kernel stack is stored in the stack
+//! map and (time, stack id, window) remembered; when it is switched back in,
+//! the sleep's length is added to its thread totals and to per-CPU totals by
+//! (stack id, window). Nothing goes to user space per event.
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    macros::{btf_tracepoint, map},
+    maps::{HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
+    programs::{BtfTracePointContext, tracing::StackIdContext},
+};
+use mdiag_common::contention::{
+    ContentionDrops, D_STACK_NONE, DStackKey, DStackStats, LOCK_FLAGS_MASK, LOCK_KINDS,
+    LockInflight, LockKindStats, MAX_DSTACKS, MAX_INFLIGHT, MAX_STACKS, MAX_THREADS, OffCpu,
+    TASK_COMM_LEN, TASK_NOLOAD, TASK_UNINTERRUPTIBLE, ThreadContention,
+};
+
+use crate::{
+    sched::{MDIAG_TASK_PID_OFFSET, global, now_ns, observed, task_u32},
+    wiredtiger::checkpoint_window,
+};
+
+#[map]
+static CONT_LOCK_INFLIGHT: HashMap<u32, LockInflight> = HashMap::with_max_entries(MAX_INFLIGHT, 0);
+#[map]
+static CONT_OFFCPU: HashMap<u32, OffCpu> = HashMap::with_max_entries(MAX_INFLIGHT, 0);
+#[map]
+static CONT_THREADS: HashMap<u32, ThreadContention> = HashMap::with_max_entries(MAX_THREADS, 0);
+#[map]
+static CONT_LOCK_KINDS: PerCpuArray<LockKindStats> = PerCpuArray::with_max_entries(LOCK_KINDS, 0);
+#[map]
+static CONT_DSTACKS: PerCpuHashMap<DStackKey, DStackStats> =
+    PerCpuHashMap::with_max_entries(MAX_DSTACKS, 0);
+#[map]
+static CONT_STACKS: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
+#[map]
+static CONT_DROPS: PerCpuArray<ContentionDrops> = PerCpuArray::with_max_entries(1, 0);
+
+const BPF_ANY: u64 = 0;
+const BPF_NOEXIST: u64 = 1;
+/// `bpf_get_stackid`: compare whole stacks on hash collision (no silent mix-ups).
+const BPF_F_FAST_STACK_CMP: u64 = 1 << 9;
+
+#[inline(always)]
+fn drops() -> Option<&'static mut ContentionDrops> {
+    // SAFETY: per-CPU slot; these programs do not nest on one CPU.
+    CONT_DROPS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
+/// The thread's totals, created on first sight (with the current task's
+/// name: only called from the thread's own context). `None` when full.
+#[inline(always)]
+fn thread_entry(tid: u32, tgid: u32) -> Option<&'static mut ThreadContention> {
+    if let Some(ptr) = CONT_THREADS.get_ptr_mut(&tid) {
+        // SAFETY: map values stay valid while the program runs; a thread's
+        // entry is only written from its own context or while it is off CPU.
+        return Some(unsafe { &mut *ptr });
+    }
+    let fresh = ThreadContention {
+        tgid,
+        comm: bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]),
+        ..ThreadContention::default()
+    };
+    if CONT_THREADS.insert(&tid, &fresh, BPF_NOEXIST).is_err()
+        && CONT_THREADS.get_ptr_mut(&tid).is_none()
+    {
+        if let Some(d) = drops() {
+            d.thread_map_full += 1;
+        }
+        return None;
+    }
+    // SAFETY: as above.
+    CONT_THREADS.get_ptr_mut(&tid).map(|p| unsafe { &mut *p })
+}
+
+#[btf_tracepoint(function = "contention_begin")]
+pub fn mdiag_cont_lock_begin(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(void *lock, unsigned int flags)
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let tid = pid_tgid as u32;
+    if tid == 0 || !observed(tgid) {
+        return 0;
+    }
+    let lock: u64 = ctx.arg(0);
+    let flags: u64 = ctx.arg(1);
+    let flags = flags as u32;
+    if let Some(open) = CONT_LOCK_INFLIGHT.get_ptr_mut(&tid) {
+        // SAFETY: valid map value; only this thread's context touches it.
+        let open = unsafe { &mut *open };
+        if open.lock == lock {
+            open.flags = flags;
+        } else if let Some(d) = drops() {
+            d.nested += 1;
+        }
+        return 0;
+    }
+    let entry = LockInflight {
+        lock,
+        ts_ns: now_ns(),
+        flags,
+        window: checkpoint_window(),
+    };
+    if CONT_LOCK_INFLIGHT.insert(&tid, &entry, BPF_ANY).is_err()
+        && let Some(d) = drops()
+    {
+        d.inflight_full += 1;
+    }
+    0
+}
+
+#[btf_tracepoint(function = "contention_end")]
+pub fn mdiag_cont_lock_end(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(void *lock, int ret)
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let tid = pid_tgid as u32;
+    if tid == 0 || !observed(tgid) {
+        return 0;
+    }
+    let lock: u64 = ctx.arg(0);
+    let Some(open) = CONT_LOCK_INFLIGHT.get_ptr(&tid) else {
+        return 0;
+    };
+    // SAFETY: valid map value pointer; copied before the delete below.
+    let open = unsafe { *open };
+    if open.lock != lock {
+        // The end of a nested wait that was not timed.
+        return 0;
+    }
+    let _ = CONT_LOCK_INFLIGHT.remove(&tid);
+    let delta = now_ns().saturating_sub(open.ts_ns);
+    let w = (open.window & 1) as usize;
+    if let Some(k) = CONT_LOCK_KINDS.get_ptr_mut(open.flags & LOCK_FLAGS_MASK) {
+        // SAFETY: per-CPU slot of this CPU.
+        let k = unsafe { &mut *k };
+        k.waits[w] += 1;
+        k.wait_ns[w] += delta;
+    }
+    if let Some(t) = thread_entry(tid, tgid) {
+        t.lock_waits[w] += 1;
+        t.lock_wait_ns[w] += delta;
+    }
+    0
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+    let preempt: u64 = ctx.arg(0);
+    let next: *const u8 = ctx.arg(2);
+    let prev_state: u64 = ctx.arg(3);
+    let preempt = preempt & 0xff != 0;
+    let prev_state = prev_state as u32;
+    let now = now_ns();
+
+    // prev (the current task) going to sleep uninterruptibly.
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let prev_tid = pid_tgid as u32;
+    let prev_tgid = (pid_tgid >> 32) as u32;
+    if prev_tid != 0
+        && !preempt
+        && prev_state & TASK_UNINTERRUPTIBLE != 0
+        && prev_state & TASK_NOLOAD == 0
+        && observed(prev_tgid)
+    {
+        let stack_id = match ctx.get_stackid(&CONT_STACKS, BPF_F_FAST_STACK_CMP) {
+            Ok(id) => id as u32,
+            Err(_) => {
+                if let Some(d) = drops() {
+                    d.stack_failed += 1;
+                }
+                D_STACK_NONE
+            }
+        };
+        let entry = OffCpu {
+            ts_ns: now,
+            stack_id,
+            window: checkpoint_window(),
+        };
+        // Created now, in the thread's own context, so it carries its name.
+        let _ = thread_entry(prev_tid, prev_tgid);
+        if CONT_OFFCPU.insert(&prev_tid, &entry, BPF_ANY).is_err()
+            && let Some(d) = drops()
+        {
+            d.inflight_full += 1;
+        }
+    }
+
+    // next coming back: one lookup for every switch on the host.
+    let Some(next_tid) = task_u32(next, global(&MDIAG_TASK_PID_OFFSET)) else {
+        return 0;
+    };
+    if next_tid == 0 {
+        return 0;
+    }
+    let Some(sleep) = CONT_OFFCPU.get_ptr(&next_tid) else {
+        return 0;
+    };
+    // SAFETY: valid map value pointer; copied before the delete below.
+    let sleep = unsafe { *sleep };
+    let _ = CONT_OFFCPU.remove(&next_tid);
+    let delta = now.saturating_sub(sleep.ts_ns);
+    let w = (sleep.window & 1) as usize;
+    if let Some(t) = CONT_THREADS.get_ptr_mut(&next_tid) {
+        // SAFETY: valid map value; the thread is off CPU, nobody else writes it.
+        let t = unsafe { &mut *t };
+        t.dstate_sleeps[w] += 1;
+        t.dstate_ns[w] += delta;
+    }
+    let key = DStackKey {
+        stack_id: sleep.stack_id,
+        window: sleep.window & 1,
+    };
+    match CONT_DSTACKS.get_ptr_mut(&key) {
+        Some(s) => {
+            // SAFETY: this CPU's value of a per-CPU hash entry.
+            let s = unsafe { &mut *s };
+            s.sleeps += 1;
+            s.ns += delta;
+        }
+        None => {
+            let fresh = DStackStats {
+                sleeps: 1,
+                ns: delta,
+            };
+            if CONT_DSTACKS.insert(&key, &fresh, BPF_NOEXIST).is_err() {
+                // Another CPU may have created the key meanwhile.
+                match CONT_DSTACKS.get_ptr_mut(&key) {
+                    Some(s) => {
+                        // SAFETY: as above.
+                        let s = unsafe { &mut *s };
+                        s.sleeps += 1;
+                        s.ns += delta;
+                    }
+                    None => {
+                        if let Some(d) = drops() {
+                            d.dstack_map_full += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    0
+}
