@@ -1,0 +1,232 @@
+//! The contention family loaded in-process against a workload that times its
+//! own blocking calls: D-state sleeps (O_DIRECT | O_DSYNC writes and fsync on
+//! a block-device file system) with their kernel stacks, and kernel lock
+//! contention (threads fighting for mmap_lock) against what is physically
+//! possible, with a quiet run as the control.
+
+use std::{
+    collections::BTreeSet,
+    io::{BufRead, BufReader, Write},
+    process::{Command, Stdio},
+};
+
+use mdiag::{
+    probes::{ProbeConfig, Probes},
+    recording::ContentionSlice,
+};
+use mdiag_tests::require_root;
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_mdiag-contention");
+
+/// Runs the workload with `args` attached from "ready" on; returns its
+/// report and the family's totals taken before its threads are pruned.
+fn run(
+    args: &[&str],
+) -> (
+    serde_json::Value,
+    ContentionSlice,
+    Vec<mdiag::recording::KernelStack>,
+) {
+    let mut child = Command::new(WORKLOAD)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn contention workload");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "workload did not start");
+    let mut probes = Probes::attach(ProbeConfig {
+        target_tgid: Some(child.id()),
+    })
+    .expect("attach");
+    let family = probes
+        .status()
+        .iter()
+        .find(|s| s.family == "contention")
+        .expect("contention status")
+        .clone();
+    assert!(family.attached(), "{family:?}");
+    let reader = probes.contention.as_mut().expect("contention reader");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&line).expect("workload report");
+    let totals = reader.totals_since_attach().unwrap();
+    // A slice symbolizes the stacks it names.
+    let _ = reader.next_slice().unwrap();
+    let stacks = reader.kernel_stacks();
+    drop(stdin);
+    let _ = child.wait();
+    (report, totals, stacks)
+}
+
+/// Text symbols of the running kernel.
+fn kallsyms() -> BTreeSet<String> {
+    std::fs::read_to_string("/proc/kallsyms")
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let mut p = l.split_whitespace();
+            let (_, kind, name) = (p.next()?, p.next()?, p.next()?);
+            matches!(kind, "t" | "T").then(|| name.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn dstate_time_matches_the_workloads_own_io_time_and_names_a_kernel_function() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    // /tmp must be a block-device file system (not tmpfs) for writes to block.
+    let dir =
+        tempfile::tempdir_in(std::env::var("MDIAG_DSTATE_DIR").unwrap_or("/tmp".into())).unwrap();
+    let dir_s = dir.path().to_str().unwrap();
+    let fstype = Command::new("stat")
+        .args(["-f", "-c", "%T", dir_s])
+        .output()
+        .unwrap();
+    let fstype = String::from_utf8_lossy(&fstype.stdout).trim().to_owned();
+    assert!(
+        !["tmpfs", "ramfs", "overlayfs"].contains(&fstype.as_str()),
+        "{dir_s} is on {fstype}: set MDIAG_DSTATE_DIR to a directory on a block device"
+    );
+    let (report, totals, stacks) = run(&[
+        "--mode",
+        "dstate",
+        "--dir",
+        dir_s,
+        "--threads",
+        "3",
+        "--writes",
+        "150",
+    ]);
+    let pid = report["pid"].as_u64().unwrap() as u32;
+    let mut total_io = 0u64;
+    let mut total_d = 0u64;
+    for t in report["threads"].as_array().unwrap() {
+        let tid = t["tid"].as_u64().unwrap() as u32;
+        let io_ns = t["io_ns"].as_u64().unwrap();
+        let seen = totals
+            .threads
+            .iter()
+            .find(|x| x.tid == tid)
+            .unwrap_or_else(|| panic!("thread {tid} not seen: {totals:?}"));
+        assert_eq!(seen.tgid, pid);
+        let d = seen.dstate.ns();
+        eprintln!(
+            "thread {tid}: D state {} ns in {} sleeps, workload's own write+fsync time {io_ns} ns ({:.1} %)",
+            d,
+            seen.dstate.count(),
+            d as f64 * 100.0 / io_ns as f64
+        );
+        // Bounded by the time the thread spent in its blocking calls (a
+        // sleep is timed from switch-out to switch-in, both inside them);
+        // 1 ms of slack for the clock reads around the calls.
+        assert!(d <= io_ns + 1_000_000, "thread {tid}: {d} > {io_ns}");
+        // And close to it: the calls mostly wait for the device.
+        assert!(d * 2 >= io_ns, "thread {tid}: {d} is under half of {io_ns}");
+        // Without WiredTiger every sleep is outside a checkpoint window.
+        assert_eq!(seen.dstate.inside, 0);
+        total_io += io_ns;
+        total_d += d;
+    }
+    eprintln!("all threads: D state {total_d} ns, own I/O time {total_io} ns");
+
+    // The stack with the most D-state time is named by a real kernel
+    // function on the write / fsync path, not by scheduler plumbing.
+    let top = totals
+        .dstate_stacks
+        .iter()
+        .max_by_key(|s| s.sleeps.ns())
+        .expect("no D-state stack");
+    let stack = stacks
+        .iter()
+        .find(|s| s.stack_id == top.stack_id)
+        .expect("top stack symbolized");
+    eprintln!("top stack: {:?}", stack);
+    let sig = stack.signature.as_deref().expect("a signature");
+    assert!(
+        kallsyms().contains(sig),
+        "{sig} is not a kernel text symbol"
+    );
+    assert!(!mdiag::kstack::is_plumbing(sig), "{sig}");
+    // The stack goes through the write or fsync syscall.
+    assert!(
+        stack
+            .frames
+            .iter()
+            .any(|f| f.contains("fsync") || f.contains("sync_file") || f.contains("write")),
+        "{stack:?}"
+    );
+    assert_eq!(totals.drops.dstack_map_full, 0, "{:?}", totals.drops);
+}
+
+#[test]
+fn mmap_lock_contention_is_attributed_to_the_threads_and_physically_bounded() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let threads = 4u64;
+    let (report, totals, _) = run(&["--mode", "mmap", "--threads", "4", "--ms", "1500"]);
+    let pid = report["pid"].as_u64().unwrap() as u32;
+    let wall = report["wall_ns"].as_u64().unwrap();
+    let tids: BTreeSet<u32> = report["tids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect();
+    let mut waits = 0;
+    let mut ns = 0;
+    for t in &totals.threads {
+        assert_eq!(t.tgid, pid, "{t:?}");
+        if tids.contains(&t.tid) {
+            waits += t.lock.count();
+            ns += t.lock.ns();
+        }
+    }
+    let kinds: Vec<_> = totals
+        .lock_kinds
+        .iter()
+        .map(|k| (k.kind.as_str(), k.waits.count(), k.waits.ns()))
+        .collect();
+    eprintln!(
+        "{} mmaps; lock waits of the workload's threads: {waits} waits, {ns} ns over {wall} ns wall with {threads} threads; by kind {kinds:?}",
+        report["maps"]
+    );
+    assert!(waits > 0, "no lock contention seen: {totals:?}");
+    // Each thread waits at most the whole wall time (plus the time between
+    // the workload's barrier and its first call).
+    assert!(
+        ns <= threads * (wall + 50_000_000),
+        "{ns} > {threads} x {wall}"
+    );
+    // The fight is for mmap_lock: an rwsem.
+    let rwsem: u64 = kinds
+        .iter()
+        .filter(|(k, _, _)| k.starts_with("rwsem"))
+        .map(|(_, n, _)| n)
+        .sum();
+    assert!(rwsem > 0, "no rwsem contention: {kinds:?}");
+    // Per-kind totals and per-thread totals count the same waits.
+    let by_kind: u64 = kinds.iter().map(|(_, n, _)| n).sum();
+    let all_threads: u64 = totals.threads.iter().map(|t| t.lock.count()).sum();
+    assert_eq!(by_kind, all_threads);
+}
+
+#[test]
+fn a_quiet_process_shows_almost_no_contention() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let (report, totals, _) = run(&["--mode", "quiet", "--threads", "4", "--ms", "1000"]);
+    let waits: u64 = totals.threads.iter().map(|t| t.lock.count()).sum();
+    let lock_ns: u64 = totals.threads.iter().map(|t| t.lock.ns()).sum();
+    let d_ns: u64 = totals.threads.iter().map(|t| t.dstate.ns()).sum();
+    eprintln!("quiet: {waits} lock waits, {lock_ns} ns; D state {d_ns} ns; {report}");
+    // Thread creation and exit may touch a contended lock once or twice.
+    assert!(waits <= 10, "{totals:?}");
+    assert!(lock_ns < 5_000_000, "{totals:?}");
+    assert!(d_ns < 20_000_000, "{totals:?}");
+}
