@@ -5,6 +5,7 @@
 //! Tests run one at a time (`--test-threads=1`): they measure the whole host.
 
 mod alloc;
+mod checkpoint_contention;
 mod contention;
 mod html;
 mod perf;

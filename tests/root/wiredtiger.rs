@@ -18,7 +18,7 @@ use mdiag::{
 use mdiag_tests::require_root;
 
 /// Compiles the workload into the target's temporary directory.
-fn workload() -> PathBuf {
+pub(crate) fn workload() -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("workloads/wtcheckpoint.c");
     let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mdiag-wtcheckpoint");
     let out = Command::new("cc")

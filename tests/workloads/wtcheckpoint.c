@@ -17,7 +17,16 @@
  * checkpoints, timing the close too (the close checkpoints once more), and
  * prints the JSON line last, with "close_start_ns"/"close_end_ns".
  *
- * Usage: mdiag-wtcheckpoint --home DIR [--checkpoints N] [--interval-ms MS] [--writers W] [--no-hold]
+ * With --checkpointers 2, two threads start each checkpoint at the same
+ * moment (a barrier per round): WiredTiger serialises them on its checkpoint
+ * lock, so one waits for the other's whole checkpoint (checkpoints then holds
+ * 2 × N entries). --stats opens WiredTiger with statistics=(all) and adds
+ * "stats" with WiredTiger's own lock wait times (usecs) to the JSON line.
+ * Threads are named as mongod names its own: writers "connN", checkpoint
+ * threads "Checkpointer"; "checkpoint_tids" lists the latter.
+ *
+ * Usage: mdiag-wtcheckpoint --home DIR [--checkpoints N] [--interval-ms MS] [--writers W]
+ *        [--checkpointers 1|2] [--stats] [--no-hold]
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -39,13 +48,16 @@ static WT_CONNECTION *conn;
 static atomic_int stop;
 static atomic_ullong inserts;
 static int n_checkpoints = 8, interval_ms = 150, n_writers = 3, hold = 1;
+static int n_checkpointers = 1, stats = 0;
+static pthread_barrier_t round_barrier;
+static atomic_int n_done;
 
 struct ckpt {
     uint64_t start_ns, end_ns;
     int ret;
 };
-static struct ckpt ckpts[MAX_CHECKPOINTS];
-static pid_t ckpt_tid;
+static struct ckpt ckpts[2 * MAX_CHECKPOINTS];
+static pid_t ckpt_tids[2];
 
 static void die(const char *what, int ret) {
     fprintf(stderr, "mdiag-wtcheckpoint: %s: %s\n", what, wiredtiger_strerror(ret));
@@ -63,7 +75,9 @@ static void *writer(void *arg) {
     WT_SESSION *s;
     WT_CURSOR *c;
     int ret;
-    char value[200];
+    char value[200], name[16];
+    snprintf(name, sizeof(name), "conn%d", (int)id + 1);
+    pthread_setname_np(pthread_self(), name);
     if ((ret = conn->open_session(conn, NULL, NULL, &s)) != 0)
         die("open_session", ret);
     if ((ret = s->open_cursor(s, "table:ckpt", NULL, NULL, &c)) != 0)
@@ -84,20 +98,46 @@ static void *writer(void *arg) {
 }
 
 static void *checkpointer(void *arg) {
-    (void)arg;
+    int me = (int)(intptr_t)arg;
     WT_SESSION *s;
     int ret;
-    ckpt_tid = (pid_t)syscall(SYS_gettid);
+    pthread_setname_np(pthread_self(), "Checkpointer");
+    ckpt_tids[me] = (pid_t)syscall(SYS_gettid);
     if ((ret = conn->open_session(conn, NULL, NULL, &s)) != 0)
         die("open_session", ret);
     for (int i = 0; i < n_checkpoints; i++) {
-        usleep((useconds_t)interval_ms * 1000);
-        ckpts[i].start_ns = now_ns();
-        ckpts[i].ret = s->checkpoint(s, NULL);
-        ckpts[i].end_ns = now_ns();
+        if (me == 0)
+            usleep((useconds_t)interval_ms * 1000);
+        if (n_checkpointers > 1)
+            pthread_barrier_wait(&round_barrier);
+        uint64_t start = now_ns();
+        int r = s->checkpoint(s, NULL);
+        uint64_t end = now_ns();
+        int slot = atomic_fetch_add(&n_done, 1);
+        ckpts[slot].start_ns = start;
+        ckpts[slot].end_ns = end;
+        ckpts[slot].ret = r;
+        /* End of round: poll (sleeping, not a futex wait) so that the only
+         * futex waits of these threads are WiredTiger's own lock waits. */
+        while (n_checkpointers > 1 && atomic_load(&n_done) < (i + 1) * n_checkpointers)
+            usleep(200);
     }
     s->close(s, NULL);
     return NULL;
+}
+
+/* One connection statistic (WT_STAT_CONN_*), -1 when unreadable. */
+static int64_t stat_of(WT_SESSION *s, int key) {
+    WT_CURSOR *c;
+    const char *desc, *pvalue;
+    int64_t value = -1;
+    if (s->open_cursor(s, "statistics:", NULL, NULL, &c) != 0)
+        return -1;
+    c->set_key(c, key);
+    if (c->search(c) == 0 && c->get_value(c, &desc, &pvalue, &value) != 0)
+        value = -1;
+    c->close(c);
+    return value;
 }
 
 int main(int argc, char **argv) {
@@ -105,6 +145,9 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--no-hold")) {
             hold = 0;
+            i--;
+        } else if (!strcmp(argv[i], "--stats")) {
+            stats = 1;
             i--;
         } else if (i + 1 >= argc) {
             fprintf(stderr, "mdiag-wtcheckpoint: %s needs a value\n", argv[i]);
@@ -117,21 +160,27 @@ int main(int argc, char **argv) {
             interval_ms = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--writers"))
             n_writers = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--checkpointers"))
+            n_checkpointers = atoi(argv[i + 1]);
+
         else {
             fprintf(stderr, "mdiag-wtcheckpoint: unknown argument %s\n", argv[i]);
             return 2;
         }
     }
     if (!home || n_checkpoints < 0 || n_checkpoints > MAX_CHECKPOINTS || n_writers < 0 ||
-        n_writers > MAX_WRITERS) {
+        n_writers > MAX_WRITERS || n_checkpointers < 1 || n_checkpointers > 2) {
         fprintf(stderr, "usage: mdiag-wtcheckpoint --home DIR [--checkpoints N<=%d] "
-                        "[--interval-ms MS] [--writers W<=%d]\n",
+                        "[--interval-ms MS] [--writers W<=%d] [--checkpointers 1|2] [--stats]\n",
                 MAX_CHECKPOINTS, MAX_WRITERS);
         return 2;
     }
     int ret;
     WT_SESSION *s;
-    if ((ret = wiredtiger_open(home, NULL, "create,cache_size=200MB", &conn)) != 0)
+    if ((ret = wiredtiger_open(home, NULL,
+                               stats ? "create,cache_size=200MB,statistics=(all)"
+                                     : "create,cache_size=200MB",
+                               &conn)) != 0)
         die("wiredtiger_open", ret);
     if ((ret = conn->open_session(conn, NULL, NULL, &s)) != 0)
         die("open_session", ret);
@@ -152,14 +201,25 @@ int main(int argc, char **argv) {
             return 0;
     }
 
-    pthread_t writers[MAX_WRITERS], ck;
+    pthread_t writers[MAX_WRITERS], ck[2];
+    pthread_barrier_init(&round_barrier, NULL, (unsigned)n_checkpointers);
     for (int i = 0; i < n_writers; i++)
         pthread_create(&writers[i], NULL, writer, (void *)(intptr_t)i);
-    pthread_create(&ck, NULL, checkpointer, NULL);
-    pthread_join(ck, NULL);
+    for (int i = 0; i < n_checkpointers; i++)
+        pthread_create(&ck[i], NULL, checkpointer, (void *)(intptr_t)i);
+    for (int i = 0; i < n_checkpointers; i++)
+        pthread_join(ck[i], NULL);
     atomic_store(&stop, 1);
     for (int i = 0; i < n_writers; i++)
         pthread_join(writers[i], NULL);
+
+    /* WiredTiger's own lock statistics, read before any close. */
+    int64_t st_app = -1, st_int = -1, st_schema = -1;
+    if (stats) {
+        st_app = stat_of(s, WT_STAT_CONN_LOCK_CHECKPOINT_WAIT_APPLICATION);
+        st_int = stat_of(s, WT_STAT_CONN_LOCK_CHECKPOINT_WAIT_INTERNAL);
+        st_schema = stat_of(s, WT_STAT_CONN_LOCK_SCHEMA_WAIT_APPLICATION);
+    }
 
     uint64_t close_start = 0, close_end = 0;
     if (!hold) {
@@ -170,9 +230,15 @@ int main(int argc, char **argv) {
         close_end = now_ns();
     }
     printf("{\"close_start_ns\":%" PRIu64 ",\"close_end_ns\":%" PRIu64 ",", close_start, close_end);
+    if (stats)
+        printf("\"stats\":{\"checkpoint_lock_application_wait_us\":%" PRId64
+               ",\"checkpoint_lock_internal_wait_us\":%" PRId64
+               ",\"schema_lock_application_wait_us\":%" PRId64 "},",
+               st_app, st_int, st_schema);
+    printf("\"checkpoint_tids\":[%d,%d],", (int)ckpt_tids[0], (int)ckpt_tids[1]);
     printf("\"pid\":%d,\"checkpoint_tid\":%d,\"library\":\"%s\",\"inserts\":%llu,\"checkpoints\":[",
-           (int)getpid(), (int)ckpt_tid, library, (unsigned long long)atomic_load(&inserts));
-    for (int i = 0; i < n_checkpoints; i++)
+           (int)getpid(), (int)ckpt_tids[0], library, (unsigned long long)atomic_load(&inserts));
+    for (int i = 0; i < atomic_load(&n_done); i++)
         printf("%s{\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"ret\":%d}", i ? "," : "",
                ckpts[i].start_ns, ckpts[i].end_ns, ckpts[i].ret);
     printf("]}\n");

@@ -142,11 +142,7 @@ pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
         .filter_map(|s| s.wiredtiger.as_ref())
         .flat_map(|w| &w.checkpoints)
         .collect();
-    let ckpt_ns = ckpts
-        .iter()
-        .map(|c| c.duration_ns)
-        .sum::<u64>()
-        .min(wall_ns);
+    let ckpt_ns = union_ns(ckpts.iter().map(|c| (c.start_ns, c.duration_ns))).min(wall_ns);
     let duration_s = wall_ns as f64 / 1e9;
     let checkpoint_s = ckpt_ns as f64 / 1e9;
     let outside_s = (wall_ns - ckpt_ns) as f64 / 1e9;
@@ -301,6 +297,27 @@ pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
     })
 }
 
+/// Length of the union of `(start, duration)` intervals: overlapping
+/// checkpoints (a second one waiting for WiredTiger's checkpoint lock while
+/// the first runs) count once.
+pub fn union_ns(intervals: impl Iterator<Item = (u64, u64)>) -> u64 {
+    let mut v: Vec<(u64, u64)> = intervals.map(|(s, d)| (s, s.saturating_add(d))).collect();
+    v.sort_unstable();
+    let mut total = 0;
+    let mut cur: Option<(u64, u64)> = None;
+    for (s, e) in v {
+        match cur {
+            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                cur = Some((s, e));
+            }
+            None => cur = Some((s, e)),
+        }
+    }
+    total + cur.map_or(0, |(s, e)| e - s)
+}
+
 /// The frames from the signature outwards (the plumbing above it left out).
 fn shown_frames(k: &KernelStack) -> Vec<String> {
     let start = k
@@ -404,6 +421,122 @@ mod tests {
         let s = split(&WindowSplit::default(), 1.0, 9.0);
         assert_eq!(s.ratio, None);
         assert_eq!(s.inside_ms_per_s, Some(0.0));
+    }
+
+    /// 10 s of the oversubscribed conn threads, plus: one 1 s checkpoint
+    /// (two overlapping calls: 1.0 s of window), futex waits of conn1001
+    /// (inside 400 ms, outside 90 ms), a lock wait and D-state sleeps of a
+    /// Checkpointer thread, one stack.
+    fn recording() -> Recording {
+        use crate::recording::{
+            Checkpoint, ContentionSlice, DStateStackSlice, LockKindSlice, SyscallsSlice,
+            ThreadContentionSlice, ThreadSyscallSlice, WiredTigerSlice,
+        };
+        let mut rec = crate::rules::testdata::oversubscribed();
+        rec.slices[2].wiredtiger = Some(WiredTigerSlice {
+            checkpoints: vec![
+                Checkpoint {
+                    tid: 7,
+                    start_ns: 1_000_000_000,
+                    duration_ns: 1_000_000_000,
+                    ..Default::default()
+                },
+                Checkpoint {
+                    tid: 8,
+                    start_ns: 1_000_000_000,
+                    duration_ns: 600_000_000,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        });
+        for s in &mut rec.slices {
+            s.syscalls = Some(SyscallsSlice::default());
+        }
+        rec.slices[2].syscalls = Some(SyscallsSlice {
+            threads: vec![ThreadSyscallSlice {
+                tid: 1001,
+                tgid: 1000,
+                futex_waits: 6,
+                futex_wait_ns: 490_000_000,
+                futex_waits_in_checkpoint: 4,
+                futex_wait_ns_in_checkpoint: 400_000_000,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let w = |outside, outside_ns, inside, inside_ns| WindowSplit {
+            outside,
+            outside_ns,
+            inside,
+            inside_ns,
+        };
+        rec.slices[3].contention = Some(ContentionSlice {
+            threads: vec![ThreadContentionSlice {
+                tid: 7,
+                tgid: 1000,
+                comm: "Checkpointer".into(),
+                lock: w(1, 1_000_000, 1, 9_000_000),
+                dstate: w(2, 20_000_000, 3, 30_000_000),
+            }],
+            lock_kinds: vec![LockKindSlice {
+                kind: "rwsem:W".into(),
+                flags: 4,
+                waits: w(1, 1_000_000, 1, 9_000_000),
+            }],
+            dstate_stacks: vec![DStateStackSlice {
+                stack_id: 3,
+                sleeps: w(2, 20_000_000, 3, 30_000_000),
+            }],
+            ..Default::default()
+        });
+        rec.kernel_stacks = vec![KernelStack {
+            stack_id: 3,
+            frames: vec!["schedule+0x1".into(), "xfs_ilock+0x2".into()],
+            signature: Some("xfs_ilock".into()),
+        }];
+        rec
+    }
+
+    #[test]
+    fn the_recording_is_split_by_window_grouped_by_class_with_stacks() {
+        let c = build(&recording()).unwrap();
+        assert_eq!(
+            (c.duration_s, c.checkpoints, c.checkpoint_s),
+            (10.0, 2, 1.0)
+        );
+        let f = c.futex.unwrap();
+        // 400 ms in 1 s of windows vs 90 ms in 9 s outside: 400 vs 10 ms/s.
+        assert_eq!(f.inside_ms_per_s, Some(400.0));
+        assert_eq!(f.outside_ms_per_s, Some(10.0));
+        assert_eq!(f.ratio, Some(40.0));
+        let d = c.dstate.unwrap();
+        assert_eq!((d.inside_count, d.outside_count), (3, 2));
+        assert_eq!(d.inside_ms_per_s, Some(30.0));
+        assert_eq!(c.classes[0].class, "conn");
+        // 490 ms of futex wait over 10 s; the four conn threads' sched figures.
+        assert_eq!(c.classes[0].futex_wait_ms_per_s, 49.0);
+        assert_eq!(c.classes[0].threads, 4);
+        assert!(c.classes[0].involuntary_per_s > 60.0);
+        assert_eq!(c.classes[1].class, "checkpointer");
+        assert_eq!(c.classes[1].dstate_ms_per_s, 5.0);
+        assert_eq!(c.lock_kinds[0].kind, "rwsem:W");
+        assert_eq!(c.lock_kinds[0].inside_ms, 9.0);
+        assert_eq!(c.top_stacks[0].signature.as_deref(), Some("xfs_ilock"));
+        assert_eq!(c.top_stacks[0].frames, vec!["xfs_ilock+0x2"]);
+        assert_eq!(c.top_stacks[0].total_ms, 50.0);
+    }
+
+    #[test]
+    fn without_syscalls_or_contention_there_is_nothing_to_split() {
+        assert_eq!(build(&crate::rules::testdata::oversubscribed()), None);
+    }
+
+    #[test]
+    fn overlapping_checkpoints_count_once() {
+        assert_eq!(union_ns([(0, 10), (5, 10), (20, 5)].into_iter()), 15 + 5);
+        assert_eq!(union_ns([(20, 5), (0, 100)].into_iter()), 100);
+        assert_eq!(union_ns(std::iter::empty()), 0);
     }
 
     #[test]
