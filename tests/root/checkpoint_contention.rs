@@ -165,3 +165,95 @@ fn futex_wait_inside_checkpoints_follows_wiredtigers_checkpoint_lock_wait() {
     // Waits that began outside every window are not counted as inside.
     assert!(contended.ckpt_inside_ns <= contended.ckpt_total_ns);
 }
+
+#[test]
+fn record_and_explain_show_the_split_per_thread_class() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let exe = workload();
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("wt.mdiag");
+    // The first checkpoint comes 1.5 s after the start, once the WiredTiger
+    // family has found the library (it retries every slice).
+    let done = mdiag_tests::run_mdiag(&[
+        "record",
+        "--duration",
+        "60s",
+        "--no-progress",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+        "--home",
+        home.path().to_str().unwrap(),
+        "--checkpoints",
+        "3",
+        "--interval-ms",
+        "1500",
+        "--writers",
+        "2",
+        "--checkpointers",
+        "2",
+        "--stats",
+        "--no-hold",
+    ]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    let report: serde_json::Value = serde_json::from_str(
+        stdout
+            .lines()
+            .find(|l| l.starts_with("{\"close_start_ns\""))
+            .unwrap_or_else(|| panic!("no workload report in {stdout}")),
+    )
+    .unwrap();
+    let json = mdiag_tests::run_mdiag(&["explain", out.to_str().unwrap(), "--format", "json"]);
+    assert!(json.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let c = &v["measurements"]["contention"];
+    eprintln!("{}", serde_json::to_string_pretty(c).unwrap());
+    // Every checkpoint of the workload, and the one its close takes.
+    let own = report["checkpoints"].as_array().unwrap().len() as u64;
+    assert_eq!(c["checkpoints"].as_u64(), Some(own + 1), "{c}");
+    let class = |name: &str| {
+        c["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["class"] == name)
+            .unwrap_or_else(|| panic!("no class {name}: {c}"))
+            .clone()
+    };
+    // Named as mongod names its threads: two Checkpointer threads, conn1, conn2.
+    assert_eq!(class("checkpointer")["threads"].as_u64(), Some(2), "{c}");
+    assert_eq!(class("conn")["threads"].as_u64(), Some(2), "{c}");
+    // The checkpoint threads' futex wait inside windows is WiredTiger's
+    // checkpoint lock wait (per second of checkpoint time → total).
+    let inside_ms = class("checkpointer")["futex_inside_ms_per_s"]
+        .as_f64()
+        .unwrap()
+        * c["checkpoint_s"].as_f64().unwrap();
+    let wt_ms = report["stats"]["checkpoint_lock_application_wait_us"]
+        .as_f64()
+        .unwrap()
+        / 1000.0;
+    eprintln!("checkpointer futex wait inside windows {inside_ms:.1} ms, WiredTiger {wt_ms:.1} ms");
+    assert!(wt_ms > 10.0, "{report}");
+    assert!(
+        (0.6..=1.6).contains(&(inside_ms / wt_ms)),
+        "{inside_ms} ms vs WiredTiger's {wt_ms} ms"
+    );
+    // The terminal report says it in words.
+    let text = mdiag_tests::run_mdiag(&["explain", out.to_str().unwrap(), "--color", "never"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Contention"), "{text}");
+    assert!(
+        text.contains("futex waits:") && text.contains("inside checkpoints"),
+        "{text}"
+    );
+    assert!(text.contains("checkpointer"), "{text}");
+}

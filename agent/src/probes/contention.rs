@@ -59,6 +59,9 @@ pub struct ContentionReader {
     ksyms: Option<KernelSymbols>,
     /// Symbolized stacks referenced by a slice so far, by id.
     seen_stacks: BTreeMap<u32, KernelStack>,
+    /// Current thread names from /proc, by tid (the kernel keeps the name a
+    /// thread had at its first wait, often before it named itself).
+    names: HashMap<u32, String>,
     last: ContentionSnapshot,
 }
 
@@ -75,6 +78,7 @@ impl ContentionReader {
             drops: super::take_map(ebpf, MAP_DROPS)?,
             ksyms,
             seen_stacks: BTreeMap::new(),
+            names: HashMap::new(),
             last: ContentionSnapshot::default(),
         };
         reader.last = reader.snapshot()?;
@@ -134,7 +138,16 @@ impl ContentionReader {
     /// The slice since the previous call; symbolizes the stacks it names.
     pub fn next_slice(&mut self) -> Result<ContentionSlice, ContentionError> {
         let now = self.snapshot()?;
-        let slice = slice_between(&self.last, &now);
+        let mut slice = slice_between(&self.last, &now);
+        for t in &mut slice.threads {
+            let name = self
+                .names
+                .entry(t.tid)
+                .or_insert_with(|| current_name(t.tgid, t.tid).unwrap_or_default());
+            if !name.is_empty() {
+                t.comm.clone_from(name);
+            }
+        }
         for s in &slice.dstate_stacks {
             if !self.seen_stacks.contains_key(&s.stack_id) {
                 let stack = self.symbolize(s.stack_id);
@@ -192,8 +205,16 @@ impl ContentionReader {
         for tid in gone {
             let _ = self.threads.remove(&tid);
             self.last.threads.remove(&tid);
+            self.names.remove(&tid);
         }
     }
+}
+
+/// The thread's name now (`/proc/TGID/task/TID/comm`), `None` once it exited.
+fn current_name(tgid: u32, tid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/comm"))
+        .ok()
+        .map(|s| s.trim_end_matches('\n').to_owned())
 }
 
 fn split(count: [u64; 2], ns: [u64; 2]) -> WindowSplit {

@@ -67,6 +67,10 @@ pub struct ClassContention {
     pub threads: u64,
     /// Milliseconds of waiting per second of wall time, summed over the class.
     pub futex_wait_ms_per_s: f64,
+    /// The class's futex wait per second of checkpoint time / of the rest
+    /// (as [`SplitMeasurement`]); `None` without such time.
+    pub futex_inside_ms_per_s: Option<f64>,
+    pub futex_outside_ms_per_s: Option<f64>,
     pub lock_wait_ms_per_s: f64,
     pub dstate_ms_per_s: f64,
     /// Scheduler family figures of the class.
@@ -119,6 +123,7 @@ pub fn split(w: &WindowSplit, checkpoint_s: f64, outside_s: f64) -> SplitMeasure
 struct ClassTotals {
     tids: std::collections::BTreeSet<u32>,
     futex_ns: u64,
+    futex: WindowSplit,
     lock_ns: u64,
     dstate_ns: u64,
     involuntary: u64,
@@ -147,17 +152,20 @@ pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
     let checkpoint_s = ckpt_ns as f64 / 1e9;
     let outside_s = (wall_ns - ckpt_ns) as f64 / 1e9;
 
-    // Thread names: the sched family's, else the contention family's.
+    // Thread names: the contention family's (read from /proc, so current),
+    // else the sched family's (the name at the thread's first switch).
     let mut comms: HashMap<u32, String> = HashMap::new();
     for s in &rec.slices {
         if let Some(c) = &s.contention {
             for t in &c.threads {
-                comms.entry(t.tid).or_insert_with(|| t.comm.clone());
+                comms.insert(t.tid, t.comm.clone());
             }
         }
+    }
+    for s in &rec.slices {
         if let Some(sched) = &s.sched {
             for t in &sched.threads {
-                comms.insert(t.tid, t.comm.clone());
+                comms.entry(t.tid).or_insert_with(|| t.comm.clone());
             }
         }
     }
@@ -178,15 +186,17 @@ pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
                 }
                 let inside_ns = t.futex_wait_ns_in_checkpoint.min(t.futex_wait_ns);
                 let inside = t.futex_waits_in_checkpoint.min(t.futex_waits);
-                futex.add(&WindowSplit {
+                let w = WindowSplit {
                     outside: t.futex_waits - inside,
                     outside_ns: t.futex_wait_ns - inside_ns,
                     inside,
                     inside_ns,
-                });
+                };
+                futex.add(&w);
                 let c = classes.entry(class_of(t.tid)).or_default();
                 c.tids.insert(t.tid);
                 c.futex_ns += t.futex_wait_ns;
+                c.futex.add(&w);
             }
         }
         if let Some(cont) = &s.contention {
@@ -230,19 +240,24 @@ pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
     };
     let mut class_rows: Vec<ClassContention> = classes
         .into_iter()
-        .map(|(class, c)| ClassContention {
-            class: class.to_owned(),
-            threads: c.tids.len() as u64,
-            futex_wait_ms_per_s: per_s(c.futex_ns as f64 / 1e6),
-            lock_wait_ms_per_s: per_s(c.lock_ns as f64 / 1e6),
-            dstate_ms_per_s: per_s(c.dstate_ns as f64 / 1e6),
-            involuntary_per_s: per_s(c.involuntary as f64),
-            wakeup_preempted_per_s: per_s(c.wakeup_preempted as f64),
-            runq_mean_us: if c.runq_delays > 0 {
-                c.runq_ns as f64 / c.runq_delays as f64 / 1e3
-            } else {
-                0.0
-            },
+        .map(|(class, c)| {
+            let f = split(&c.futex, checkpoint_s, outside_s);
+            ClassContention {
+                class: class.to_owned(),
+                threads: c.tids.len() as u64,
+                futex_wait_ms_per_s: per_s(c.futex_ns as f64 / 1e6),
+                futex_inside_ms_per_s: f.inside_ms_per_s,
+                futex_outside_ms_per_s: f.outside_ms_per_s,
+                lock_wait_ms_per_s: per_s(c.lock_ns as f64 / 1e6),
+                dstate_ms_per_s: per_s(c.dstate_ns as f64 / 1e6),
+                involuntary_per_s: per_s(c.involuntary as f64),
+                wakeup_preempted_per_s: per_s(c.wakeup_preempted as f64),
+                runq_mean_us: if c.runq_delays > 0 {
+                    c.runq_ns as f64 / c.runq_delays as f64 / 1e3
+                } else {
+                    0.0
+                },
+            }
         })
         .collect();
     let waited =
@@ -516,6 +531,8 @@ mod tests {
         assert_eq!(c.classes[0].class, "conn");
         // 490 ms of futex wait over 10 s; the four conn threads' sched figures.
         assert_eq!(c.classes[0].futex_wait_ms_per_s, 49.0);
+        assert_eq!(c.classes[0].futex_inside_ms_per_s, Some(400.0));
+        assert_eq!(c.classes[0].futex_outside_ms_per_s, Some(10.0));
         assert_eq!(c.classes[0].threads, 4);
         assert!(c.classes[0].involuntary_per_s > 60.0);
         assert_eq!(c.classes[1].class, "checkpointer");

@@ -466,16 +466,19 @@ fn write_contention(
     if !c.classes.is_empty() {
         writeln!(
             out,
-            "| Thread class | Threads | Futex ms/s | Lock ms/s | D-state ms/s | Involuntary/s | Wakeup-preempted/s | Run-queue mean µs |"
+            "| Thread class | Threads | Futex ms/s | Futex ms/s inside / outside checkpoints | Lock ms/s | D-state ms/s | Involuntary/s | Wakeup-preempted/s | Run-queue mean µs |"
         )?;
-        writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
+        writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+        let rate = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
         for k in &c.classes {
             writeln!(
                 out,
-                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                "| {} | {} | {:.1} | {} / {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
                 code(&k.class),
                 k.threads,
                 k.futex_wait_ms_per_s,
+                rate(k.futex_inside_ms_per_s),
+                rate(k.futex_outside_ms_per_s),
                 k.lock_wait_ms_per_s,
                 k.dstate_ms_per_s,
                 k.involuntary_per_s,

@@ -508,23 +508,30 @@ fn write_contention(
     if !c.classes.is_empty() {
         writeln!(
             out,
-            "    {:<16} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+            "    {:<15} {:>7} {:>10} {:>13} {:>9} {:>8} {:>8} {:>8} {:>8}",
             "class",
             "threads",
             "futex ms/s",
+            "(in/out ckpt)",
             "lock ms/s",
             "D ms/s",
             "invol/s",
             "wkpre/s",
             "runq µs"
         )?;
+        let rate = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
         for k in &c.classes {
             writeln!(
                 out,
-                "    {:<16} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>9.1} {:>9.1} {:>9.1}",
-                truncate(&k.class, 16),
+                "    {:<15} {:>7} {:>10.1} {:>13} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
+                truncate(&k.class, 15),
                 k.threads,
                 k.futex_wait_ms_per_s,
+                format!(
+                    "{}/{}",
+                    rate(k.futex_inside_ms_per_s),
+                    rate(k.futex_outside_ms_per_s)
+                ),
                 k.lock_wait_ms_per_s,
                 k.dstate_ms_per_s,
                 k.involuntary_per_s,

@@ -195,7 +195,9 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
                 t.oncpu_ns += now - t.last_in_ns;
             }
             t.last_in_ns = 0;
-            if t.comm[0] == 0 {
+            // The current name: threads often rename themselves after their
+            // first switch (pthread_setname_np), and thread classes go by it.
+            if comm[0] != 0 {
                 t.comm = comm;
             }
         }
