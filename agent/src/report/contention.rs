@@ -545,6 +545,41 @@ mod tests {
     }
 
     #[test]
+    fn every_format_shows_the_split_the_stacks_and_the_classes() {
+        let rec = recording();
+        let report = crate::explain::explain(
+            &rec,
+            &crate::rules::RuleSet::builtin().unwrap(),
+            Some("x86_64"),
+            None,
+        )
+        .unwrap();
+        let term = crate::report::terminal::render(&report, false);
+        let flat = term.split_whitespace().collect::<Vec<_>>().join(" ");
+        for want in [
+            "Contention 2 checkpoints ran for 1.00 s of 10.0 s recorded",
+            "futex waits: 400.0 ms/s inside checkpoints (4 waits, 400.0 ms) vs 10.0 ms/s outside (2 waits, 90.0 ms) (40.0×)",
+            "kernel locks by kind: rwsem:W 2 waits 10.0 ms",
+            "D state in xfs_ilock: 5 sleeps, 50.0 ms (30.0 ms inside checkpoints); xfs_ilock+0x2",
+            "checkpointer 1",
+        ] {
+            assert!(flat.contains(want), "{want:?} missing from:\n{term}");
+        }
+        let md = crate::report::markdown::render(&report);
+        for want in [
+            "### Contention",
+            "- Futex waits: 400.0 ms/s inside checkpoints",
+            "| `conn` | 4 | 49.0 | 400.0 / 10.0 |",
+            "- D state in `xfs_ilock`: 5 sleeps",
+        ] {
+            assert!(md.contains(want), "{want:?} missing from:\n{md}");
+        }
+        let json = crate::report::json::render(&report).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["measurements"]["contention"]["futex"]["ratio"], 40.0);
+    }
+
+    #[test]
     fn without_syscalls_or_contention_there_is_nothing_to_split() {
         assert_eq!(build(&crate::rules::testdata::oversubscribed()), None);
     }
