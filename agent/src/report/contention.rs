@@ -395,7 +395,7 @@ pub fn windows_line(c: &ContentionMeasurements) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -442,7 +442,7 @@ mod tests {
     /// (two overlapping calls: 1.0 s of window), futex waits of conn1001
     /// (inside 400 ms, outside 90 ms), a lock wait and D-state sleeps of a
     /// Checkpointer thread, one stack.
-    fn recording() -> Recording {
+    pub(crate) fn recording() -> Recording {
         use crate::recording::{
             Checkpoint, ContentionSlice, DStateStackSlice, LockKindSlice, SyscallsSlice,
             ThreadContentionSlice, ThreadSyscallSlice, WiredTigerSlice,

@@ -27,6 +27,7 @@ use super::ranking::normalise_arch;
 use crate::recording::model::{Recording, SchedSlice, Slice};
 
 pub mod allocator;
+pub mod contention;
 pub mod softirq;
 pub mod tuning;
 
@@ -40,6 +41,7 @@ pub const FACT_GROUPS: &[&str] = &[
     "net",
     "tuning",
     "allocator",
+    "contention",
 ];
 
 /// One fact value: what a CEL expression sees.
@@ -135,6 +137,7 @@ impl Facts {
         facts.insert_or_absent("tuning", tuning::tuning_facts(rec));
         facts.insert_or_absent("allocator", allocator::allocator_facts(rec));
         facts.allocator = allocator::allocator_of(rec).map(str::to_owned);
+        facts.insert_or_absent("contention", contention::contention_facts(rec));
         facts
     }
 
@@ -805,7 +808,7 @@ fn example_recording() -> Recording {
                     bad_vector: 1,
                 },
             }),
-            syscalls: None,
+            syscalls: Some(crate::recording::SyscallsSlice::default()),
             wiredtiger: None,
             perf: Some(PerfSlice {
                 freq_hz: 99,
