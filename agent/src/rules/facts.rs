@@ -808,8 +808,30 @@ fn example_recording() -> Recording {
                     bad_vector: 1,
                 },
             }),
-            syscalls: Some(crate::recording::SyscallsSlice::default()),
-            wiredtiger: None,
+            // conn1 waits on futexes inside and outside a 300 ms checkpoint;
+            // one D-state stack in xfs_ilock.
+            syscalls: Some(crate::recording::SyscallsSlice {
+                threads: vec![crate::recording::model::ThreadSyscallSlice {
+                    tid: 101,
+                    tgid: 100,
+                    futex_waits: 10,
+                    futex_wait_ns: 100_000_000,
+                    futex_waits_in_checkpoint: 6,
+                    futex_wait_ns_in_checkpoint: 60_000_000,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            wiredtiger: Some(crate::recording::model::WiredTigerSlice {
+                checkpoints: vec![crate::recording::model::Checkpoint {
+                    tid: 103,
+                    start_ns: 1_000,
+                    duration_ns: 300_000_000,
+                    ret: 0,
+                    in_progress: false,
+                }],
+                drops: Default::default(),
+            }),
             perf: Some(PerfSlice {
                 freq_hz: 99,
                 samples: 2000,
@@ -824,7 +846,37 @@ fn example_recording() -> Recording {
                 ..PerfSlice::default()
             }),
             alloc: None,
-            contention: None,
+            contention: Some(crate::recording::ContentionSlice {
+                threads: vec![crate::recording::ThreadContentionSlice {
+                    tid: 101,
+                    tgid: 100,
+                    comm: "conn1".into(),
+                    lock: crate::recording::WindowSplit::from_arrays(
+                        [2, 1],
+                        [2_000_000, 3_000_000],
+                    ),
+                    dstate: crate::recording::WindowSplit::from_arrays(
+                        [1, 2],
+                        [1_000_000, 8_000_000],
+                    ),
+                }],
+                lock_kinds: vec![crate::recording::LockKindSlice {
+                    kind: "rwsem:W".into(),
+                    flags: 0,
+                    waits: crate::recording::WindowSplit::from_arrays(
+                        [2, 1],
+                        [2_000_000, 3_000_000],
+                    ),
+                }],
+                dstate_stacks: vec![crate::recording::DStateStackSlice {
+                    stack_id: 7,
+                    sleeps: crate::recording::WindowSplit::from_arrays(
+                        [1, 2],
+                        [1_000_000, 8_000_000],
+                    ),
+                }],
+                ..Default::default()
+            }),
         }],
         checks: Default::default(),
         target_code: Some(allocator::example_code(
@@ -840,7 +892,16 @@ fn example_recording() -> Recording {
             threads: Vec::new(),
         }),
         alloc: None,
-        kernel_stacks: Vec::new(),
+        kernel_stacks: vec![crate::recording::KernelStack {
+            stack_id: 7,
+            frames: vec![
+                "__schedule".into(),
+                "rwsem_down_write_slowpath".into(),
+                "xfs_ilock".into(),
+                "xfs_file_buffered_write".into(),
+            ],
+            signature: Some("xfs_ilock".into()),
+        }],
     }
 }
 

@@ -86,7 +86,78 @@ fn baseline() -> Recording {
     );
     set_softirq(&mut rec, &[2_000; 8], &[2_000_000; 8]);
     set_perf(&mut rec, 1_000, 40, 10);
+    set_contention(&mut rec, 20, 20, "submit_bio_wait", 5);
     rec
+}
+
+/// Every slice: a 500 ms checkpoint; each of the four conn threads waits on
+/// futexes `inside_ms` inside it and `outside_ms` outside it; one D-state
+/// stack with `signature` takes `dstate_ms`.
+fn set_contention(
+    rec: &mut Recording,
+    inside_ms: u64,
+    outside_ms: u64,
+    signature: &str,
+    dstate_ms: u64,
+) {
+    use crate::recording::model::{Checkpoint, SyscallsSlice, ThreadSyscallSlice, WiredTigerSlice};
+    use crate::recording::{ContentionSlice, DStateStackSlice, KernelStack, WindowSplit};
+    let ms = 1_000_000;
+    for s in &mut rec.slices {
+        let tids: Vec<u32> = s
+            .sched
+            .as_ref()
+            .map(|x| x.threads.iter().map(|t| t.tid).collect())
+            .unwrap_or_default();
+        s.syscalls = Some(SyscallsSlice {
+            threads: tids
+                .iter()
+                .map(|&tid| ThreadSyscallSlice {
+                    tid,
+                    tgid: 1000,
+                    futex_waits: 20,
+                    futex_wait_ns: (inside_ms + outside_ms) * ms,
+                    futex_waits_in_checkpoint: 10,
+                    futex_wait_ns_in_checkpoint: inside_ms * ms,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        });
+        s.wiredtiger = Some(WiredTigerSlice {
+            checkpoints: vec![Checkpoint {
+                tid: 2000,
+                start_ns: s.start_ms * ms,
+                duration_ns: 500 * ms,
+                ret: 0,
+                in_progress: false,
+            }],
+            drops: Default::default(),
+        });
+        s.contention = Some(ContentionSlice {
+            dstate_stacks: vec![DStateStackSlice {
+                stack_id: 1,
+                sleeps: WindowSplit::from_arrays([1, 1], [dstate_ms * ms / 2, dstate_ms * ms / 2]),
+            }],
+            ..Default::default()
+        });
+    }
+    rec.kernel_stacks = vec![KernelStack {
+        stack_id: 1,
+        frames: vec!["__schedule".into(), "io_schedule".into(), signature.into()],
+        signature: Some(signature.into()),
+    }];
+    for family in ["syscalls", "contention", "wiredtiger"] {
+        rec.probes.retain(|p| p.family != family);
+        rec.probes.push(ProbeStatus {
+            family: family.into(),
+            programs: vec![ProgramStatus {
+                name: family.into(),
+                attach_point: "test".into(),
+                error: None,
+            }],
+        });
+    }
 }
 
 fn set_allocator(rec: &mut Recording, kind: AllocatorKind, verdict: Verdict, rseq_size: u32) {
@@ -504,4 +575,44 @@ fn optional_groups_are_empty_when_not_recorded() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("optional: \"sched\" is listed twice"), "{err}");
+}
+
+#[test]
+fn checkpoint_lock_contention_needs_waits_concentrated_in_checkpoints() {
+    // 4 conn threads × 400 ms inside a 500 ms checkpoint per slice: 3200 ms
+    // of waiting per second of checkpoint time, vs 4 × 20 ms per 500 ms
+    // outside (160 ms/s).
+    let mut rec = baseline();
+    set_contention(&mut rec, 400, 20, "submit_bio_wait", 5);
+    let f = fired(&rec, "wiredtiger.checkpoint_lock_contention");
+    assert_eq!(num(&f, "checkpoints seen"), 10.0);
+    assert!((num(&f, "inside checkpoints (ms per s)") - 3200.0).abs() < 1e-6);
+    assert!((num(&f, "outside checkpoints (ms per s)") - 160.0).abs() < 1e-6);
+    assert!((num(&f, "inside / outside") - 20.0).abs() < 1e-6);
+    // All waiting inside, none outside: the strongest case still fires.
+    set_contention(&mut rec, 400, 0, "submit_bio_wait", 5);
+    let f = fired(&rec, "wiredtiger.checkpoint_lock_contention");
+    assert_eq!(txt(&f, "inside / outside"), "no waits outside");
+    // Near miss: the same waits spread evenly (ratio 1).
+    set_contention(&mut rec, 100, 100, "submit_bio_wait", 5);
+    passed(&rec, "wiredtiger.checkpoint_lock_contention");
+    // Near miss: concentrated but tiny.
+    set_contention(&mut rec, 10, 0, "submit_bio_wait", 5);
+    passed(&rec, "wiredtiger.checkpoint_lock_contention");
+}
+
+#[test]
+fn xfs_ilock_rule_reads_the_d_state_signature() {
+    let mut rec = baseline();
+    // 3 s of D-state in xfs_ilock over 10 s: 300 ms per second.
+    set_contention(&mut rec, 20, 20, "xfs_ilock", 300);
+    let f = fired(&rec, "storage.xfs_ilock");
+    assert_eq!(txt(&f, "most common D-state frame"), "xfs_ilock");
+    assert!((num(&f, "time asleep there (ms per s)") - 300.0).abs() < 1.0);
+    // Near miss: the same time in ordinary block I/O.
+    set_contention(&mut rec, 20, 20, "submit_bio_wait", 300);
+    passed(&rec, "storage.xfs_ilock");
+    // Near miss: xfs_ilock, but rarely.
+    set_contention(&mut rec, 20, 20, "xfs_ilock", 5);
+    passed(&rec, "storage.xfs_ilock");
 }

@@ -47,6 +47,21 @@ pub fn contention_facts(rec: &Recording) -> Result<FactGroup, String> {
     {
         g.insert("checkpointer_futex_inside_ms_per_s".into(), float(r));
     }
+    // Application (connection) threads: the ones a checkpoint lock storm stalls.
+    if let Some(k) = c.classes.iter().find(|k| k.class == crate::threads::CONN) {
+        g.insert("conn_threads".into(), int(k.threads));
+        if let Some(r) = k.futex_inside_ms_per_s {
+            g.insert("conn_futex_inside_ms_per_s".into(), float(r));
+        }
+        if let Some(r) = k.futex_outside_ms_per_s {
+            g.insert("conn_futex_outside_ms_per_s".into(), float(r));
+        }
+        if let (Some(i), Some(o)) = (k.futex_inside_ms_per_s, k.futex_outside_ms_per_s)
+            && o > 0.0
+        {
+            g.insert("conn_futex_ratio".into(), float(i / o));
+        }
+    }
     Ok(g)
 }
 
