@@ -11,4 +11,5 @@ mod record_cli;
 mod sched;
 mod softirq;
 mod syscalls;
+mod tcmalloc;
 mod wiredtiger;
