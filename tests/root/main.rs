@@ -9,6 +9,7 @@ mod html;
 mod perf;
 mod record_cli;
 mod sched;
+mod secantusdb;
 mod softirq;
 mod syscalls;
 mod tcmalloc;
