@@ -252,7 +252,11 @@ fn rseq_verdict_matches_tcmalloc_for_a_spawned_target() {
             .arg(&out)
             .arg("--")
             .arg(&exe)
-            .args(["--threads", "2", "--ms", "2500"])
+            // Long enough for several one-second slices while it runs: the
+            // perf family symbolizes a target while it is alive, and the
+            // record loop starts only after every family attached (the alloc
+            // family calibrates first), while the released target already runs.
+            .args(["--threads", "2", "--ms", "6000"])
             .env("NO_COLOR", "1")
             .stdin(Stdio::null());
         if tunable {
