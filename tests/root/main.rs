@@ -11,6 +11,8 @@ mod html;
 mod perf;
 mod record_cli;
 mod sched;
+mod secantusdb;
 mod softirq;
 mod syscalls;
+mod tcmalloc;
 mod wiredtiger;

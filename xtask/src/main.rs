@@ -7,6 +7,7 @@ use std::{ffi::OsString, process::ExitCode};
 
 use clap::{Args, Parser, Subcommand};
 
+mod bench;
 mod cmd;
 mod run;
 mod setup;
@@ -65,6 +66,16 @@ enum Command {
         #[command(flatten)]
         setup: SetupArgs,
     },
+    /// Measure what observing costs (as root): the TCMalloc workload's
+    /// throughput unobserved / under `mdiag record` / under bpftrace, and
+    /// mdiag's CPU and peak RSS at ~100 k context switches per second,
+    /// printed next to the budgets.
+    BenchOverhead {
+        #[command(flatten)]
+        bench: bench::BenchArgs,
+        #[command(flatten)]
+        setup: SetupArgs,
+    },
 }
 
 #[derive(Args)]
@@ -92,6 +103,9 @@ fn main() -> ExitCode {
         }
         Command::Run { debug, setup, args } => setup.setup().and_then(|()| run::run(!debug, &args)),
         Command::Test { tiers, setup } => test::test(&tiers, setup.skip_setup),
+        Command::BenchOverhead { bench, setup } => {
+            setup.setup().and_then(|()| bench::bench(&bench))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

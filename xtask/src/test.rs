@@ -74,6 +74,10 @@ fn root() -> Result<()> {
         "run `cargo xtask test` as root, or leave this tier out with --tier",
     )?;
     let bin = build(false)?;
+    // The Google TCMalloc workload is a package of its own (tests/root/tcmalloc.rs).
+    Cmd::cargo()
+        .args(["build", "-p", "mdiag-tcmalloc-workload"])
+        .run()?;
     let mut cmd = Cmd::cargo();
     if sudo {
         say!("not root: running the root tier's test binaries through `sudo -E`");
@@ -81,6 +85,10 @@ fn root() -> Result<()> {
     }
     cmd.env("MDIAG_BIN", &bin)
         .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
+        .env(
+            "MDIAG_TCMALLOC_BIN",
+            crate::cmd::target_dir()?.join("debug/mdiag-tcmalloc"),
+        )
         .args(["test", "-p", "mdiag-tests", "--", "--test-threads=1"])
         .run()
 }

@@ -10,10 +10,13 @@
 //!
 //! What counts as allocator code ([`AllocatorCode::is_allocator`]): only code
 //! in the object that [`classify_allocator`] found serving `malloc`, and there
-//! - Google TCMalloc / gperftools: every function whose name contains
-//!   `tcmalloc` or `TCMalloc` (the `tcmalloc::` namespace, `TCMallocInternal*`,
-//!   `TCMalloc_*`), gperftools' `tc_*` entry points; for gperftools in its own
-//!   `libtcmalloc*.so`, the whole object;
+//! - Google TCMalloc / gperftools: the C++ namespace `tcmalloc` (mangled
+//!   `_Z…8tcmalloc…`, or demangled `tcmalloc::`), names containing `TCMalloc`
+//!   (`TCMallocInternal*`, `TCMalloc_*`, a Rust global allocator type
+//!   `TCMalloc`), `MallocExtension_Internal*`, gperftools' `tc_*` entry
+//!   points; for gperftools in its own `libtcmalloc*.so`, the whole object.
+//!   Not any name that merely contains `tcmalloc`: a program's own code may
+//!   (a Rust crate called `my_tcmalloc_app` puts it in every symbol);
 //! - jemalloc: `je_*` and names containing `jemalloc`; in `libjemalloc*.so`,
 //!   the whole object;
 //! - glibc: the malloc family by name (`malloc`, `free`, `calloc`, `realloc`,
@@ -414,10 +417,8 @@ impl AllocatorCode {
             return true;
         }
         match self.kind {
-            AllocatorKind::GoogleTcmalloc => name.contains("tcmalloc") || name.contains("TCMalloc"),
-            AllocatorKind::Gperftools => {
-                name.contains("tcmalloc") || name.contains("TCMalloc") || name.starts_with("tc_")
-            }
+            AllocatorKind::GoogleTcmalloc => is_tcmalloc_name(name),
+            AllocatorKind::Gperftools => is_tcmalloc_name(name) || name.starts_with("tc_"),
             AllocatorKind::Jemalloc => name.starts_with("je_") || name.contains("jemalloc"),
             AllocatorKind::Glibc => {
                 GLIBC_NAMES.contains(&name) || GLIBC_PREFIXES.iter().any(|p| name.starts_with(p))
@@ -433,6 +434,17 @@ impl AllocatorCode {
             .find(|p| p.all_of.iter().all(|s| name.contains(s)))
             .map(|p| p.label)
     }
+}
+
+/// TCMalloc's own code by name (both TCMalloc families): the C++ namespace
+/// `tcmalloc` — in a mangled name the identifier is length-prefixed
+/// (`8tcmalloc`), so `mdiag_tcmalloc` (`14mdiag_tcmalloc`) does not match —,
+/// its C entry points and extension API, and Rust wrappers' `TCMalloc` type.
+fn is_tcmalloc_name(name: &str) -> bool {
+    (name.starts_with("_Z") && name.contains("8tcmalloc"))
+        || name.contains("tcmalloc::")
+        || name.contains("TCMalloc")
+        || name.starts_with("MallocExtension_Internal")
 }
 
 /// What one sampled address is.
@@ -606,6 +618,23 @@ mod tests {
         ));
         assert!(t.is_allocator_name("_Znwm"));
         assert!(!t.is_allocator_name("_ZN5mongo7Command3runEv"));
+        for n in [
+            "_ZNK8tcmalloc17tcmalloc_internal13PageAllocator5statsEv",
+            "tcmalloc::tcmalloc_internal::PageAllocator::stats() const",
+            "BridgeTCMallocInternalNewAlignedNothrow",
+            "MallocExtension_Internal_GetNumericProperty",
+            "_RNvXCs1_15tcmalloc_betterNtB2_8TCMallocNtNtNtCs2_4core5alloc6global11GlobalAlloc5alloc",
+        ] {
+            assert!(t.is_allocator_name(n), "{n}");
+        }
+        // A program whose crate name contains "tcmalloc" (the test workload).
+        for n in [
+            "_RNvCs5bvJ98but8m_14mdiag_tcmalloc5churn",
+            "_RNvMs3_NtCscHgRw1M2fX5_5alloc7raw_vecNtB5_11RawVecInner10deallocateCs5bvJ98but8m_14mdiag_tcmalloc",
+            "_ZN14mdiag_tcmalloc5churn17h0123456789abcdefE",
+        ] {
+            assert!(!t.is_allocator_name(n), "{n}");
+        }
         assert_eq!(
             t.slow_path("_ZN4absl13base_internal8SpinLock8SlowLockEv"),
             Some("spinlock_slow_lock")

@@ -15,6 +15,14 @@
 //! listed in `also_seen`. Within one object Google TCMalloc evidence beats
 //! gperftools' (both use the `tcmalloc` namespace). With no deciding object,
 //! a `malloc` defined by libc means glibc; otherwise unknown.
+//!
+//! One exception: a main executable that links an allocator statically
+//! without defining `malloc` (a Rust program whose `#[global_allocator]` is
+//! Google TCMalloc, e.g. the `tcmalloc-better` crate, which builds TCMalloc
+//! without its libc overrides) decides too, over glibc: the program's own
+//! allocations go there, and only libc's internal ones reach glibc's
+//! `malloc` (then listed in `also_seen`). A shared object bundling an
+//! allocator without `malloc` still does not decide (a private allocator).
 
 use serde::{Deserialize, Serialize};
 
@@ -139,6 +147,20 @@ const GOOGLE_SLOW: &[SlowPathPattern] = &[
     p("system_alloc", &["tcmalloc_internal", "SystemAlloc"]),
     // absl::base_internal::SpinLock::SlowLock (TCMalloc's locks).
     p("spinlock_slow_lock", &["SpinLock", "SlowLock"]),
+    // In an optimised build the calls into the central free list and the
+    // transfer cache are inlined into these: every allocation or free that
+    // the per-CPU cache did not serve (no per-CPU cache, e.g. rseq taken by
+    // glibc; a sampled allocation; hooks) runs in them.
+    p("slow_alloc", &["tcmalloc_internal", "slow_alloc"]),
+    p("free_small_slow", &["tcmalloc_internal", "FreeSmallSlow"]),
+    p(
+        "alloc_outside_per_cpu_cache",
+        &["tcmalloc_internal", "_or_perthread"],
+    ),
+    p(
+        "free_outside_per_cpu_cache",
+        &["tcmalloc_internal", "OrPerThread"],
+    ),
 ];
 
 const GPERFTOOLS_SLOW: &[SlowPathPattern] = &[
@@ -225,6 +247,12 @@ const GOOGLE_ENTRIES: &[(&str, EntryRole)] = &[
     ("TCMallocInternalDeleteArray", R::Delete),
     ("TCMallocInternalDeleteSized", R::SizedDelete),
     ("TCMallocInternalDeleteArraySized", R::SizedDelete),
+    // Aligned forms, and the entry points of a Rust global allocator over
+    // TCMalloc (crate tcmalloc-better): new(size, align), delete(ptr, size,
+    // align). Listed last: a probe reading (size) or (ptr, size) reads them
+    // right.
+    ("TCMallocInternalDeleteSizedAligned", R::SizedDelete),
+    ("BridgeTCMallocInternalNewAlignedNothrow", R::New),
 ];
 
 const GPERFTOOLS_ENTRIES: &[(&str, EntryRole)] = &[
@@ -384,6 +412,26 @@ pub fn classify_allocator(objects: &[ObjectNames<'_>]) -> AllocatorReport {
             }
         }
     }
+    // A main executable with allocator code of its own but no `malloc`
+    // beats glibc (see the module documentation).
+    if decided
+        .as_ref()
+        .is_none_or(|(kind, _, _)| *kind == AllocatorKind::Glibc)
+        && let Some(main) = objects.iter().find(|o| o.is_main && !o.has("malloc"))
+        && let Some((kind, symbols)) = evidence(main).into_iter().next()
+    {
+        also_seen.retain(|(_, e)| e.object != main.path);
+        if let Some((glibc, libc, _)) = decided.take() {
+            also_seen.push((
+                glibc,
+                Evidence {
+                    object: libc.path.to_string(),
+                    symbol: "malloc".to_string(),
+                },
+            ));
+        }
+        decided = Some((kind, main, symbols));
+    }
     let Some((kind, object, symbols)) = decided else {
         return AllocatorReport {
             kind: AllocatorKind::Unknown,
@@ -532,6 +580,78 @@ mod tests {
         );
         assert_eq!(report.slow_paths[0].total, 1);
         assert!(report.also_seen.is_empty());
+    }
+
+    #[test]
+    fn google_tcmalloc_as_a_rust_global_allocator_beats_glibc() {
+        // tcmalloc-better: TCMalloc linked into the program without its libc
+        // overrides; the program's allocations go to TCMalloc, libc's own
+        // to glibc's malloc.
+        let main = ObjectNames::new(
+            "/opt/mdiag-tcmalloc",
+            true,
+            [
+                "main",
+                "__rust_alloc",
+                "BridgeTCMallocInternalNewAlignedNothrow",
+                "TCMallocInternalDeleteSizedAligned",
+                "MallocExtension_Internal_GetNumericProperty",
+                "_ZN8tcmalloc17tcmalloc_internal15CentralFreeList11RemoveRangeEN4absl4SpanIPvEE",
+                // As an optimised build names them (central free list and
+                // transfer cache inlined).
+                "_ZN8tcmalloc17tcmalloc_internalL38alloc_small_sampled_hooks_or_perthreadINS0_14TCMallocPolicyEEET_m",
+                "_ZN8tcmalloc17tcmalloc_internalL24FreeWithHooksOrPerThreadEPvm",
+                "_ZN8tcmalloc17tcmalloc_internalL16slow_alloc_smallINS0_14TCMallocPolicyEEEPvmjT_",
+                "_ZN8tcmalloc17tcmalloc_internalL13FreeSmallSlowEPvm",
+            ],
+        );
+        let report = classify_allocator(&[main.clone(), libc()]);
+        assert_eq!(report.kind, AllocatorKind::GoogleTcmalloc);
+        assert_eq!(report.object.as_deref(), Some("/opt/mdiag-tcmalloc"));
+        assert_eq!(
+            report.also_seen,
+            [(
+                AllocatorKind::Glibc,
+                Evidence {
+                    object: "/lib/x86_64-linux-gnu/libc.so.6".into(),
+                    symbol: "malloc".into()
+                }
+            )]
+        );
+        let labels: Vec<_> = report.slow_paths.iter().map(|m| m.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "central_free_list",
+                "slow_alloc",
+                "free_small_slow",
+                "alloc_outside_per_cpu_cache",
+                "free_outside_per_cpu_cache"
+            ]
+        );
+        let entries: Vec<_> = report
+            .entry_points
+            .iter()
+            .map(|e| (e.symbol.as_str(), e.role))
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                ("TCMallocInternalDeleteSizedAligned", EntryRole::SizedDelete),
+                ("BridgeTCMallocInternalNewAlignedNothrow", EntryRole::New),
+            ]
+        );
+        // The same code in a shared object that does not define malloc is a
+        // private copy: glibc still serves the process.
+        let lib = ObjectNames {
+            path: "/usr/lib/libprivate.so",
+            is_main: false,
+            ..main
+        };
+        let plain = ObjectNames::new("/usr/bin/app", true, ["main"]);
+        let report = classify_allocator(&[plain, lib, libc()]);
+        assert_eq!(report.kind, AllocatorKind::Glibc);
+        assert_eq!(report.also_seen[0].0, AllocatorKind::GoogleTcmalloc);
     }
 
     #[test]

@@ -1,0 +1,409 @@
+//! Google TCMalloc (per-CPU caches over rseq) as a Rust program's global
+//! allocator (tests/tcmalloc-workload): mdiag's rseq verdict against
+//! TCMalloc's own answer (`MallocExtension_Internal_GetPerCpuCachesActive`),
+//! with and without glibc's rseq registration (`GLIBC_TUNABLES=
+//! glibc.pthread.rseq=0`), for spawned and already-running targets; the
+//! allocator kind; and the perf family's allocator share and slow paths.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::PathBuf,
+    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use mdiag::{
+    recording::{Recording, read_file},
+    rseq::Verdict,
+    symbols::AllocatorKind,
+};
+use mdiag_tests::{mdiag_bin, require_root};
+
+const TUNABLE: &str = "glibc.pthread.rseq=0";
+
+/// The workload binary: `MDIAG_TCMALLOC_BIN`, else the dev build next to
+/// this suite's (`cargo build -p mdiag-tcmalloc-workload`; `cargo xtask
+/// test` builds it).
+pub fn workload() -> PathBuf {
+    if let Some(p) = std::env::var_os("MDIAG_TCMALLOC_BIN") {
+        return PathBuf::from(p);
+    }
+    let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir")
+        .join("debug/mdiag-tcmalloc");
+    assert!(
+        p.exists(),
+        "{} not found: run `cargo build -p mdiag-tcmalloc-workload` (or `cargo xtask test`)",
+        p.display()
+    );
+    p
+}
+
+/// Starts `mdiag record ARGS` and returns once it says the probes are
+/// attached, with a thread draining (and returning) its stderr.
+pub fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = Command::new(mdiag_bin())
+        .arg("record")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mdiag record");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).unwrap();
+        seen.push_str(&line);
+        assert!(n > 0, "mdiag exited before attaching: {seen}");
+        if line.contains("probes attached") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no 'probes attached' line: {seen}"
+        );
+    }
+    let rest = std::thread::spawn(move || {
+        let mut s = seen;
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    (child, rest)
+}
+
+/// Stops a recording started by [`start_record`] with SIGINT (mdiag keeps
+/// what it recorded) and waits for it.
+pub fn stop_record(child: Child, stderr: std::thread::JoinHandle<String>) -> String {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = stderr.join().unwrap();
+    assert!(out.status.success(), "mdiag record failed: {err}");
+    err
+}
+
+/// The first JSON object line of `text` with key `key`.
+fn json_line(text: &str, key: &str) -> serde_json::Value {
+    text.lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v.get(key).is_some())
+        .unwrap_or_else(|| panic!("no JSON line with {key:?} in:\n{text}"))
+}
+
+/// TCMalloc's own answer, both ways it gives it, which must agree.
+fn tcmalloc_says_active(report: &serde_json::Value) -> bool {
+    let active = report["per_cpu_caches_active"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("per_cpu_caches_active in {report}"));
+    assert_eq!(
+        report["property_per_cpu_caches_active"].as_u64(),
+        Some(u64::from(active)),
+        "TCMalloc's two answers differ: {report}"
+    );
+    active
+}
+
+/// Checks the recording against the workload's own report.
+fn check(rec: &Recording, report: &serde_json::Value, tunable: bool) {
+    let what = if tunable { TUNABLE } else { "no tunable" };
+    let active = tcmalloc_says_active(report);
+    // The premise: with glibc 2.35+ TCMalloc gets rseq only with the tunable.
+    assert_eq!(
+        active, tunable,
+        "{what}: TCMalloc's per-CPU caches active = {active}: {report}"
+    );
+    let own = rec.rseq.as_ref().expect("rseq ownership recorded");
+    let truth = report["glibc_rseq_size"].as_u64().unwrap() as u32;
+    assert_eq!(own.glibc_rseq_size, Some(truth), "{what}: {own:?}");
+    assert_eq!(
+        own.allocator,
+        AllocatorKind::GoogleTcmalloc,
+        "{what}: {own:?}"
+    );
+    let expected = if active {
+        Verdict::PerCpuCachesPossible
+    } else {
+        Verdict::BlockedByGlibcRegistration
+    };
+    assert_eq!(
+        own.verdict, expected,
+        "{what}: mdiag's verdict vs TCMalloc's own answer {active}: {own:?}"
+    );
+    assert!(own.confidence.starts_with("high"), "{own:?}");
+
+    let code = rec.target_code.as_ref().expect("target code");
+    assert_eq!(code.allocator.kind, AllocatorKind::GoogleTcmalloc);
+    let exe = code.allocator.object.as_deref().unwrap_or_default();
+    assert!(
+        exe.ends_with("/mdiag-tcmalloc"),
+        "the allocator is in the program itself: {:?}",
+        code.allocator
+    );
+    assert!(
+        code.allocator.deciding.iter().all(|e| e.object == exe
+            && (e.symbol.starts_with("TCMallocInternal")
+                || e.symbol.starts_with("MallocExtension_Internal")
+                || e.symbol.contains("tcmalloc_internal"))),
+        "{:?}",
+        code.allocator.deciding
+    );
+    // glibc's malloc is still there, serving libc itself.
+    assert!(
+        code.allocator
+            .also_seen
+            .iter()
+            .any(|(k, e)| *k == AllocatorKind::Glibc && e.object.contains("libc.so")),
+        "{:?}",
+        code.allocator.also_seen
+    );
+}
+
+/// Allocator share and slow paths over the whole recording, checked for
+/// sanity; returns (allocator share, slow-path share of allocator samples).
+fn check_perf(rec: &Recording, what: &str) -> (f64, f64) {
+    let slices: Vec<_> = rec.slices.iter().filter_map(|s| s.perf.as_ref()).collect();
+    assert!(!slices.is_empty(), "{what}: no perf slices");
+    let sum = |f: &dyn Fn(&mdiag::recording::PerfSlice) -> u64| slices.iter().map(|s| f(s)).sum();
+    let target: u64 = sum(&|s| s.target_samples);
+    let alloc: u64 = sum(&|s| s.allocator_samples);
+    let slow: u64 = sum(&|s| s.allocator_slow_path_samples);
+    let drops: u64 = sum(&|s| s.drops);
+    let summary = format!("{what}: {slices:#?}");
+    assert_eq!(drops, 0, "{summary}");
+    assert!(target >= 50, "too few target samples {target}\n{summary}");
+    assert!(
+        slices
+            .iter()
+            .filter(|s| s.target_samples > 0)
+            .all(|s| s.allocator == Some(AllocatorKind::GoogleTcmalloc)),
+        "{summary}"
+    );
+    // The workload does little besides allocating: a good part of its CPU
+    // is TCMalloc's, but not all of it (page faults, the loop, the kernel).
+    let share = alloc as f64 / target as f64;
+    assert!(
+        share > 0.05 && alloc < target,
+        "allocator share {share:.3}\n{summary}"
+    );
+    let known = [
+        "central_free_list",
+        "transfer_cache",
+        "page_heap",
+        "page_allocator",
+        "huge_page_aware_allocator",
+        "cpu_cache_refill",
+        "cpu_cache_overflow",
+        "system_alloc",
+        "spinlock_slow_lock",
+        "slow_alloc",
+        "free_small_slow",
+        "alloc_outside_per_cpu_cache",
+        "free_outside_per_cpu_cache",
+    ];
+    for s in &slices {
+        assert_eq!(
+            s.slow_paths.iter().map(|p| p.samples).sum::<u64>(),
+            s.allocator_slow_path_samples,
+            "{summary}"
+        );
+        assert!(
+            s.slow_paths
+                .iter()
+                .all(|p| known.contains(&p.label.as_str())),
+            "{summary}"
+        );
+        for sym in s.by_symbol.iter().filter(|b| b.allocator) {
+            // Allocator code is in the program (TCMalloc is linked in), and
+            // named after TCMalloc or abseil's spin lock.
+            assert!(
+                sym.object
+                    .as_deref()
+                    .is_some_and(|o| o.ends_with("/mdiag-tcmalloc")),
+                "{sym:?}\n{summary}"
+            );
+            let name = sym.symbol.as_deref().unwrap_or_default();
+            assert!(
+                name.contains("tcmalloc") || name.contains("TCMalloc") || name.contains("SpinLock"),
+                "{name} counted as allocator\n{summary}"
+            );
+        }
+    }
+    (share, slow as f64 / alloc.max(1) as f64)
+}
+
+/// `mdiag record -- mdiag-tcmalloc`, with and without the tunable.
+#[test]
+fn rseq_verdict_matches_tcmalloc_for_a_spawned_target() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let exe = workload();
+    let mut shares = Vec::new();
+    for tunable in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("tcmalloc.mdiag");
+        let mut cmd = Command::new(mdiag_bin());
+        cmd.args(["record", "--duration", "60s", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe)
+            // Long enough for several one-second slices while it runs: the
+            // perf family symbolizes a target while it is alive, and the
+            // record loop starts only after every family attached (the alloc
+            // family calibrates first), while the released target already runs.
+            .args(["--threads", "2", "--ms", "6000"])
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        if tunable {
+            cmd.env("GLIBC_TUNABLES", TUNABLE);
+        } else {
+            cmd.env_remove("GLIBC_TUNABLES");
+        }
+        let done = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert!(done.status.success(), "{stderr}");
+        let report = json_line(&String::from_utf8_lossy(&done.stdout), "allocs");
+        eprintln!("tunable {tunable}: {report}");
+        let rec = read_file(&out).unwrap();
+        assert!(
+            rec.stop_reason.starts_with("target exited"),
+            "{}",
+            rec.stop_reason
+        );
+        check(&rec, &report, tunable);
+        // Threads' registrations, seen from their first instruction. Without
+        // the tunable glibc registered every thread and TCMalloc's attempt
+        // failed (it tries once, on its first allocation, and then stays
+        // off); with it, TCMalloc registered each allocating thread itself.
+        let own = rec.rseq.as_ref().unwrap();
+        if tunable {
+            assert!(own.threads.iter().all(|t| t.owner != "glibc"), "{own:?}");
+            let by_tcmalloc = own
+                .threads
+                .iter()
+                .filter(|t| {
+                    t.owner == "program"
+                        && t.object
+                            .as_deref()
+                            .is_some_and(|o| o.ends_with("/mdiag-tcmalloc"))
+                })
+                .count();
+            assert!(
+                by_tcmalloc >= 2,
+                "the two allocating threads registered through TCMalloc: {own:?}"
+            );
+        } else {
+            assert!(own.threads.iter().all(|t| t.owner == "glibc"), "{own:?}");
+            assert!(
+                own.threads
+                    .iter()
+                    .any(|t| t.failed_calls.iter().any(|&e| e == -22 || e == -16)),
+                "TCMalloc's failed registration: {own:?}"
+            );
+        }
+        let (share, slow) = check_perf(&rec, if tunable { TUNABLE } else { "no tunable" });
+        eprintln!("tunable {tunable}: allocator share {share:.3}, slow-path share {slow:.3}");
+        shares.push((share, slow));
+    }
+    // Without per-CPU caches every allocation and free goes to TCMalloc's
+    // shared (locked) caches, in its slow-path functions; with them, nearly
+    // all are served by the per-CPU fast path in the entry points.
+    let (blocked, per_cpu) = (shares[0].1, shares[1].1);
+    assert!(
+        blocked > 0.25 && per_cpu < blocked / 2.0,
+        "slow-path share of allocator samples without per-CPU caches {blocked:.3} vs with {per_cpu:.3}"
+    );
+}
+
+/// A workload held at "ready", then `--pid`.
+struct Held {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Held {
+    fn start(tunable: bool) -> Self {
+        let mut cmd = Command::new(workload());
+        cmd.args(["--threads", "2", "--ms", "2000", "--hold", "--phases", "2"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        if tunable {
+            cmd.env("GLIBC_TUNABLES", TUNABLE);
+        } else {
+            cmd.env_remove("GLIBC_TUNABLES");
+        }
+        let mut child = cmd.spawn().expect("start mdiag-tcmalloc");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Held {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn line(&mut self) -> serde_json::Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    fn go(&mut self) {
+        self.stdin.write_all(b"go\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `mdiag record --pid` on a workload whose threads already registered (or
+/// failed to register) rseq before mdiag started.
+#[test]
+fn rseq_verdict_matches_tcmalloc_for_a_running_target() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    for tunable in [false, true] {
+        let mut w = Held::start(tunable);
+        let ready = w.line();
+        assert_eq!(ready["phase"], 0, "{ready}");
+        // A first phase before mdiag starts: TCMalloc initialises and the
+        // threads try rseq while nobody watches.
+        w.go();
+        let ready = w.line();
+        assert_eq!(ready["phase"], 1, "{ready}");
+        let pid = w.child.id().to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("tcmalloc-pid.mdiag");
+        let (rec_child, stderr) = start_record(&[
+            "--duration",
+            "60s",
+            "--pid",
+            &pid,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        w.go();
+        let report = w.line();
+        eprintln!("tunable {tunable}: {report}");
+        stop_record(rec_child, stderr);
+        drop(w);
+        let rec = read_file(&out).unwrap();
+        assert_eq!(
+            rec.target.as_ref().map(|t| t.pid.to_string()),
+            Some(pid.clone())
+        );
+        check(&rec, &report, tunable);
+        check_perf(&rec, if tunable { TUNABLE } else { "no tunable" });
+    }
+}

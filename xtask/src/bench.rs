@@ -1,0 +1,635 @@
+//! `cargo xtask bench-overhead`: what observing costs, measured side by side
+//! in one run and printed next to the budgets (issue #3). Never a test: the
+//! numbers depend on the machine and what else runs on it.
+//!
+//! 1. Throughput of the Google TCMalloc workload (`mdiag-tcmalloc`, its own
+//!    allocation count per second) unobserved, under the default
+//!    `mdiag record --pid`, and under bpftrace timing every allocation with
+//!    a uprobe + uretprobe histogram, in rounds whose order rotates (so a
+//!    drift of the host hits every mode alike); medians compared. Budget:
+//!    mdiag's drop ≤ 3 %.
+//! 2. mdiag's own CPU (from /proc/PID/stat, while recording, start-up
+//!    excluded) and peak RSS (the kernel's maximum resident set at exit)
+//!    while `mdiag-pingpong` makes the host switch context about 100 k
+//!    times a second. Budgets: ≤ 2 % of one core, ≤ 64 MiB.
+//!
+//! Runs as root (mdiag and bpftrace load BPF programs).
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Child, ChildStdout, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{
+    cmd::{Cmd, find_in_path, is_root, target_dir},
+    run::build,
+    say,
+};
+
+const THROUGHPUT_BUDGET_PCT: f64 = 3.0;
+const WORKLOAD_TUNABLES: &str = "glibc.pthread.rseq=0";
+const CPU_BUDGET_PCT: f64 = 2.0;
+const RSS_BUDGET_MIB: f64 = 64.0;
+
+/// Options of `cargo xtask bench-overhead`.
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Use the debug build of mdiag instead of the release one.
+    #[arg(long)]
+    debug: bool,
+    /// Rounds of the throughput comparison (each runs every mode once).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
+    /// Length of one workload run, in milliseconds.
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(200..))]
+    ms: u64,
+    /// Allocating threads of the workload.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    threads: u64,
+    /// Seconds of the context-switch measurement.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    switch_secs: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Mode {
+    Unobserved,
+    Mdiag,
+    Bpftrace,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Unobserved => "unobserved",
+            Mode::Mdiag => "mdiag record",
+            Mode::Bpftrace => "bpftrace",
+        }
+    }
+}
+
+/// The programs the bench runs.
+struct Bins {
+    mdiag: PathBuf,
+    workload: PathBuf,
+    pingpong: PathBuf,
+    bpftrace: Option<PathBuf>,
+    tmp: tempdir::Dir,
+}
+
+/// A private temporary directory, removed on drop (no crate for one dir).
+mod tempdir {
+    use std::path::{Path, PathBuf};
+
+    pub struct Dir(PathBuf);
+
+    impl Dir {
+        pub fn new(parent: &Path) -> std::io::Result<Self> {
+            let p = parent.join(format!("bench-overhead-{}", std::process::id()));
+            std::fs::create_dir_all(&p)?;
+            Ok(Dir(p))
+        }
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+pub fn bench(args: &BenchArgs) -> Result<()> {
+    if !is_root() {
+        bail!(
+            "the overhead bench loads BPF programs (mdiag, bpftrace) and needs root: run it as root, e.g. `sudo -E cargo xtask bench-overhead`"
+        );
+    }
+    let mdiag = build(!args.debug)?;
+    Cmd::cargo()
+        .args(["build", "-p", "mdiag-tcmalloc-workload"])
+        .run()?;
+    Cmd::cargo()
+        .args(["build", "-p", "mdiag-tests", "--bin", "mdiag-pingpong"])
+        .run()?;
+    let debug = target_dir()?.join("debug");
+    let bins = Bins {
+        mdiag,
+        workload: debug.join("mdiag-tcmalloc"),
+        pingpong: debug.join("mdiag-pingpong"),
+        bpftrace: find_in_path("bpftrace"),
+        tmp: tempdir::Dir::new(&target_dir()?.join("tmp"))?,
+    };
+    println!(
+        "mdiag overhead bench: mdiag {} build; workload mdiag-tcmalloc (GLIBC_TUNABLES={WORKLOAD_TUNABLES}: TCMalloc's per-CPU caches on), {} threads x {} ms per run, {} rounds; {} CPUs",
+        if args.debug { "debug" } else { "release" },
+        args.threads,
+        args.ms,
+        args.rounds,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    throughput(&bins, args)?;
+    switches(&bins, args)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- part 1
+
+/// An observer of one workload run.
+enum Observer {
+    None,
+    Mdiag(Child, std::thread::JoinHandle<String>),
+    Bpftrace(Child),
+}
+
+impl Observer {
+    /// Stops it (SIGINT: mdiag keeps what it recorded, bpftrace prints its
+    /// maps) and reaps it; returns an error text if it failed.
+    fn stop(self) -> Option<String> {
+        let interrupt = |c: &Child| {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+        };
+        match self {
+            Observer::None => None,
+            Observer::Mdiag(c, err) => {
+                interrupt(&c);
+                let out = c.wait_with_output().ok()?;
+                let err = err.join().unwrap_or_default();
+                (!out.status.success()).then(|| format!("mdiag record failed: {err}"))
+            }
+            Observer::Bpftrace(c) => {
+                interrupt(&c);
+                let out = c.wait_with_output().ok()?;
+                (!out.status.success()).then(|| {
+                    format!(
+                        "bpftrace failed: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    )
+                })
+            }
+        }
+    }
+}
+
+/// Reads lines of `r` until one contains `needle` (true) or EOF (false);
+/// the lines read are appended to `seen`.
+fn wait_for(r: &mut impl BufRead, needle: &str, seen: &mut String) -> bool {
+    loop {
+        let mut line = String::new();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {
+                seen.push_str(&line);
+                if line.contains(needle) {
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+/// Starts `mdiag record --pid PID` and returns once its probes are attached.
+fn start_mdiag(bins: &Bins, pid: u32, out: &Path) -> Result<Observer> {
+    let mut child = Command::new(&bins.mdiag)
+        .args(["record", "--no-progress", "--duration", "1h", "--pid"])
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("start mdiag record")?;
+    let mut stderr = BufReader::new(child.stderr.take().context("mdiag stderr")?);
+    let mut seen = String::new();
+    if !wait_for(&mut stderr, "probes attached", &mut seen) {
+        let _ = child.wait();
+        bail!("mdiag record did not attach: {seen}");
+    }
+    let rest = std::thread::spawn(move || {
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut seen);
+        seen
+    });
+    Ok(Observer::Mdiag(child, rest))
+}
+
+/// The allocation entry point of the Rust workload (its global allocator
+/// calls it for every allocation).
+const ALLOC_FN: &str = "BridgeTCMallocInternalNewAlignedNothrow";
+
+/// Starts bpftrace with a latency histogram of every allocation of `pid`
+/// (uprobe + uretprobe) and returns once its probes are attached.
+fn start_bpftrace(bpftrace: &Path, workload: &Path, pid: u32) -> Result<Observer> {
+    let exe = workload.display();
+    let script = format!(
+        "uprobe:{exe}:{ALLOC_FN} {{ @start[tid] = nsecs; }}\n\
+         uretprobe:{exe}:{ALLOC_FN} /@start[tid]/ {{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }}"
+    );
+    let mut child = Command::new(bpftrace)
+        .arg("-p")
+        .arg(pid.to_string())
+        .arg("-e")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("start bpftrace")?;
+    let mut stdout = BufReader::new(child.stdout.take().context("bpftrace stdout")?);
+    let mut seen = String::new();
+    if !wait_for(&mut stdout, "Attaching", &mut seen) {
+        let out = child.wait_with_output()?;
+        bail!(
+            "{}{}",
+            seen.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    // bpftrace prints "Attaching N probes..." just before attaching: give it
+    // a moment to finish.
+    std::thread::sleep(Duration::from_millis(500));
+    // Keep draining its output (the histogram at exit).
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+    });
+    Ok(Observer::Bpftrace(child))
+}
+
+/// A held workload: started, waiting on stdin at "ready".
+struct Workload {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Workload {
+    fn start(bins: &Bins, args: &BenchArgs) -> Result<Self> {
+        let mut child = Command::new(&bins.workload)
+            .args(["--threads", &args.threads.to_string()])
+            .args(["--ms", &args.ms.to_string(), "--hold"])
+            // Per-CPU caches on (TCMalloc owns rseq), as a well-configured
+            // mongod 8 runs: the fastest allocation path, where a per-call
+            // probe costs the most.
+            .env("GLIBC_TUNABLES", WORKLOAD_TUNABLES)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start {}", bins.workload.display()))?;
+        let mut stdout = BufReader::new(child.stdout.take().context("workload stdout")?);
+        let mut seen = String::new();
+        if !wait_for(&mut stdout, "ready", &mut seen) {
+            bail!("the workload did not get ready: {seen}");
+        }
+        Ok(Workload { child, stdout })
+    }
+
+    /// Releases it and returns its report.
+    fn run(&mut self) -> Result<serde_json::Value> {
+        let stdin = self.child.stdin.as_mut().context("workload stdin")?;
+        stdin.write_all(b"go\n")?;
+        stdin.flush()?;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line)?;
+        serde_json::from_str(&line).with_context(|| format!("workload report {line:?}"))
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// One workload run under `mode`: allocations per second.
+fn one_run(bins: &Bins, args: &BenchArgs, mode: Mode, bpftrace: &Path) -> Result<f64> {
+    let mut w = Workload::start(bins, args)?;
+    let pid = w.child.id();
+    let observer = match mode {
+        Mode::Unobserved => Observer::None,
+        Mode::Mdiag => start_mdiag(bins, pid, &bins.tmp.path().join("throughput.mdiag"))?,
+        Mode::Bpftrace => start_bpftrace(bpftrace, &bins.workload, pid)?,
+    };
+    let report = w.run();
+    if let Some(e) = observer.stop() {
+        bail!("{e}");
+    }
+    let report = report?;
+    if report["per_cpu_caches_active"].as_bool() != Some(true) {
+        say!("warning: TCMalloc's per-CPU caches were off in this run: {report}");
+    }
+    report["allocs_per_sec"]
+        .as_f64()
+        .with_context(|| format!("allocs_per_sec in {report}"))
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "OVER" }
+}
+
+fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
+    let mut modes = vec![Mode::Unobserved, Mode::Mdiag];
+    let mut bpftrace_problem = None;
+    let bpftrace = match &bins.bpftrace {
+        Some(b) => {
+            modes.push(Mode::Bpftrace);
+            b.clone()
+        }
+        None => {
+            bpftrace_problem = Some("bpftrace is not installed (`cargo xtask setup`)".to_owned());
+            PathBuf::new()
+        }
+    };
+    let mut results: Vec<(Mode, Vec<f64>)> = modes.iter().map(|&m| (m, Vec::new())).collect();
+    let mut paired: std::collections::HashMap<Mode, Vec<f64>> = std::collections::HashMap::new();
+    for round in 0..args.rounds as usize {
+        let mut this_round: Vec<(Mode, f64)> = Vec::new();
+        // Rotate the order every round.
+        let n = modes.len();
+        for i in 0..n {
+            let mode = modes[(round + i) % n];
+            if mode == Mode::Bpftrace && bpftrace_problem.is_some() {
+                continue;
+            }
+            match one_run(bins, args, mode, &bpftrace) {
+                Ok(rate) => {
+                    say!(
+                        "round {} {:<12} {:>8.2} M allocations/s",
+                        round + 1,
+                        mode.name(),
+                        rate / 1e6
+                    );
+                    if let Some((_, v)) = results.iter_mut().find(|(m, _)| *m == mode) {
+                        v.push(rate);
+                    }
+                    this_round.push((mode, rate));
+                }
+                Err(e) if mode == Mode::Bpftrace => {
+                    say!("bpftrace cannot run here: {e:#}");
+                    bpftrace_problem = Some(format!("{e:#}"));
+                }
+                Err(e) => return Err(e.context(format!("a {} run", mode.name()))),
+            }
+        }
+        if let Some(&(_, base)) = this_round.iter().find(|(m, _)| *m == Mode::Unobserved) {
+            for &(m, rate) in this_round.iter().filter(|(m, _)| *m != Mode::Unobserved) {
+                paired.entry(m).or_default().push(rate / base);
+            }
+        }
+    }
+    let get = |mode: Mode| {
+        results
+            .iter()
+            .find(|(m, _)| *m == mode)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let base = get(Mode::Unobserved);
+    let base_med = median(&base);
+    let spread = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        format!("{:.2}..{:.2}", lo / 1e6, hi / 1e6)
+    };
+    println!();
+    println!(
+        "1. Throughput of mdiag-tcmalloc (M allocations/s, median of {} runs; min..max)",
+        base.len()
+    );
+    println!(
+        "   unobserved      {:>8.2}  ({})",
+        base_med / 1e6,
+        spread(&base)
+    );
+    let drop_of = |v: &[f64]| (1.0 - median(v) / base_med) * 100.0;
+    let md = get(Mode::Mdiag);
+    let mdiag_drop = drop_of(&md);
+    println!(
+        "   mdiag record    {:>8.2}  ({})  drop {:>6.2} %   budget <= {THROUGHPUT_BUDGET_PCT} %   {}",
+        median(&md) / 1e6,
+        spread(&md),
+        mdiag_drop,
+        verdict(mdiag_drop <= THROUGHPUT_BUDGET_PCT)
+    );
+    // The same rounds paired: each round's observed / unobserved run.
+    if let Some(pairs) = paired.get(&Mode::Mdiag).filter(|v| !v.is_empty()) {
+        println!(
+            "   mdiag record, median of the per-round ratios: drop {:>6.2} %",
+            (1.0 - median(pairs)) * 100.0
+        );
+    }
+    let bt = get(Mode::Bpftrace);
+    match (&bpftrace_problem, bt.is_empty()) {
+        (Some(why), true) => println!("   bpftrace        not measured: {why}"),
+        _ => {
+            let bt_drop = drop_of(&bt);
+            println!(
+                "   bpftrace        {:>8.2}  ({})  drop {:>6.2} %   (uprobe+uretprobe latency histogram of {ALLOC_FN})",
+                median(&bt) / 1e6,
+                spread(&bt),
+                bt_drop
+            );
+            if mdiag_drop > 0.05 {
+                println!(
+                    "   bpftrace's drop / mdiag's drop = {:.1}x",
+                    bt_drop / mdiag_drop
+                );
+            } else {
+                println!(
+                    "   bpftrace's drop / mdiag's drop: not meaningful (mdiag's drop {mdiag_drop:.2} % is within the noise)"
+                );
+            }
+            if let Some(why) = bpftrace_problem {
+                println!("   (bpftrace failed in some rounds: {why})");
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- part 2
+
+/// utime + stime of a process, in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state); utime is field 14, stime 15.
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// A `kB` line of /proc/PID/status (`VmRSS:`, `VmHWM:`).
+fn status_kib(pid: u32, key: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn proc_stat_ctxt() -> Option<u64> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("ctxt "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits for `child` with wait4(2): (exit status ok, peak RSS in KiB).
+fn wait_rusage(child: Child) -> Result<(bool, u64)> {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: our own child; valid pointers to locals.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if rc != pid {
+        bail!("wait4: {}", std::io::Error::last_os_error());
+    }
+    drop(child); // reaped above (dropping a Child neither waits nor kills)
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    Ok((ok, usage.ru_maxrss as u64))
+}
+
+fn switches(bins: &Bins, args: &BenchArgs) -> Result<()> {
+    let secs = args.switch_secs;
+    // Long enough for mdiag to attach before and to stop after the window.
+    let pingpong_ms = (secs + 60) * 1000;
+    let mut pingpong = Command::new(&bins.pingpong)
+        .args(["--ms", &pingpong_ms.to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .context("start mdiag-pingpong")?;
+    let result = (|| -> Result<()> {
+        let pid = pingpong.id();
+        let out = bins.tmp.path().join("switches.mdiag");
+        let mut child = Command::new(&bins.mdiag)
+            .args(["record", "--no-progress", "--duration", "1h", "--pid"])
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("start mdiag record")?;
+        let mut stderr = BufReader::new(child.stderr.take().context("mdiag stderr")?);
+        let mut seen = String::new();
+        if !wait_for(&mut stderr, "probes attached", &mut seen) {
+            let _ = child.wait();
+            bail!("mdiag record did not attach: {seen}");
+        }
+        let drain = std::thread::spawn(move || {
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut seen);
+            seen
+        });
+        let mdiag_pid = child.id();
+        // Let start-up settle (symbol loading of the first slice).
+        std::thread::sleep(Duration::from_secs(2));
+        let t0 = Instant::now();
+        let (c0, x0) = (cpu_ticks(mdiag_pid), proc_stat_ctxt());
+        std::thread::sleep(Duration::from_secs(secs));
+        let (c1, x1) = (cpu_ticks(mdiag_pid), proc_stat_ctxt());
+        let wall = t0.elapsed().as_secs_f64();
+        let rss_now_kib = status_kib(mdiag_pid, "VmRSS:");
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(mdiag_pid as i32, libc::SIGINT) };
+        let (ok, peak_kib) = wait_rusage(child)?;
+        let log = drain.join().unwrap_or_default();
+        if !ok {
+            bail!("mdiag record failed: {log}");
+        }
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let (Some(c0), Some(c1), Some(x0), Some(x1)) = (c0, c1, x0, x1) else {
+            bail!("could not read /proc/{mdiag_pid}/stat or /proc/stat");
+        };
+        let cpu_pct = (c1 - c0) as f64 / hz / wall * 100.0;
+        let rate = (x1 - x0) as f64 / wall;
+        let rss_mib = peak_kib as f64 / 1024.0;
+        println!();
+        println!(
+            "2. mdiag record --pid <mdiag-pingpong> while the host switches context {:.0} k times/s (target ~100 k), over {wall:.1} s",
+            rate / 1e3
+        );
+        println!(
+            "   mdiag CPU      {cpu_pct:>6.2} % of one core   budget <= {CPU_BUDGET_PCT} %   {}",
+            verdict(cpu_pct <= CPU_BUDGET_PCT)
+        );
+        println!(
+            "   mdiag peak RSS {rss_mib:>6.1} MiB            budget <= {RSS_BUDGET_MIB} MiB   {}   (RSS at the end of the window: {})",
+            verdict(rss_mib <= RSS_BUDGET_MIB),
+            rss_now_kib.map_or("unknown".to_owned(), |k| format!(
+                "{:.1} MiB",
+                k as f64 / 1024.0
+            ))
+        );
+        Ok(())
+    })();
+    let _ = pingpong.kill();
+    let _ = pingpong.wait();
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    fn process_cpu() -> Duration {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec to write into.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+
+    #[test]
+    fn cpu_ticks_agree_with_the_process_cpu_clock() {
+        // Burn 300 ms of CPU, then compare /proc/PID/stat with the clock.
+        let start = process_cpu();
+        let mut x = 0u64;
+        while process_cpu() - start < Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let ticks = cpu_ticks(std::process::id()).expect("own /proc/PID/stat");
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let clock = process_cpu().as_secs_f64();
+        let stat = ticks as f64 / hz;
+        assert!(
+            (stat - clock).abs() < 0.1,
+            "/proc/PID/stat says {stat:.3} s, the clock {clock:.3} s"
+        );
+        assert!(proc_stat_ctxt().is_some_and(|c| c > 0));
+    }
+}
