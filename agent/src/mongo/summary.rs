@@ -21,6 +21,8 @@ pub struct MongodSummary {
     pub source: String,
     /// Redacted connection string (live).
     pub uri: Option<String>,
+    /// The server runs on this host (`false`: remote, polled only).
+    pub local: Option<bool>,
     pub version: Option<String>,
     pub allocator: Option<String>,
     pub process: Option<String>,
@@ -110,6 +112,7 @@ impl MongodSummary {
         let mut s = MongodSummary {
             source: m.source.clone(),
             uri: m.uri.clone(),
+            local: m.local,
             info_error: m.info_error.clone(),
             ftdc: m.ftdc.clone(),
             stopped_answering_at_s: m.stopped_answering_at_ms.map(|ms| ms as f64 / 1000.0),
@@ -272,6 +275,9 @@ impl MongodSummary {
             _ => {
                 if let Some(u) = &self.uri {
                     first.push_str(&format!("; polled at {u}"));
+                }
+                if self.local == Some(false) {
+                    first.push_str(" (a remote server: polled only, its process is not observed)");
                 }
             }
         }

@@ -90,6 +90,17 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         "mdiag: probes attached, recording {}",
         describe_target(target.as_ref())
     );
+    if let Some(m) = &plan.mongo {
+        eprintln!(
+            "mdiag: polling mongod at {} every second{}",
+            m.conn.redacted(),
+            if m.local {
+                ""
+            } else {
+                " (remote: polling only)"
+            }
+        );
+    }
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
