@@ -178,7 +178,10 @@ mod tests {
         }
         let e = mongod_facts(&silent).unwrap_err();
         assert!(e.contains("connection refused"), "{e}");
-        assert_eq!(allocator_kind("tcmalloc-gperf").as_deref(), Some("gperftools"));
+        assert_eq!(
+            allocator_kind("tcmalloc-gperf").as_deref(),
+            Some("gperftools")
+        );
         assert_eq!(allocator_kind("tcmalloc").as_deref(), Some("gperftools"));
         assert_eq!(allocator_kind("system").as_deref(), Some("glibc"));
         assert_eq!(allocator_kind("mimalloc"), None);
