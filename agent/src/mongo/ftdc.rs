@@ -41,6 +41,8 @@ pub struct FtdcRead {
     pub info: Option<MongodInfo>,
     /// hostInfo's kernel release, when present.
     pub kernel: Option<String>,
+    /// serverStatus `process` and `storageEngine.name` of the newest chunk.
+    pub strings: (Option<String>, Option<String>),
     /// Files that could not be read (the others were).
     pub errors: Vec<String>,
 }
@@ -86,6 +88,19 @@ pub fn read(
                 let outside = to.is_some_and(|to| first >= to) || from.is_some_and(|f| last < f);
                 if !outside {
                     let cols = FtdcColumns::new(chunk.paths().iter());
+                    // Strings are not metrics: the server's name and storage
+                    // engine come from the chunk's reference document.
+                    if let Ok(ss) = chunk.reference().get_document("serverStatus") {
+                        let process = ss.get_str("process").ok().map(str::to_owned);
+                        let engine = ss
+                            .get_document("storageEngine")
+                            .ok()
+                            .and_then(|e| e.get_str("name").ok())
+                            .map(str::to_owned);
+                        if process.is_some() || engine.is_some() {
+                            out.strings = (process, engine);
+                        }
+                    }
                     if cols.has_server_status() {
                         for s in 0..chunk.sample_count() {
                             let Some(t) = chunk.timestamp(s) else {
@@ -111,6 +126,11 @@ pub fn read(
             }
             _ => {}
         }
+    }
+    if out.strings.0.is_some() || out.strings.1.is_some() {
+        let info = out.info.get_or_insert_with(MongodInfo::default);
+        info.process = out.strings.0.clone();
+        info.storage_engine = out.strings.1.clone();
     }
     match first_error {
         Some(e) if out.samples.is_empty() && out.info.is_none() => Err(e),
@@ -267,6 +287,8 @@ mod tests {
         assert!(r.samples.len() > 100, "{}", r.samples.len());
         let info = r.info.as_ref().unwrap();
         assert_eq!(info.version.as_deref(), Some("7.0.0-rc6"));
+        assert_eq!(info.process.as_deref(), Some("mongod"));
+        assert_eq!(info.storage_engine.as_deref(), Some("wiredTiger"));
         assert!(
             info.allocator
                 .as_deref()

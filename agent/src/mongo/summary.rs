@@ -12,6 +12,9 @@ use super::model::{FtdcSource, MongodRecording};
 use super::status::ServerStatusSample;
 use crate::recording::Recording;
 
+/// Consecutive samples further apart than this are a gap: the time between
+/// them and their counter differences are left out of rates.
+pub const MAX_GAP_MS: u64 = 10_000;
 /// Reasons listed for missing seconds, most frequent first.
 pub const TOP_MISSING_REASONS: usize = 3;
 
@@ -48,11 +51,12 @@ pub struct MongodSummary {
     pub stopped_answering_at_s: Option<f64>,
     /// Why the once-per-recording facts are missing, if they are.
     pub info_error: Option<String>,
-    /// Seconds between the first and the last sample (rates are over this).
+    /// Seconds covered by consecutive samples at most [`MAX_GAP_MS`] apart
+    /// (rates are over this).
     pub span_s: f64,
     /// Operations per second by kind (opcounters), over `span_s`.
     pub ops_per_s: BTreeMap<String, f64>,
-    /// Operations of each kind counted between the first and the last sample.
+    /// Operations of each kind counted over `span_s` (restarts handled).
     pub ops: BTreeMap<String, i64>,
     pub connections_last: Option<i64>,
     pub connections_max: Option<i64>,
@@ -169,10 +173,22 @@ impl MongodSummary {
     }
 
     fn figures(&mut self, samples: &[(u64, &ServerStatusSample)]) {
-        let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
+        if samples.is_empty() {
             return;
-        };
-        self.span_s = last.0.saturating_sub(first.0) as f64 / 1000.0;
+        }
+        // Time covered by consecutive samples at most MAX_GAP_MS apart: a
+        // gap (mongod down, FTDC of another run) is neither time nor counts.
+        let pairs: Vec<(&ServerStatusSample, &ServerStatusSample)> = samples
+            .windows(2)
+            .filter(|w| w[1].0.saturating_sub(w[0].0) <= MAX_GAP_MS)
+            .map(|w| (w[0].1, w[1].1))
+            .collect();
+        self.span_s = samples
+            .windows(2)
+            .map(|w| w[1].0.saturating_sub(w[0].0))
+            .filter(|gap| *gap <= MAX_GAP_MS)
+            .sum::<u64>() as f64
+            / 1000.0;
         let mut sections: Vec<String> = samples
             .iter()
             .flat_map(|(_, s)| s.sections.clone())
@@ -180,11 +196,17 @@ impl MongodSummary {
         sections.sort();
         sections.dedup();
         self.sections = sections;
-        // Delta of a counter between its first and last value; None across a restart.
+        // Increase of a counter over those pairs; a decrease is a restart
+        // (the counter began again at 0).
         let delta = |f: &dyn Fn(&ServerStatusSample) -> Option<i64>| -> Option<i64> {
-            let a = samples.iter().find_map(|(_, s)| f(s))?;
-            let b = samples.iter().rev().find_map(|(_, s)| f(s))?;
-            (b >= a).then_some(b - a)
+            let mut total = None;
+            for (a, b) in &pairs {
+                if let (Some(a), Some(b)) = (f(a), f(b)) {
+                    let step = if b >= a { b - a } else { b.max(0) };
+                    total = Some(total.unwrap_or(0) + step);
+                }
+            }
+            total
         };
         let span = self.span_s;
         let rate =
@@ -286,9 +308,9 @@ impl MongodSummary {
             let mut l = format!("FTDC {}: {} seconds with a sample", f.path, f.joined_slices);
             if let (Some(a), Some(b)) = (f.first, f.last) {
                 l.push_str(&format!(
-                    " ({} to {})",
+                    " ({} to {} UTC)",
                     a.format("%Y-%m-%d %H:%M:%S"),
-                    b.format("%H:%M:%S UTC")
+                    b.format("%Y-%m-%d %H:%M:%S")
                 ));
             }
             if !f.errors.is_empty() {
@@ -595,13 +617,22 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_restart_gives_no_counter_delta_and_no_mongod_gives_none() {
+    fn restarts_and_gaps_and_no_mongod() {
         let mut rec = recording();
+        // A restart before the 6th sample: its counter began again at 0.
         if let Some(m) = rec.slices[5].mongod.as_mut() {
             m.status.as_mut().unwrap().op_insert = Some(3);
         }
         let s = MongodSummary::of(&rec).unwrap();
-        assert!(!s.ops.contains_key("insert"));
+        assert_eq!(s.ops["insert"], 400 + 3);
+        // A sample a day later (another FTDC run) adds neither time nor counts.
+        let mut gap = recording();
+        if let Some(m) = gap.slices[5].mongod.as_mut() {
+            m.at_ms = Some(86_400_000);
+            m.status.as_mut().unwrap().op_insert = Some(1_000_000);
+        }
+        let s = MongodSummary::of(&gap).unwrap();
+        assert_eq!((s.span_s, s.ops["insert"]), (4.0, 400));
         rec.mongod = None;
         assert!(MongodSummary::of(&rec).is_none());
     }
