@@ -204,7 +204,14 @@ mod tests {
                 "not_recorded"
             ])
         );
-        for family in ["syscalls", "rseq", "perf", "wiredtiger", "contention", "mongod"] {
+        for family in [
+            "syscalls",
+            "rseq",
+            "perf",
+            "wiredtiger",
+            "contention",
+            "mongod",
+        ] {
             assert_eq!(m[family], Value::Null, "{family}");
         }
         assert_eq!(m["not_recorded"], Value::Array(vec![]));
