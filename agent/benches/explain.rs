@@ -59,6 +59,7 @@ fn recording_60s() -> Recording {
                 perf: None,
                 alloc: None,
                 contention: None,
+                mongod: None,
             }
         })
         .collect();
@@ -105,6 +106,7 @@ fn recording_60s() -> Recording {
         rseq: None,
         alloc: None,
         kernel_stacks: Vec::new(),
+        mongod: None,
     }
 }
 

@@ -102,24 +102,81 @@ fn compare_cmd(args: &crate::cli::CompareArgs) -> Result<(), AppError> {
 }
 
 fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
-    let path = match &args.file {
-        Some(p) => p.clone(),
-        None => {
-            crate::recording::newest_in_dir(std::path::Path::new(".")).map_err(AppError::usage)?
+    let (recording, source) = match (&args.file, &args.ftdc) {
+        // FTDC alone: its samples become a recording of their own.
+        (None, Some(dir)) => {
+            let keep = if args.from.is_some() || args.to.is_some() {
+                crate::mongo::ftdc::MAX_KEEP
+            } else {
+                crate::mongo::ftdc::DEFAULT_KEEP
+            };
+            let read =
+                crate::mongo::ftdc::read(dir, args.from, args.to, keep).map_err(AppError::usage)?;
+            for e in &read.errors {
+                eprintln!("mdiag: skipped: {e}");
+            }
+            if read.samples.is_empty() {
+                return Err(AppError::usage(anyhow::anyhow!(
+                    "{}: no serverStatus samples{}; check the directory, or widen --from/--to",
+                    dir.display(),
+                    if args.from.is_some() || args.to.is_some() {
+                        " in the chosen time window"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            if read.dropped > 0 {
+                eprintln!(
+                    "mdiag: explaining the newest {} FTDC samples ({} older ones left out; choose others with --from/--to)",
+                    read.samples.len(),
+                    read.dropped
+                );
+            }
+            (
+                crate::mongo::ftdc::recording_from_ftdc(&read),
+                format!("FTDC {}", dir.display()),
+            )
+        }
+        (file, ftdc) => {
+            let path = match file {
+                Some(p) => p.clone(),
+                None => crate::recording::newest_in_dir(std::path::Path::new("."))
+                    .map_err(AppError::usage)?,
+            };
+            let mut recording = crate::recording::read_file(&path).map_err(AppError::usage)?;
+            if let Some(dir) = ftdc {
+                // Only the recording's time range is read (one second of slack each side).
+                let slack = chrono::Duration::seconds(2);
+                let read = crate::mongo::ftdc::read(
+                    dir,
+                    Some(recording.started_at - slack),
+                    Some(recording.ended_at + slack),
+                    crate::mongo::ftdc::MAX_KEEP,
+                )
+                .map_err(AppError::usage)?;
+                for e in &read.errors {
+                    eprintln!("mdiag: skipped: {e}");
+                }
+                let joined = crate::mongo::ftdc::join(&mut recording, &read);
+                if joined == 0 {
+                    eprintln!(
+                        "mdiag: {} has no samples within the recording's time ({} to {}); nothing joined",
+                        dir.display(),
+                        recording.started_at.format("%Y-%m-%d %H:%M:%S"),
+                        recording.ended_at.format("%H:%M:%S UTC")
+                    );
+                }
+            }
+            (recording, path.display().to_string())
         }
     };
-    let recording = crate::recording::read_file(&path).map_err(AppError::usage)?;
     let rules = match &args.rules {
         Some(dir) => crate::rules::RuleSet::load_dir(dir).map_err(AppError::usage)?,
         None => crate::rules::RuleSet::builtin().map_err(AppError::failure)?,
     };
-    let report = crate::explain::explain(
-        &recording,
-        &rules,
-        args.arch.as_deref(),
-        Some(path.display().to_string()),
-    )
-    .map_err(AppError::usage)?;
+    let report = crate::explain::explain(&recording, &rules, args.arch.as_deref(), Some(source))
+        .map_err(AppError::usage)?;
     let color = match args.color {
         ColorChoice::Always => true,
         ColorChoice::Never => false,

@@ -112,6 +112,14 @@ pub struct RecordArgs {
     /// the probe cost on an allocation-bound target near 1.5 %); 0 turns the windows off.
     #[arg(long, default_value = "10s", value_parser = parse_alloc_duration)]
     pub alloc_every: Duration,
+    /// Poll this mongod every second (e.g. mongodb://127.0.0.1:27017); without a target option,
+    /// also observe the local process listening on its port. Else MDIAG_MONGODB_URI, else the
+    /// config file. Keep credentials out of the command line: use the variable or the file.
+    #[arg(long, value_name = "URI")]
+    pub uri: Option<String>,
+    /// Config file with `[mongodb] uri = "..."` (default: /etc/mdiag/mdiag.toml if it exists).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -130,6 +138,16 @@ pub struct ExplainArgs {
     /// When to colour the terminal report (NO_COLOR is honoured by `auto`).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+    /// mongod's diagnostic.data directory (or one metrics.* file): alone, explain FTDC without a
+    /// recording; with FILE, join its samples to the recording's seconds.
+    #[arg(long, value_name = "DIR")]
+    pub ftdc: Option<PathBuf>,
+    /// With --ftdc alone: only samples at or after this time (default: the newest hour).
+    #[arg(long, value_parser = crate::export::parse_time, requires = "ftdc")]
+    pub from: Option<chrono::DateTime<chrono::Utc>>,
+    /// With --ftdc alone: only samples before this time.
+    #[arg(long, value_parser = crate::export::parse_time, requires = "ftdc")]
+    pub to: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -282,5 +300,32 @@ mod tests {
         assert_eq!(e.format, Format::Json);
         assert_eq!(e.arch.as_deref(), Some("s390x"));
         assert!(parse(&["explain", "--format", "pdf"]).is_err());
+        let Command::Explain(e) = parse(&["explain", "--ftdc", "diagnostic.data"])
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert_eq!(e.ftdc, Some(PathBuf::from("diagnostic.data")));
+        assert!(e.file.is_none());
+        assert!(parse(&["explain", "--from", "2024-04-16T11:35:00Z"]).is_err());
+    }
+
+    #[test]
+    fn record_uri_and_config() {
+        let Command::Record(r) = parse(&[
+            "record",
+            "--uri",
+            "mongodb://127.0.0.1:27017",
+            "--config",
+            "/tmp/m.toml",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(r.uri.as_deref(), Some("mongodb://127.0.0.1:27017"));
+        assert_eq!(r.config, Some(PathBuf::from("/tmp/m.toml")));
     }
 }

@@ -14,6 +14,7 @@ pub mod ftdc;
 pub mod host;
 pub mod kstack;
 pub mod logging;
+pub mod mongo;
 pub mod privileges;
 pub mod probes;
 pub mod record;

@@ -8,6 +8,7 @@ mod alloc;
 mod checkpoint_contention;
 mod contention;
 mod html;
+mod mongo_poll;
 mod perf;
 mod record_cli;
 mod sched;

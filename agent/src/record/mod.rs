@@ -39,6 +39,10 @@ pub enum RecordError {
     Runtime(std::io::Error),
     #[error(transparent)]
     AllocSchedule(#[from] crate::probes::alloc::schedule::ScheduleError),
+    #[error(transparent)]
+    Mongo(#[from] crate::mongo::conn::ConnError),
+    #[error("cannot find the process listening on the URI's port: {0}")]
+    Port(#[from] crate::mongo::port::PortError),
 }
 
 impl RecordError {
@@ -52,6 +56,7 @@ impl RecordError {
                 | Self::Output { .. }
                 | Self::Spawn(_)
                 | Self::AllocSchedule(_)
+                | Self::Mongo(_)
         )
     }
 }
@@ -72,6 +77,8 @@ pub struct RecordPlan {
     pub progress: bool,
     /// Allocator latency windows.
     pub alloc: crate::probes::alloc::schedule::WindowSchedule,
+    /// The mongod to poll; `None`: not polled (no URI given).
+    pub mongo: Option<crate::mongo::MongoPlan>,
 }
 
 /// Checks the arguments and the host, and decides what to do.
@@ -79,6 +86,19 @@ pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, Record
     let alloc =
         crate::probes::alloc::schedule::WindowSchedule::new(args.alloc_window, args.alloc_every)?;
     privileges::check()?;
+    let conn = crate::mongo::conn::resolve(
+        args.uri.as_deref(),
+        std::env::var(crate::mongo::conn::ENV_URI).ok(),
+        args.config.as_deref(),
+        Path::new(crate::mongo::conn::DEFAULT_CONFIG),
+    )?;
+    let mongo = conn.map(|conn| {
+        let local = mongo_local(&conn);
+        crate::mongo::MongoPlan {
+            local: local.is_some(),
+            conn,
+        }
+    });
     let target = if !args.command.is_empty() {
         PlannedTarget::Spawn(args.command.clone())
     } else if let Some(pid) = args.pid {
@@ -87,6 +107,16 @@ pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, Record
         PlannedTarget::Existing(target::by_name(name)?)
     } else if args.host_wide {
         PlannedTarget::HostWide
+    } else if let Some(m) = &mongo {
+        // The URI chooses the target: the local process on its port, or
+        // none for a remote server (polling only).
+        match mongo_local(&m.conn) {
+            Some(port) => match crate::mongo::port::pid_listening_on(port)? {
+                Some(pid) => PlannedTarget::Existing(target::describe(pid, "port")?),
+                None => PlannedTarget::HostWide,
+            },
+            None => PlannedTarget::HostWide,
+        }
     } else {
         target::default_target()?.map_or(PlannedTarget::HostWide, PlannedTarget::Existing)
     };
@@ -104,7 +134,17 @@ pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, Record
         output,
         progress: stdout_is_tty && !args.no_progress,
         alloc,
+        mongo,
     })
+}
+
+/// The port of the URI's host when it is this machine (one host, not
+/// `mongodb+srv`); `None` for a remote or multi-host URI.
+fn mongo_local(conn: &crate::mongo::Connection) -> Option<u16> {
+    match conn.hosts()?.as_slice() {
+        [(host, port)] if crate::mongo::port::is_local_host(host) => Some(*port),
+        _ => None,
+    }
 }
 
 /// Fails early when the recording could not be written at the end.

@@ -90,12 +90,24 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         "mdiag: probes attached, recording {}",
         describe_target(target.as_ref())
     );
+    if let Some(m) = &plan.mongo {
+        eprintln!(
+            "mdiag: polling mongod at {} every second{}",
+            m.conn.redacted(),
+            if m.local {
+                ""
+            } else {
+                " (remote: polling only)"
+            }
+        );
+    }
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(RecordError::Runtime)?;
     let mut session = Session::new(probes, target.as_ref().map(|t| t.pid));
+    session.mongo_plan = plan.mongo.clone();
     let started_at = Utc::now();
     let outcome = rt.block_on(session.record(plan, child.as_mut()));
     let ended_at = Utc::now();
@@ -107,6 +119,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         }
         child.stop(STOP_GRACE);
     }
+    let mongod = session.mongo.take().map(crate::mongo::MongoSession::finish);
     let Session {
         probes,
         slices,
@@ -152,6 +165,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         rseq,
         alloc,
         kernel_stacks,
+        mongod,
     };
     write(recording, plan.output.clone())
 }
@@ -196,6 +210,9 @@ struct Session {
     target_code: Option<(TargetCode, Option<u32>)>,
     /// When the target's code was last tried (at most once a second).
     code_tried: Option<Instant>,
+    /// The mongod to poll, and the polling once started.
+    mongo_plan: Option<crate::mongo::MongoPlan>,
+    mongo: Option<crate::mongo::MongoSession>,
 }
 
 impl Session {
@@ -207,6 +224,8 @@ impl Session {
             checks: Checks::default(),
             target_code: None,
             code_tried: None,
+            mongo_plan: None,
+            mongo: None,
         }
     }
 
@@ -248,6 +267,10 @@ impl Session {
             _ => (None, None),
         };
         let start = Instant::now();
+        self.mongo = self
+            .mongo_plan
+            .as_ref()
+            .map(|p| crate::mongo::MongoSession::start(p, start));
         let deadline = start + plan.duration;
         let mut next_slice = start + SLICE;
         let mut slice_start = start;
@@ -381,6 +404,7 @@ impl Session {
                     None
                 }
             });
+        let mongod = self.mongo.as_mut().map(crate::mongo::MongoSession::slice);
         let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups)
             + softirq.as_ref().map_or(0, SoftirqSlice::events)
             + syscalls
@@ -396,6 +420,7 @@ impl Session {
             perf,
             alloc,
             contention,
+            mongod,
         });
         events
     }

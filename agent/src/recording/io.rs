@@ -340,6 +340,7 @@ mod tests {
                         }],
                     }),
                     contention: None,
+                    mongod: None,
                 })
                 .collect(),
             checks: Checks {
@@ -371,6 +372,7 @@ mod tests {
                 ..AllocRecord::default()
             }),
             kernel_stacks: Vec::new(),
+            mongod: None,
         }
     }
 

@@ -56,6 +56,10 @@ pub struct Recording {
     /// `contention.dstate_stacks` (contention family), by stack id.
     #[serde(default)]
     pub kernel_stacks: Vec<super::KernelStack>,
+    /// mongod's own figures (polled live, or joined from FTDC) and what was
+    /// missing; `None` when mongod was not polled.
+    #[serde(default)]
+    pub mongod: Option<crate::mongo::MongodRecording>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -337,7 +341,7 @@ pub struct Target {
     /// /proc/PID/exe target, when readable.
     pub exe: Option<String>,
     pub cmdline: Vec<String>,
-    /// How it was chosen: "pid", "process", "spawned".
+    /// How it was chosen: "pid", "process", "spawned", "port" (listening on the --uri port).
     pub how: String,
     /// For a spawned target: its exit status if it ended during the recording
     /// (`None` when mdiag stopped it at the end).
@@ -403,6 +407,10 @@ pub struct Slice {
     /// checkpoint window); `None` when it was not attached.
     #[serde(default)]
     pub contention: Option<super::ContentionSlice>,
+    /// mongod's serverStatus sample of this second, or why there is none;
+    /// `None` when mongod was not polled.
+    #[serde(default)]
+    pub mongod: Option<crate::mongo::MongodSlice>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

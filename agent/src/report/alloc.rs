@@ -333,6 +333,7 @@ mod tests {
                 windows: vec![window(1_000_000_000), window(6_000_000_000)],
             }),
             contention: None,
+            mongod: None,
         }];
         rec
     }

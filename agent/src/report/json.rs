@@ -200,10 +200,18 @@ mod tests {
                 "timeline",
                 "alloc",
                 "contention",
+                "mongod",
                 "not_recorded"
             ])
         );
-        for family in ["syscalls", "rseq", "perf", "wiredtiger", "contention"] {
+        for family in [
+            "syscalls",
+            "rseq",
+            "perf",
+            "wiredtiger",
+            "contention",
+            "mongod",
+        ] {
             assert_eq!(m[family], Value::Null, "{family}");
         }
         assert_eq!(m["not_recorded"], Value::Array(vec![]));

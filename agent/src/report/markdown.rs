@@ -409,6 +409,17 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
     if let Some(c) = &m.contention {
         write_contention(out, c)?;
     }
+    writeln!(out, "### mongod")?;
+    writeln!(out)?;
+    match &m.mongod {
+        Some(mongod) => {
+            for line in mongod.lines() {
+                writeln!(out, "- {}", cell(&line).replace('*', "\\*"))?;
+            }
+        }
+        None => writeln!(out, "{}.", crate::rules::facts::mongod::NOT_POLLED)?,
+    }
+    writeln!(out)?;
     writeln!(out, "{}.", net_line(m.net.as_ref()))?;
     writeln!(out)?;
     if !m.not_recorded.is_empty() {

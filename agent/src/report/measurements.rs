@@ -53,6 +53,10 @@ pub struct Measurements {
     /// contention family recorded anything.
     #[serde(default)]
     pub contention: Option<super::contention::ContentionMeasurements>,
+    /// mongod's own figures (serverStatus polls or FTDC); `None` when mongod
+    /// was not polled (the renderers say so).
+    #[serde(default)]
+    pub mongod: Option<crate::mongo::summary::MongodSummary>,
     /// Probe families without measurements, and why (not attached, attached
     /// only partly, attached but recorded nothing).
     pub not_recorded: Vec<FamilyNote>,
@@ -234,6 +238,7 @@ impl Measurements {
         m.timeline = super::timeline::Timeline::build(rec);
         m.alloc = super::alloc::measurements(rec);
         m.contention = super::contention::build(rec);
+        m.mongod = crate::mongo::summary::MongodSummary::of(rec);
         // Families that failed (wholly, partly, or as "not applicable"), and
         // attached families of this build that recorded nothing.
         for probe in &rec.probes {
@@ -1416,6 +1421,7 @@ mod tests {
             [
                 "alloc",
                 "contention",
+                "mongod",
                 "net",
                 "not_recorded",
                 "perf",

@@ -783,6 +783,23 @@ fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::f
         write_contention(out, c, p)?;
     }
     writeln!(out)?;
+    match &m.mongod {
+        Some(mongod) => {
+            writeln!(out, "  {}", p.bold("mongod"))?;
+            for line in mongod.lines() {
+                writeln!(out, "{}", wrap(&line, "    ", WIDTH))?;
+            }
+        }
+        None => {
+            let line = format!(
+                "{}  {}",
+                p.bold("mongod"),
+                crate::rules::facts::mongod::NOT_POLLED
+            );
+            writeln!(out, "{}", wrap(&line, "  ", WIDTH))?;
+        }
+    }
+    writeln!(out)?;
     writeln!(out, "{}", wrap(&net_line(m.net.as_ref()), "  ", WIDTH))?;
     if !m.not_recorded.is_empty() {
         writeln!(out)?;

@@ -28,6 +28,7 @@ use crate::recording::model::{Recording, SchedSlice, Slice};
 
 pub mod allocator;
 pub mod contention;
+pub mod mongod;
 pub mod softirq;
 pub mod tuning;
 
@@ -42,6 +43,7 @@ pub const FACT_GROUPS: &[&str] = &[
     "tuning",
     "allocator",
     "contention",
+    "mongod",
 ];
 
 /// One fact value: what a CEL expression sees.
@@ -138,6 +140,16 @@ impl Facts {
         facts.insert_or_absent("allocator", allocator::allocator_facts(rec));
         facts.allocator = allocator::allocator_of(rec).map(str::to_owned);
         facts.insert_or_absent("contention", contention::contention_facts(rec));
+        facts.insert_or_absent("mongod", mongod::mongod_facts(rec));
+        if let Some(info) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) {
+            facts.mongod_version = info
+                .version
+                .as_deref()
+                .and_then(|v| Version::parse(v.trim()).ok());
+            if facts.allocator.is_none() {
+                facts.allocator = info.allocator.as_deref().and_then(mongod::allocator_kind);
+            }
+        }
         facts
     }
 
@@ -198,7 +210,9 @@ impl Facts {
     /// so a misspelt fact name or a type error is reported then, naming the
     /// file, rather than when explaining a real recording.
     pub(crate) fn example() -> Facts {
-        Facts::derive(&example_recording())
+        let mut rec = example_recording();
+        mongod::fill_example(&mut rec);
+        Facts::derive(&rec)
     }
 }
 
@@ -877,6 +891,7 @@ fn example_recording() -> Recording {
                 }],
                 ..Default::default()
             }),
+            mongod: None,
         }],
         checks: Default::default(),
         target_code: Some(allocator::example_code(
@@ -902,6 +917,7 @@ fn example_recording() -> Recording {
             ],
             signature: Some("xfs_ilock".into()),
         }],
+        mongod: None,
     }
 }
 

@@ -64,6 +64,7 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
         rseq: None,
         alloc: None,
         kernel_stacks: Vec::new(),
+        mongod: None,
     }
 }
 
@@ -88,6 +89,7 @@ fn with_slices(mut rec: Recording, slice: SchedSlice, n: u64) -> Recording {
             perf: None,
             alloc: None,
             contention: None,
+            mongod: None,
         })
         .collect();
     rec

@@ -1,0 +1,400 @@
+//! mongod's FTDC (diagnostic.data) as mongod evidence for `explain --ftdc`:
+//! the serverStatus samples (through the same parser as live polls) and the
+//! metadata (buildInfo, getCmdLineOpts, hostInfo), either turned into a
+//! recording of their own (FTDC alone, no eBPF) or joined second by second
+//! to a recording by wall-clock time.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use super::info;
+use super::model::{FtdcSource, MongodInfo, MongodRecording, MongodSlice};
+use super::status::{FtdcColumns, ServerStatusSample};
+use crate::ftdc::{FtdcDir, FtdcDoc, FtdcError};
+use crate::recording::{FORMAT_NAME, FORMAT_VERSION, HostFacts, Recording, Slice};
+
+/// Samples kept by default (FTDC alone without --from/--to): the newest hour.
+pub const DEFAULT_KEEP: usize = 3600;
+/// Samples kept at most with --from/--to (one day at mongod's 1 Hz).
+pub const MAX_KEEP: usize = 86_400;
+/// A recording slice takes the FTDC sample nearest its middle, if this close.
+pub const JOIN_TOLERANCE_MS: i64 = 1000;
+
+/// One serverStatus sample of an FTDC file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FtdcSample {
+    pub t: DateTime<Utc>,
+    pub status: ServerStatusSample,
+}
+
+/// What was read from a diagnostic.data directory.
+#[derive(Debug, Default)]
+pub struct FtdcRead {
+    pub path: String,
+    /// In time order; at most the `keep` newest of the window.
+    pub samples: VecDeque<FtdcSample>,
+    /// Samples of the window left out because `keep` was reached (oldest first).
+    pub dropped: u64,
+    /// From the newest metadata document.
+    pub info: Option<MongodInfo>,
+    /// hostInfo's kernel release, when present.
+    pub kernel: Option<String>,
+    /// serverStatus `process` and `storageEngine.name` of the newest chunk.
+    pub strings: (Option<String>, Option<String>),
+    /// Files that could not be read (the others were).
+    pub errors: Vec<String>,
+}
+
+/// Reads the serverStatus samples in [`from`, `to`) of `path` (a directory
+/// or one file), keeping the newest `keep`. A damaged file is skipped and
+/// listed in `errors`; an error is returned only when nothing could be read.
+pub fn read(
+    path: &Path,
+    from: Option<DateTime<Utc>>,
+    to: Option<DateTime<Utc>>,
+    keep: usize,
+) -> Result<FtdcRead, FtdcError> {
+    let mut dir = FtdcDir::open(path)?;
+    let mut out = FtdcRead {
+        path: path.display().to_string(),
+        ..Default::default()
+    };
+    let mut first_error = None;
+    while let Some(item) = dir.next() {
+        let item = match item {
+            Ok(i) => i,
+            Err(e) => {
+                out.errors.push(e.to_string());
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        match item.doc {
+            FtdcDoc::Metadata { doc, .. } => {
+                let sub = |k: &str| doc.get_document(k).ok();
+                out.info = Some(info::from_documents(
+                    sub("buildInfo"),
+                    sub("getCmdLineOpts"),
+                    sub("hostInfo"),
+                ));
+                if let Some(k) = sub("hostInfo").and_then(info::kernel_version) {
+                    out.kernel = Some(k);
+                }
+            }
+            FtdcDoc::Metrics(chunk) => {
+                let (first, last) = chunk.time_range();
+                let outside = to.is_some_and(|to| first >= to) || from.is_some_and(|f| last < f);
+                if !outside {
+                    let cols = FtdcColumns::new(chunk.paths().iter());
+                    // Strings are not metrics: the server's name and storage
+                    // engine come from the chunk's reference document.
+                    if let Ok(ss) = chunk.reference().get_document("serverStatus") {
+                        let process = ss.get_str("process").ok().map(str::to_owned);
+                        let engine = ss
+                            .get_document("storageEngine")
+                            .ok()
+                            .and_then(|e| e.get_str("name").ok())
+                            .map(str::to_owned);
+                        if process.is_some() || engine.is_some() {
+                            out.strings = (process, engine);
+                        }
+                    }
+                    if cols.has_server_status() {
+                        for s in 0..chunk.sample_count() {
+                            let Some(t) = chunk.timestamp(s) else {
+                                continue;
+                            };
+                            if from.is_some_and(|f| t < f) || to.is_some_and(|to| t >= to) {
+                                continue;
+                            }
+                            if out.samples.len() == keep {
+                                out.samples.pop_front();
+                                out.dropped += 1;
+                            }
+                            if keep > 0 {
+                                out.samples.push_back(FtdcSample {
+                                    t,
+                                    status: cols.sample(&chunk, s),
+                                });
+                            }
+                        }
+                    }
+                }
+                dir.recycle(chunk);
+            }
+            _ => {}
+        }
+    }
+    if out.strings.0.is_some() || out.strings.1.is_some() {
+        let info = out.info.get_or_insert_with(MongodInfo::default);
+        info.process = out.strings.0.clone();
+        info.storage_engine = out.strings.1.clone();
+    }
+    match first_error {
+        Some(e) if out.samples.is_empty() && out.info.is_none() => Err(e),
+        _ => Ok(out),
+    }
+}
+
+impl FtdcRead {
+    fn source(&self, joined: u64) -> FtdcSource {
+        FtdcSource {
+            path: self.path.clone(),
+            first: self.samples.front().map(|s| s.t),
+            last: self.samples.back().map(|s| s.t),
+            joined_slices: joined,
+            errors: self.errors.clone(),
+        }
+    }
+}
+
+/// A recording made of FTDC alone: one slice per sample, no probes.
+pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
+    let first = read.samples.front().map_or_else(Utc::now, |s| s.t);
+    let last = read.samples.back().map_or(first, |s| s.t);
+    let info = read.info.clone();
+    let host = HostFacts {
+        hostname: info
+            .as_ref()
+            .and_then(|i| i.host_name.clone())
+            .unwrap_or_else(|| "unknown".into()),
+        kernel_release: read.kernel.clone().unwrap_or_default(),
+        arch: info
+            .as_ref()
+            .and_then(|i| i.host_cpu_arch.clone())
+            .unwrap_or_default(),
+        cpu_count: info
+            .as_ref()
+            .and_then(|i| i.host_cores)
+            .and_then(|c| u32::try_from(c).ok())
+            .unwrap_or(0),
+        cpu_model: "unknown".into(),
+        ..Default::default()
+    };
+    let ms = |t: DateTime<Utc>| u64::try_from((t - first).num_milliseconds()).unwrap_or(0);
+    let samples: Vec<&FtdcSample> = read.samples.iter().collect();
+    let slices = samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let next = samples.get(i + 1).map(|n| ms(n.t));
+            let start = ms(s.t);
+            Slice {
+                start_ms: start,
+                duration_ms: next.map_or(1000, |n| n.saturating_sub(start)),
+                sched: None,
+                softirq: None,
+                syscalls: None,
+                wiredtiger: None,
+                perf: None,
+                alloc: None,
+                contention: None,
+                mongod: Some(MongodSlice {
+                    at_ms: Some(start),
+                    status: Some(s.status.clone()),
+                    missing: None,
+                }),
+            }
+        })
+        .collect::<Vec<_>>();
+    let end_ms = slices.last().map_or(0, |s| s.start_ms + s.duration_ms);
+    let mut mongod = MongodRecording {
+        source: "ftdc".into(),
+        info,
+        polls_ok: samples.len() as u64,
+        ftdc: Some(read.source(samples.len() as u64)),
+        ..Default::default()
+    };
+    if samples.is_empty() {
+        mongod.last_error = Some("no serverStatus samples in the chosen time window".into());
+    }
+    Recording {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        mdiag_version: env!("CARGO_PKG_VERSION").into(),
+        started_at: first,
+        ended_at: last.max(first + chrono::Duration::milliseconds(end_ms as i64)),
+        requested_duration_ms: end_ms,
+        stop_reason: "FTDC only (no eBPF recording)".into(),
+        host,
+        target: None,
+        probes: Vec::new(),
+        slices,
+        checks: Default::default(),
+        target_code: None,
+        rseq: None,
+        alloc: None,
+        kernel_stacks: Vec::new(),
+        mongod: Some(mongod),
+    }
+}
+
+/// Joins FTDC samples to `rec`: each slice without a live sample gets the
+/// sample nearest its middle (within [`JOIN_TOLERANCE_MS`]). Returns how
+/// many slices got one.
+pub fn join(rec: &mut Recording, read: &FtdcRead) -> u64 {
+    let samples: Vec<&FtdcSample> = read.samples.iter().collect();
+    let mut joined = 0;
+    for slice in &mut rec.slices {
+        if slice.mongod.as_ref().is_some_and(|m| m.status.is_some()) {
+            continue;
+        }
+        let mid = rec.started_at
+            + chrono::Duration::milliseconds((slice.start_ms + slice.duration_ms / 2) as i64);
+        let i = samples.partition_point(|s| s.t < mid);
+        let near = [i.checked_sub(1), Some(i)]
+            .into_iter()
+            .flatten()
+            .filter_map(|j| samples.get(j))
+            .min_by_key(|s| (s.t - mid).num_milliseconds().abs());
+        if let Some(s) = near.filter(|s| (s.t - mid).num_milliseconds().abs() <= JOIN_TOLERANCE_MS)
+        {
+            let at = (s.t - rec.started_at).num_milliseconds().max(0) as u64;
+            slice.mongod = Some(MongodSlice {
+                at_ms: Some(at),
+                status: Some(s.status.clone()),
+                missing: None,
+            });
+            joined += 1;
+        }
+    }
+    let m = rec.mongod.get_or_insert_with(|| MongodRecording {
+        source: "ftdc".into(),
+        ..Default::default()
+    });
+    if m.info.is_none() {
+        m.info = read.info.clone();
+    }
+    m.ftdc = Some(read.source(joined));
+    joined
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mongo::status::tests::fixtures;
+
+    fn dir() -> std::path::PathBuf {
+        fixtures().join("ftdc/mongod-7.0.0-rc6")
+    }
+
+    #[test]
+    fn parses_the_7_0_shape_from_ftdc() {
+        let r = read(&dir(), None, None, MAX_KEEP).unwrap();
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        assert!(r.samples.len() > 100, "{}", r.samples.len());
+        let info = r.info.as_ref().unwrap();
+        assert_eq!(info.version.as_deref(), Some("7.0.0-rc6"));
+        assert_eq!(info.process.as_deref(), Some("mongod"));
+        assert_eq!(info.storage_engine.as_deref(), Some("wiredTiger"));
+        assert!(
+            info.allocator
+                .as_deref()
+                .is_some_and(|a| a.starts_with("tcmalloc")),
+            "{info:?}"
+        );
+        let s = &r.samples[0].status;
+        // gperftools TCMalloc: no per-CPU caches; checkpoints under wiredTiger.transaction.
+        assert_eq!(s.tcmalloc_per_cpu_caches, None);
+        assert!(s.tcmalloc_allocated_bytes.is_some());
+        assert!(s.checkpoint_most_recent_ms.is_some() && s.checkpoints.is_some());
+        assert!(s.cache_max_bytes.is_some_and(|m| m > 0));
+        assert!(s.op_insert.is_some() && s.connections_current.is_some());
+        assert!(s.sections.iter().any(|x| x == "wiredTiger"));
+        // Counters never go down within one process's samples.
+        for w in r.samples.iter().collect::<Vec<_>>().windows(2) {
+            if w[1].status.uptime_ms < w[0].status.uptime_ms {
+                continue; // a restart
+            }
+            assert!(w[0].t < w[1].t);
+            assert!(w[1].status.op_command >= w[0].status.op_command);
+            assert!(w[1].status.checkpoints >= w[0].status.checkpoints);
+        }
+    }
+
+    #[test]
+    fn ftdc_columns_and_the_document_parser_agree() {
+        // The first sample of a chunk is its reference document: parsed as a
+        // live reply it must give exactly the same figures.
+        let mut dir = FtdcDir::open(dir()).unwrap();
+        let chunk = loop {
+            match dir.next().unwrap().unwrap().doc {
+                FtdcDoc::Metrics(c) => break c,
+                _ => continue,
+            }
+        };
+        let cols = FtdcColumns::new(chunk.paths().iter());
+        let from_columns = cols.sample(&chunk, 0);
+        let reference = chunk.reference();
+        let ss = reference.get_document("serverStatus").unwrap();
+        let from_doc = ServerStatusSample::from_document(ss).unwrap();
+        assert_eq!(from_columns, from_doc);
+    }
+
+    #[test]
+    fn window_and_keep() {
+        let all = read(&dir(), None, None, MAX_KEEP).unwrap();
+        let n = all.samples.len();
+        let newest = read(&dir(), None, None, 10).unwrap();
+        assert_eq!(newest.samples.len(), 10);
+        assert_eq!(newest.dropped as usize, n - 10);
+        assert_eq!(newest.samples.back(), all.samples.back());
+        let from = all.samples[5].t;
+        let to = all.samples[15].t;
+        let w = read(&dir(), Some(from), Some(to), MAX_KEEP).unwrap();
+        assert_eq!(w.samples.len(), 10);
+        assert_eq!(w.samples[0].t, from);
+        assert!(read(Path::new("/nonexistent/diagnostic.data"), None, None, 1).is_err());
+    }
+
+    #[test]
+    fn ftdc_alone_and_joined() {
+        let r = read(&dir(), None, None, 30).unwrap();
+        let rec = recording_from_ftdc(&r);
+        assert_eq!(rec.slices.len(), 30);
+        assert!(
+            rec.slices
+                .iter()
+                .all(|s| s.mongod.as_ref().unwrap().status.is_some())
+        );
+        assert_eq!(rec.mongod.as_ref().unwrap().source, "ftdc");
+        // Round trip through the file format.
+        let json = serde_json::to_string(&rec).unwrap();
+        let back: Recording = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, rec);
+
+        // The same seconds without mongod data get the samples back by time.
+        let mut live = rec.clone();
+        live.mongod = None;
+        for s in &mut live.slices {
+            s.mongod = None;
+        }
+        let joined = join(&mut live, &r);
+        assert_eq!(joined, 30);
+        for (a, b) in live.slices.iter().zip(&rec.slices) {
+            assert_eq!(
+                a.mongod.as_ref().unwrap().status,
+                b.mongod.as_ref().unwrap().status
+            );
+        }
+        assert_eq!(
+            live.mongod
+                .as_ref()
+                .unwrap()
+                .ftdc
+                .as_ref()
+                .unwrap()
+                .joined_slices,
+            30
+        );
+        // A recording an hour later joins nothing.
+        let mut later = live.clone();
+        later.started_at += chrono::Duration::hours(1);
+        for s in &mut later.slices {
+            s.mongod = None;
+        }
+        assert_eq!(join(&mut later, &r), 0);
+    }
+}

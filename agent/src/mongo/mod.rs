@@ -1,0 +1,29 @@
+//! mongod itself as evidence: polled through the official `mongodb` driver
+//! during `record`, or read from its FTDC files by `explain --ftdc`.
+//!
+//! - [`conn`]: which server (`--uri`, `MDIAG_MONGODB_URI`, config file) and
+//!   redaction of credentials;
+//! - [`port`]: the local process listening on the URI's port (the target);
+//! - [`status`]: the one serverStatus parser (live replies and FTDC samples);
+//! - [`info`]: buildInfo / getCmdLineOpts / hostInfo facts;
+//! - [`poll`]: the driver on its own thread, with timeouts;
+//! - [`session`]: polls → one sample per slice, faults marked;
+//! - [`ftdc`]: FTDC samples as a recording, or joined to one on time;
+//! - [`summary`]: the figures over a recording (rates, fill, checkpoints),
+//!   shared by the rules' facts and the report;
+//! - [`model`]: what the recording keeps.
+
+pub mod conn;
+pub mod ftdc;
+pub mod info;
+pub mod model;
+pub mod poll;
+pub mod port;
+pub mod session;
+pub mod status;
+pub mod summary;
+
+pub use conn::{Connection, redact};
+pub use model::{MongodInfo, MongodRecording, MongodSlice};
+pub use session::{MongoPlan, MongoSession};
+pub use status::ServerStatusSample;

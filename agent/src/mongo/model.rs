@@ -1,0 +1,122 @@
+//! What a recording keeps about mongod: the facts read once (build, options,
+//! host, catalogue sizes), one serverStatus sample per one-second slice, and
+//! the faults (what was missing and why). Part of the recording format
+//! (`docs/recording-format.md`); every field is optional or defaulted so older
+//! recordings and servers without a section still read.
+
+use serde::{Deserialize, Serialize};
+
+use super::status::ServerStatusSample;
+use crate::host::StorageFacts;
+
+/// Where the mongod figures of a recording came from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MongodRecording {
+    /// "live" (polled during the recording through the driver) or "ftdc"
+    /// (read from a diagnostic.data directory by `explain --ftdc`).
+    pub source: String,
+    /// The connection string with credentials removed.
+    pub uri: Option<String>,
+    /// Where the connection string came from: "--uri", "MDIAG_MONGODB_URI", "config file PATH".
+    pub uri_from: Option<String>,
+    /// True when the server runs on this host (its process can be observed).
+    pub local: Option<bool>,
+    /// The facts read once; `None` when they could not be read (see `info_error`).
+    pub info: Option<MongodInfo>,
+    /// Why `info` (or part of it) is missing.
+    pub info_error: Option<String>,
+    /// serverStatus polls answered / not answered.
+    pub polls_ok: u64,
+    pub polls_failed: u64,
+    /// Milliseconds from the recording's start to the first poll that failed
+    /// after the last answered one: when mongod stopped answering. `None`
+    /// when it answered until the end (or never answered).
+    pub stopped_answering_at_ms: Option<u64>,
+    /// The last error seen, redacted.
+    pub last_error: Option<String>,
+    /// `serverStatus({tcmalloc: 2})` detail, taken at a lower rate.
+    pub tcmalloc_detail: Vec<TcmallocDetail>,
+    /// For `explain --ftdc`: the FTDC directory and how many of the
+    /// recording's slices got an FTDC sample.
+    pub ftdc: Option<FtdcSource>,
+}
+
+/// The facts read once per recording (buildInfo, getCmdLineOpts, hostInfo,
+/// catalogue sizes), each optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MongodInfo {
+    /// buildInfo.version, e.g. "8.2.1".
+    pub version: Option<String>,
+    pub git_version: Option<String>,
+    /// buildInfo.allocator: "tcmalloc-google", "tcmalloc-gperf", "tcmalloc", "system".
+    pub allocator: Option<String>,
+    /// buildInfo.modules ("enterprise", ...).
+    pub modules: Vec<String>,
+    /// serverStatus.process ("mongod", "mongos", or another server's name).
+    pub process: Option<String>,
+    /// storageEngine.name from serverStatus ("wiredTiger", ...).
+    pub storage_engine: Option<String>,
+    /// getCmdLineOpts parsed.storage.dbPath.
+    pub db_path: Option<String>,
+    /// parsed.storage.wiredTiger.engineConfig.cacheSizeGB.
+    pub cache_size_gb: Option<f64>,
+    /// parsed.storage.wiredTiger.engineConfig.configString (eviction settings, ...).
+    pub wt_config_string: Option<String>,
+    /// The command line mongod was started with (getCmdLineOpts.argv).
+    pub argv: Vec<String>,
+    /// hostInfo.system.hostname.
+    pub host_name: Option<String>,
+    /// hostInfo.system.numCores.
+    pub host_cores: Option<i64>,
+    /// hostInfo.system.memSizeMB.
+    pub host_mem_mb: Option<i64>,
+    /// hostInfo.system.numaEnabled.
+    pub host_numa: Option<bool>,
+    /// hostInfo.system.cpuArch.
+    pub host_cpu_arch: Option<String>,
+    /// hostInfo.os.name / version.
+    pub os: Option<String>,
+    /// Databases, collections and indexes (dbStats summed); data-handle pressure.
+    pub databases: Option<u64>,
+    pub collections: Option<u64>,
+    pub indexes: Option<u64>,
+    /// The file system and disk behind dbPath (local servers only).
+    pub db_path_storage: Option<StorageFacts>,
+}
+
+/// One slice's serverStatus sample, or why there is none.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MongodSlice {
+    /// Milliseconds from the recording's start when the reply arrived (for
+    /// FTDC: the sample's time).
+    pub at_ms: Option<u64>,
+    pub status: Option<ServerStatusSample>,
+    /// Why this second has no sample ("unreachable: ...", "no reply within 2 s", ...).
+    pub missing: Option<String>,
+}
+
+/// The flattened `tcmalloc` section of `serverStatus({tcmalloc: 2})`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TcmallocDetail {
+    pub at_ms: u64,
+    /// Dotted path under `tcmalloc` → value (at most [`super::poll::DETAIL_MAX_METRICS`]).
+    pub metrics: std::collections::BTreeMap<String, i64>,
+}
+
+/// The FTDC data joined to a recording.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FtdcSource {
+    pub path: String,
+    /// Time of the first and last sample used.
+    pub first: Option<chrono::DateTime<chrono::Utc>>,
+    pub last: Option<chrono::DateTime<chrono::Utc>>,
+    /// Slices that got a sample.
+    pub joined_slices: u64,
+    /// Files that could not be read, with the reason.
+    pub errors: Vec<String>,
+}

@@ -1,0 +1,379 @@
+//! The poller: the official driver on its own thread (with its own tokio
+//! runtime), so a slow, unreachable or stopped server never delays the probe
+//! pipeline. It sends what it learns over a channel; the record loop takes
+//! whatever has arrived when it cuts a slice.
+//!
+//! Schedule (from the recording's start): the once-per-recording facts
+//! (buildInfo, getCmdLineOpts, hostInfo, dbStats of every database) in a task
+//! of their own, serverStatus every second 100 ms after each slice boundary,
+//! and `serverStatus({tcmalloc: 2})` every [`DETAIL_EVERY`] seconds. Every
+//! command has a timeout; errors are sent redacted.
+
+use std::{
+    collections::BTreeMap,
+    sync::mpsc,
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use bson::{Document, RawDocumentBuf, doc};
+use mongodb::{
+    Client,
+    error::{Error as DriverError, ErrorKind},
+    options::ClientOptions,
+};
+
+use super::conn::{Connection, Redactor};
+use super::info;
+use super::model::MongodInfo;
+use super::status::ServerStatusSample;
+use crate::ftdc::metrics::extract;
+
+/// Connect and server-selection timeout (unless the URI sets its own).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one serverStatus may take before the second is marked missing.
+pub const POLL_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the once-per-recording facts may take altogether.
+pub const INFO_TIMEOUT: Duration = Duration::from_secs(10);
+/// `serverStatus({tcmalloc: 2})` every this many seconds.
+pub const DETAIL_EVERY: u64 = 30;
+/// Most metrics kept from one tcmalloc detail reply.
+pub const DETAIL_MAX_METRICS: usize = 4000;
+/// Most databases whose dbStats are read.
+const MAX_DATABASES: usize = 1000;
+/// Polls start this long after each slice boundary, so the reply lands in the slice.
+const PHASE: Duration = Duration::from_millis(100);
+const PERIOD: Duration = Duration::from_secs(1);
+
+/// One serverStatus reply, parsed.
+#[derive(Debug, Clone)]
+pub struct StatusReply {
+    pub sample: ServerStatusSample,
+    pub process: Option<String>,
+    pub storage_engine: Option<String>,
+}
+
+/// What the poller reports.
+#[derive(Debug, Clone)]
+pub enum PollEvent {
+    /// The once-per-recording facts, and what could not be read.
+    Info {
+        info: Box<MongodInfo>,
+        error: Option<String>,
+    },
+    /// A serverStatus poll: when it was sent and when it ended.
+    Status {
+        sent: Instant,
+        done: Instant,
+        result: Result<Box<StatusReply>, String>,
+    },
+    /// `serverStatus({tcmalloc: 2})`, flattened under `tcmalloc`.
+    Detail {
+        done: Instant,
+        metrics: BTreeMap<String, i64>,
+    },
+}
+
+/// A running poller; dropping it (or [`Poller::stop`]) ends the thread.
+pub struct Poller {
+    rx: mpsc::Receiver<PollEvent>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Poller {
+    /// Starts polling `conn`; the schedule counts from `start`.
+    pub fn start(conn: &Connection, start: Instant) -> std::io::Result<Poller> {
+        let (tx, rx) = mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+        let conn = conn.clone();
+        let thread = std::thread::Builder::new()
+            .name("mdiag-mongo".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(PollEvent::Info {
+                            info: Box::default(),
+                            error: Some(format!("cannot start the poller's runtime: {e}")),
+                        });
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    tokio::select! {
+                        _ = stop_rx => {}
+                        _ = run(conn, start, tx) => {}
+                    }
+                });
+                // Do not wait for the driver's background tasks.
+                rt.shutdown_background();
+            })?;
+        Ok(Poller {
+            rx,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Everything that arrived since the last call (never blocks).
+    pub fn drain(&self) -> Vec<PollEvent> {
+        self.rx.try_iter().collect()
+    }
+
+    /// Stops the thread; waits at most `grace` for it, then leaves it to end
+    /// on its own (a driver call cannot hold the caller).
+    pub fn stop(&mut self, grace: Duration) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let deadline = Instant::now() + grace;
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.stop(Duration::ZERO);
+    }
+}
+
+async fn run(conn: Connection, start: Instant, tx: mpsc::Sender<PollEvent>) {
+    let redactor = Redactor::for_uri(&conn.uri);
+    let client = match client(&conn).await {
+        Ok(c) => c,
+        Err(e) => {
+            let why = redactor.scrub(&format!("cannot use the connection string: {e}"));
+            let _ = tx.send(PollEvent::Info {
+                info: Box::default(),
+                error: Some(why.clone()),
+            });
+            // Every second is still marked, with the reason.
+            let mut ticks = ticker(start);
+            loop {
+                ticks.tick().await;
+                let now = Instant::now();
+                if tx
+                    .send(PollEvent::Status {
+                        sent: now,
+                        done: now,
+                        result: Err(why.clone()),
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    };
+    let info_task = {
+        let client = client.clone();
+        let tx = tx.clone();
+        let redactor = redactor.clone();
+        tokio::spawn(async move {
+            let (info, error) = match tokio::time::timeout(INFO_TIMEOUT, read_info(&client)).await {
+                Ok((info, errors)) => (
+                    info,
+                    (!errors.is_empty()).then(|| redactor.scrub(&errors.join("; "))),
+                ),
+                Err(_) => (
+                    MongodInfo::default(),
+                    Some(format!(
+                        "buildInfo, getCmdLineOpts, hostInfo and dbStats took longer than {} s",
+                        INFO_TIMEOUT.as_secs()
+                    )),
+                ),
+            };
+            let _ = tx.send(PollEvent::Info {
+                info: Box::new(info),
+                error,
+            });
+        })
+    };
+    let admin = client.database("admin");
+    let mut ticks = ticker(start);
+    let mut n: u64 = 0;
+    loop {
+        ticks.tick().await;
+        let sent = Instant::now();
+        let result =
+            match tokio::time::timeout(POLL_TIMEOUT, admin.run_command(doc! { "serverStatus": 1 }))
+                .await
+            {
+                Ok(Ok(doc)) => parse_reply(&doc),
+                Ok(Err(e)) => Err(redactor.scrub(&describe_error(&e))),
+                Err(_) => Err(format!(
+                    "no reply to serverStatus within {} s (server slow or stopped)",
+                    POLL_TIMEOUT.as_secs()
+                )),
+            };
+        // Per-CPU detail only from servers that have a tcmalloc section, and
+        // on a task of its own so the per-second poll keeps its pace.
+        let detail = result
+            .as_ref()
+            .is_ok_and(|r| r.sample.sections.iter().any(|s| s == "tcmalloc"));
+        if tx
+            .send(PollEvent::Status {
+                sent,
+                done: Instant::now(),
+                result,
+            })
+            .is_err()
+        {
+            break;
+        }
+        if detail && n.is_multiple_of(DETAIL_EVERY) {
+            let (admin, tx) = (admin.clone(), tx.clone());
+            tokio::spawn(async move {
+                let cmd = doc! { "serverStatus": 1, "tcmalloc": 2 };
+                if let Ok(Ok(doc)) =
+                    tokio::time::timeout(POLL_TIMEOUT, admin.run_command(cmd)).await
+                    && let Some(metrics) = tcmalloc_detail(&doc)
+                {
+                    let _ = tx.send(PollEvent::Detail {
+                        done: Instant::now(),
+                        metrics,
+                    });
+                }
+            });
+        }
+        n += 1;
+    }
+    info_task.abort();
+}
+
+fn ticker(start: Instant) -> tokio::time::Interval {
+    let first = (start + PHASE).max(Instant::now());
+    let mut t = tokio::time::interval_at(first.into(), PERIOD);
+    // A poll that took longer than a second skips the ticks it overran.
+    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    t
+}
+
+async fn client(conn: &Connection) -> Result<Client, DriverError> {
+    let mut opts = ClientOptions::parse(&conn.uri).await?;
+    opts.connect_timeout.get_or_insert(CONNECT_TIMEOUT);
+    opts.server_selection_timeout.get_or_insert(CONNECT_TIMEOUT);
+    opts.app_name.get_or_insert_with(|| "mdiag".into());
+    // One named host: talk to that member, whatever its replica-set role.
+    if opts.hosts.len() == 1 && opts.repl_set_name.is_none() && !conn.uri.starts_with("mongodb+srv")
+    {
+        opts.direct_connection.get_or_insert(true);
+    }
+    Client::with_options(opts)
+}
+
+/// The driver's error in plain words, starting with its class.
+fn describe_error(e: &DriverError) -> String {
+    match e.kind.as_ref() {
+        ErrorKind::Authentication { message, .. } => format!("authentication failed: {message}"),
+        ErrorKind::ServerSelection { message, .. } => format!("unreachable: {message}"),
+        ErrorKind::Command(c) if c.code == 13 || c.code == 18 => {
+            format!("not authorised ({}): {}", c.code_name, c.message)
+        }
+        ErrorKind::Command(c) => format!("command failed ({}): {}", c.code_name, c.message),
+        ErrorKind::Io(io) => format!("connection error: {io}"),
+        _ => e.to_string(),
+    }
+}
+
+fn parse_reply(doc: &Document) -> Result<Box<StatusReply>, String> {
+    let raw = RawDocumentBuf::try_from(doc).map_err(|e| format!("serverStatus reply: {e}"))?;
+    let sample =
+        ServerStatusSample::from_document(&raw).map_err(|e| format!("serverStatus reply: {e}"))?;
+    Ok(Box::new(StatusReply {
+        sample,
+        process: doc.get_str("process").ok().map(str::to_owned),
+        storage_engine: doc
+            .get_document("storageEngine")
+            .ok()
+            .and_then(|s| s.get_str("name").ok())
+            .map(str::to_owned),
+    }))
+}
+
+/// The `tcmalloc` section flattened, at most [`DETAIL_MAX_METRICS`] metrics.
+fn tcmalloc_detail(doc: &Document) -> Option<BTreeMap<String, i64>> {
+    let section = doc.get_document("tcmalloc").ok()?;
+    let raw = RawDocumentBuf::try_from(section).ok()?;
+    let flat = extract(&raw).ok()?;
+    Some(
+        flat.paths
+            .iter()
+            .zip(flat.values.iter())
+            .take(DETAIL_MAX_METRICS)
+            .map(|(p, v)| (p.to_owned(), *v))
+            .collect(),
+    )
+}
+
+/// buildInfo, getCmdLineOpts, hostInfo and the catalogue sizes; what failed
+/// is listed, the rest kept.
+async fn read_info(client: &Client) -> (MongodInfo, Vec<String>) {
+    let admin = client.database("admin");
+    let mut errors = Vec::new();
+    let mut get = async |name: &str| match admin.run_command(command(name)).await {
+        Ok(d) => Some(d),
+        Err(e) => {
+            errors.push(format!("{name}: {}", describe_error(&e)));
+            None
+        }
+    };
+    let build = get("buildInfo").await;
+    let opts = get("getCmdLineOpts").await;
+    let host = get("hostInfo").await;
+    let mut info = info::from_documents(build.as_ref(), opts.as_ref(), host.as_ref());
+    match catalogue(client).await {
+        Ok((dbs, colls, idx)) => {
+            info.databases = Some(dbs);
+            info.collections = Some(colls);
+            info.indexes = Some(idx);
+        }
+        Err(e) => errors.push(format!("collection and index counts: {e}")),
+    }
+    (info, errors)
+}
+
+fn command(name: &str) -> Document {
+    let mut d = Document::new();
+    d.insert(name, 1);
+    d
+}
+
+/// (databases, collections, indexes) summed over dbStats of every database.
+async fn catalogue(client: &Client) -> Result<(u64, u64, u64), String> {
+    let names = client
+        .list_database_names()
+        .await
+        .map_err(|e| describe_error(&e))?;
+    let (mut colls, mut idx) = (0u64, 0u64);
+    for name in names.iter().take(MAX_DATABASES) {
+        let stats = client
+            .database(name)
+            .run_command(doc! { "dbStats": 1 })
+            .await
+            .map_err(|e| format!("dbStats on {name}: {}", describe_error(&e)))?;
+        colls += number(&stats, "collections");
+        idx += number(&stats, "indexes");
+    }
+    Ok((names.len() as u64, colls, idx))
+}
+
+fn number(doc: &Document, key: &str) -> u64 {
+    match doc.get(key) {
+        Some(bson::Bson::Int32(i)) => u64::try_from(*i).unwrap_or(0),
+        Some(bson::Bson::Int64(i)) => u64::try_from(*i).unwrap_or(0),
+        Some(bson::Bson::Double(d)) if *d >= 0.0 => *d as u64,
+        _ => 0,
+    }
+}

@@ -1,0 +1,93 @@
+//! Which local process serves a connection string: `record --uri
+//! mongodb://host:port` observes the process listening on that port when the
+//! host is this machine (procfs: the listening socket's inode in
+//! /proc/net/tcp{,6}, then the process holding that inode among its fds).
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+
+use procfs::net::TcpState;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    #[error("cannot read the socket tables in /proc/net: {0}")]
+    Proc(String),
+}
+
+/// Whether `host` names this machine: a loopback or unspecified address,
+/// "localhost", or an address assigned to one of its interfaces (binding to
+/// it succeeds only then). Names are resolved (DNS) once.
+pub fn is_local_host(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => match (host, 0u16).to_socket_addrs() {
+            Ok(a) => a.map(|s| s.ip()).collect(),
+            Err(_) => return false,
+        },
+    };
+    !addrs.is_empty()
+        && addrs.iter().all(|ip| {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || UdpSocket::bind(SocketAddr::new(*ip, 0)).is_ok()
+        })
+}
+
+/// The pid of the process listening on TCP `port` (any address of this host's
+/// network namespace); `None` when nobody listens there. Several processes
+/// sharing the socket (fork after listen): the lowest pid.
+pub fn pid_listening_on(port: u16) -> Result<Option<u32>, PortError> {
+    let mut inodes = Vec::new();
+    let v4 = procfs::net::tcp().map_err(|e| PortError::Proc(e.to_string()))?;
+    // IPv6 may be disabled: no tcp6 table is no listener there.
+    let v6 = procfs::net::tcp6().unwrap_or_default();
+    for e in v4.iter().chain(v6.iter()) {
+        if e.state == TcpState::Listen && e.local_address.port() == port && e.inode != 0 {
+            inodes.push(e.inode);
+        }
+    }
+    if inodes.is_empty() {
+        return Ok(None);
+    }
+    let all = procfs::process::all_processes().map_err(|e| PortError::Proc(e.to_string()))?;
+    let mut found: Option<u32> = None;
+    for proc in all.flatten() {
+        // Processes we may not inspect, or that exit meanwhile, are skipped.
+        let Ok(fds) = proc.fd() else { continue };
+        let holds = fds.flatten().any(|fd| {
+            matches!(fd.target, procfs::process::FDTarget::Socket(inode) if inodes.contains(&inode))
+        });
+        if holds && let Ok(pid) = u32::try_from(proc.pid) {
+            found = Some(found.map_or(pid, |f| f.min(pid)));
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_this_process_by_its_listening_port() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert_eq!(pid_listening_on(port).unwrap(), Some(std::process::id()));
+        drop(listener);
+        // Closed: nobody listens there any more (a connected socket would not count).
+        assert_eq!(pid_listening_on(port).unwrap(), None);
+    }
+
+    #[test]
+    fn local_hosts() {
+        assert!(is_local_host("localhost"));
+        assert!(is_local_host("127.0.0.1"));
+        assert!(is_local_host("::1"));
+        assert!(is_local_host("0.0.0.0"));
+        // TEST-NET-3 is never assigned to a host.
+        assert!(!is_local_host("203.0.113.9"));
+        assert!(!is_local_host("no-such-host.invalid"));
+    }
+}

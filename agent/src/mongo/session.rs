@@ -1,0 +1,158 @@
+//! mongod during `record`: starts the [`Poller`] with the recording, turns
+//! what it sent into one [`MongodSlice`] per probe slice (a second without a
+//! reply is marked with the reason), and at the end into the recording's
+//! [`MongodRecording`]. Never waits for the server.
+
+use std::time::{Duration, Instant};
+
+use super::conn::Connection;
+use super::model::{MongodRecording, MongodSlice, TcmallocDetail};
+use super::poll::{PollEvent, Poller};
+
+/// What `record` was asked to poll.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MongoPlan {
+    pub conn: Connection,
+    /// The server runs on this host (its dbPath storage can be read).
+    pub local: bool,
+}
+
+/// Polling state of one recording.
+pub struct MongoSession {
+    poller: Option<Poller>,
+    start: Instant,
+    rec: MongodRecording,
+    /// The last poll answered (false before the first answer).
+    answering: bool,
+    local: bool,
+}
+
+impl MongoSession {
+    /// Starts polling; `start` is the recording's time zero.
+    pub fn start(plan: &MongoPlan, start: Instant) -> Self {
+        let mut rec = MongodRecording {
+            source: "live".into(),
+            uri: Some(plan.conn.redacted()),
+            uri_from: Some(plan.conn.from.clone()),
+            local: Some(plan.local),
+            ..Default::default()
+        };
+        let poller = match Poller::start(&plan.conn, start) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                rec.last_error = Some(format!("cannot start the polling thread: {e}"));
+                None
+            }
+        };
+        Self {
+            poller,
+            start,
+            rec,
+            answering: false,
+            local: plan.local,
+        }
+    }
+
+    fn ms(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.start).as_millis() as u64
+    }
+
+    /// The slice ending now: the newest serverStatus that arrived since the
+    /// last slice, or why there is none.
+    pub fn slice(&mut self) -> MongodSlice {
+        let events = match &self.poller {
+            Some(p) => p.drain(),
+            None => Vec::new(),
+        };
+        let mut out = MongodSlice::default();
+        let mut failure = None;
+        for e in events {
+            match e {
+                PollEvent::Info { info, error } => {
+                    let mut info = *info;
+                    if self.local
+                        && let Some(path) = &info.db_path
+                    {
+                        info.db_path_storage =
+                            Some(crate::host::storage_facts(std::path::Path::new(path)));
+                    }
+                    self.merge_info(info);
+                    if error.is_some() {
+                        self.rec.info_error = error;
+                    }
+                }
+                PollEvent::Status { sent, done, result } => match result {
+                    Ok(reply) => {
+                        self.rec.polls_ok += 1;
+                        self.answering = true;
+                        self.rec.stopped_answering_at_ms = None;
+                        let info = self.rec.info.get_or_insert_with(Default::default);
+                        if reply.process.is_some() {
+                            info.process = reply.process;
+                        }
+                        if reply.storage_engine.is_some() {
+                            info.storage_engine = reply.storage_engine;
+                        }
+                        out.at_ms = Some(self.ms(done));
+                        out.status = Some(reply.sample);
+                        failure = None;
+                    }
+                    Err(why) => {
+                        self.rec.polls_failed += 1;
+                        // The first unanswered poll after an answered one: when it was sent.
+                        if self.answering {
+                            self.rec.stopped_answering_at_ms = Some(self.ms(sent));
+                        }
+                        self.answering = false;
+                        self.rec.last_error = Some(why.clone());
+                        failure = Some(why);
+                    }
+                },
+                PollEvent::Detail { done, metrics } => {
+                    self.rec.tcmalloc_detail.push(TcmallocDetail {
+                        at_ms: self.ms(done),
+                        metrics,
+                    });
+                }
+            }
+        }
+        if out.status.is_none() {
+            out.missing = Some(match failure {
+                Some(why) => why,
+                None if self.poller.is_none() => self
+                    .rec
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "mongod was not polled".into()),
+                None if self.answering || self.rec.polls_ok + self.rec.polls_failed == 0 => {
+                    "no reply in this second (a poll was still waiting)".into()
+                }
+                None => self
+                    .rec
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "no reply in this second".into()),
+            });
+        }
+        out
+    }
+
+    fn merge_info(&mut self, info: super::model::MongodInfo) {
+        let cur = self.rec.info.get_or_insert_with(Default::default);
+        // process / storage engine may already have come with serverStatus.
+        let process = cur.process.take();
+        let engine = cur.storage_engine.take();
+        *cur = info;
+        cur.process = cur.process.take().or(process);
+        cur.storage_engine = cur.storage_engine.take().or(engine);
+    }
+
+    /// Ends polling (without waiting for a slow server) and returns what the
+    /// recording keeps.
+    pub fn finish(mut self) -> MongodRecording {
+        if let Some(mut p) = self.poller.take() {
+            p.stop(Duration::from_millis(200));
+        }
+        self.rec
+    }
+}

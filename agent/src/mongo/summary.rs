@@ -1,0 +1,639 @@
+//! mongod's figures over a whole recording: what it is (version, allocator,
+//! per-CPU caches), how busy it was (operation rates), its cache and
+//! checkpoints, and which seconds are missing and why. Computed once here
+//! from the per-slice samples; the rules' facts (`mongod` group) and the
+//! report's measurements both come from this, so they cannot disagree.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{FtdcSource, MongodRecording};
+use super::status::ServerStatusSample;
+use crate::recording::Recording;
+
+/// Consecutive samples further apart than this are a gap: the time between
+/// them and their counter differences are left out of rates.
+pub const MAX_GAP_MS: u64 = 10_000;
+/// Reasons listed for missing seconds, most frequent first.
+pub const TOP_MISSING_REASONS: usize = 3;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MongodSummary {
+    /// "live" or "ftdc".
+    pub source: String,
+    /// Redacted connection string (live).
+    pub uri: Option<String>,
+    /// The server runs on this host (`false`: remote, polled only).
+    pub local: Option<bool>,
+    pub version: Option<String>,
+    pub allocator: Option<String>,
+    pub process: Option<String>,
+    pub storage_engine: Option<String>,
+    pub db_path: Option<String>,
+    pub cache_size_gb: Option<f64>,
+    pub wt_config_string: Option<String>,
+    pub collections: Option<u64>,
+    pub indexes: Option<u64>,
+    /// tcmalloc.usingPerCPUCaches in the newest sample that has it.
+    pub using_per_cpu_caches: Option<bool>,
+    /// tcmalloc.tcmalloc.cpu_free in that sample, bytes.
+    pub tcmalloc_cpu_free_bytes: Option<i64>,
+    /// usingPerCPUCaches and cpu_free > 0 (MongoDB's own check).
+    pub per_cpu_caches_active: Option<bool>,
+    /// Seconds (slices) of the recording, with a sample and without one.
+    pub seconds: u64,
+    pub seconds_with_sample: u64,
+    pub seconds_missing: u64,
+    /// Why seconds are missing, with how many, most frequent first.
+    pub missing_reasons: Vec<MissingReason>,
+    /// When mongod stopped answering (seconds from the start), if it did.
+    pub stopped_answering_at_s: Option<f64>,
+    /// Why the once-per-recording facts are missing, if they are.
+    pub info_error: Option<String>,
+    /// Seconds covered by consecutive samples at most [`MAX_GAP_MS`] apart
+    /// (rates are over this).
+    pub span_s: f64,
+    /// Operations per second by kind (opcounters), over `span_s`.
+    pub ops_per_s: BTreeMap<String, f64>,
+    /// Operations of each kind counted over `span_s` (restarts handled).
+    pub ops: BTreeMap<String, i64>,
+    pub connections_last: Option<i64>,
+    pub connections_max: Option<i64>,
+    /// Most operations queued (globalLock.currentQueue.total) in a sample.
+    pub queue_max: Option<i64>,
+    /// Fewest execution tickets available in a sample.
+    pub read_tickets_available_min: Option<i64>,
+    pub write_tickets_available_min: Option<i64>,
+    pub cache_max_bytes: Option<i64>,
+    /// Cache bytes / maximum (0..1): newest sample and largest.
+    pub cache_fill_last: Option<f64>,
+    pub cache_fill_max: Option<f64>,
+    /// Dirty bytes / maximum, largest (0..1).
+    pub cache_dirty_fill_max: Option<f64>,
+    /// Pages evicted by application threads per second.
+    pub app_evicted_pages_per_s: Option<f64>,
+    /// Time application threads spent evicting / waiting for cache, ms per second.
+    pub app_evict_ms_per_s: Option<f64>,
+    pub app_cache_wait_ms_per_s: Option<f64>,
+    /// Checkpoints completed during the samples.
+    pub checkpoints: Option<i64>,
+    pub checkpoint_most_recent_ms: Option<i64>,
+    pub checkpoint_max_ms: Option<i64>,
+    /// Application threads' wait on WiredTiger's checkpoint / dhandle locks, ms per second.
+    pub checkpoint_lock_wait_ms_per_s: Option<f64>,
+    pub dhandle_lock_wait_ms_per_s: Option<f64>,
+    pub dhandles_active_last: Option<i64>,
+    /// Sections present in at least one sample.
+    pub sections: Vec<String>,
+    /// FTDC joined or read, when any.
+    pub ftdc: Option<FtdcSource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingReason {
+    pub reason: String,
+    pub seconds: u64,
+}
+
+/// Opcounter kinds, in report order.
+/// Reads one figure of a sample.
+type Figure = fn(&ServerStatusSample) -> Option<i64>;
+
+const OPS: &[(&str, Figure)] = &[
+    ("insert", |s| s.op_insert),
+    ("query", |s| s.op_query),
+    ("update", |s| s.op_update),
+    ("delete", |s| s.op_delete),
+    ("getmore", |s| s.op_getmore),
+    ("command", |s| s.op_command),
+];
+
+impl MongodSummary {
+    /// The summary of `rec`; `None` when mongod was not polled nor joined.
+    pub fn of(rec: &Recording) -> Option<MongodSummary> {
+        let m: &MongodRecording = rec.mongod.as_ref()?;
+        let mut s = MongodSummary {
+            source: m.source.clone(),
+            uri: m.uri.clone(),
+            local: m.local,
+            info_error: m.info_error.clone(),
+            ftdc: m.ftdc.clone(),
+            stopped_answering_at_s: m.stopped_answering_at_ms.map(|ms| ms as f64 / 1000.0),
+            ..Default::default()
+        };
+        if let Some(i) = &m.info {
+            s.version = i.version.clone();
+            s.allocator = i.allocator.clone();
+            s.process = i.process.clone();
+            s.storage_engine = i.storage_engine.clone();
+            s.db_path = i.db_path.clone();
+            s.cache_size_gb = i.cache_size_gb;
+            s.wt_config_string = i.wt_config_string.clone();
+            s.collections = i.collections;
+            s.indexes = i.indexes;
+        }
+        let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
+        let mut samples: Vec<(u64, &ServerStatusSample)> = Vec::new();
+        for slice in &rec.slices {
+            s.seconds += 1;
+            match slice.mongod.as_ref() {
+                Some(ms) => match (&ms.status, ms.at_ms) {
+                    (Some(st), Some(at)) => samples.push((at, st)),
+                    (Some(st), None) => samples.push((slice.start_ms, st)),
+                    _ => {
+                        let why = ms.missing.clone().unwrap_or_else(|| "no sample".into());
+                        *reasons.entry(why).or_default() += 1;
+                    }
+                },
+                None => {
+                    *reasons
+                        .entry("mongod was not polled in this second".into())
+                        .or_default() += 1
+                }
+            }
+        }
+        s.seconds_with_sample = samples.len() as u64;
+        s.seconds_missing = s.seconds - s.seconds_with_sample;
+        let mut reasons: Vec<MissingReason> = reasons
+            .into_iter()
+            .map(|(reason, seconds)| MissingReason { reason, seconds })
+            .collect();
+        reasons.sort_by(|a, b| b.seconds.cmp(&a.seconds).then(a.reason.cmp(&b.reason)));
+        reasons.truncate(TOP_MISSING_REASONS);
+        s.missing_reasons = reasons;
+        if samples.is_empty() && m.last_error.is_some() && s.missing_reasons.is_empty() {
+            s.missing_reasons.push(MissingReason {
+                reason: m.last_error.clone().unwrap_or_default(),
+                seconds: 0,
+            });
+        }
+        s.figures(&samples);
+        Some(s)
+    }
+
+    fn figures(&mut self, samples: &[(u64, &ServerStatusSample)]) {
+        if samples.is_empty() {
+            return;
+        }
+        // Time covered by consecutive samples at most MAX_GAP_MS apart: a
+        // gap (mongod down, FTDC of another run) is neither time nor counts.
+        let pairs: Vec<(&ServerStatusSample, &ServerStatusSample)> = samples
+            .windows(2)
+            .filter(|w| w[1].0.saturating_sub(w[0].0) <= MAX_GAP_MS)
+            .map(|w| (w[0].1, w[1].1))
+            .collect();
+        self.span_s = samples
+            .windows(2)
+            .map(|w| w[1].0.saturating_sub(w[0].0))
+            .filter(|gap| *gap <= MAX_GAP_MS)
+            .sum::<u64>() as f64
+            / 1000.0;
+        let mut sections: Vec<String> = samples
+            .iter()
+            .flat_map(|(_, s)| s.sections.clone())
+            .collect();
+        sections.sort();
+        sections.dedup();
+        self.sections = sections;
+        // Increase of a counter over those pairs; a decrease is a restart
+        // (the counter began again at 0).
+        let delta = |f: &dyn Fn(&ServerStatusSample) -> Option<i64>| -> Option<i64> {
+            let mut total = None;
+            for (a, b) in &pairs {
+                if let (Some(a), Some(b)) = (f(a), f(b)) {
+                    let step = if b >= a { b - a } else { b.max(0) };
+                    total = Some(total.unwrap_or(0) + step);
+                }
+            }
+            total
+        };
+        let span = self.span_s;
+        let rate =
+            |d: Option<i64>, scale: f64| d.filter(|_| span > 0.0).map(|d| d as f64 / scale / span);
+        for (name, f) in OPS {
+            if let Some(d) = delta(f) {
+                self.ops.insert((*name).to_owned(), d);
+                if span > 0.0 {
+                    self.ops_per_s.insert((*name).to_owned(), d as f64 / span);
+                }
+            }
+        }
+        let newest = |f: &dyn Fn(&ServerStatusSample) -> Option<i64>| {
+            samples.iter().rev().find_map(|(_, s)| f(s))
+        };
+        let max = |f: &dyn Fn(&ServerStatusSample) -> Option<i64>| {
+            samples.iter().filter_map(|(_, s)| f(s)).max()
+        };
+        let min = |f: &dyn Fn(&ServerStatusSample) -> Option<i64>| {
+            samples.iter().filter_map(|(_, s)| f(s)).min()
+        };
+        self.connections_last = newest(&|s| s.connections_current);
+        self.connections_max = max(&|s| s.connections_current);
+        self.queue_max = max(&|s| s.queue_total);
+        self.read_tickets_available_min = min(&|s| s.tickets_read_available);
+        self.write_tickets_available_min = min(&|s| s.tickets_write_available);
+        self.cache_max_bytes = newest(&|s| s.cache_max_bytes);
+        let fill = |s: &ServerStatusSample, v: Option<i64>| match (v, s.cache_max_bytes) {
+            (Some(v), Some(m)) if m > 0 => Some(v as f64 / m as f64),
+            _ => None,
+        };
+        self.cache_fill_last = samples
+            .iter()
+            .rev()
+            .find_map(|(_, s)| fill(s, s.cache_bytes));
+        self.cache_fill_max = samples
+            .iter()
+            .filter_map(|(_, s)| fill(s, s.cache_bytes))
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        self.cache_dirty_fill_max = samples
+            .iter()
+            .filter_map(|(_, s)| fill(s, s.cache_dirty_bytes))
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        self.app_evicted_pages_per_s = rate(delta(&|s| s.cache_app_evicted_pages), 1.0);
+        self.app_evict_ms_per_s = rate(delta(&|s| s.cache_app_evict_time_us), 1000.0);
+        self.app_cache_wait_ms_per_s = rate(delta(&|s| s.cache_app_wait_time_us), 1000.0);
+        self.checkpoints = delta(&|s| s.checkpoints);
+        self.checkpoint_most_recent_ms = newest(&|s| s.checkpoint_most_recent_ms);
+        self.checkpoint_max_ms = newest(&|s| s.checkpoint_max_ms);
+        self.checkpoint_lock_wait_ms_per_s = rate(delta(&|s| s.lock_checkpoint_wait_us), 1000.0);
+        self.dhandle_lock_wait_ms_per_s = rate(delta(&|s| s.lock_dhandle_wait_us), 1000.0);
+        self.dhandles_active_last = newest(&|s| s.dhandles_active);
+        if let Some(st) = samples
+            .iter()
+            .rev()
+            .map(|(_, s)| s)
+            .find(|s| s.tcmalloc_per_cpu_caches.is_some())
+        {
+            self.using_per_cpu_caches = st.tcmalloc_per_cpu_caches.map(|v| v != 0);
+            self.tcmalloc_cpu_free_bytes = st.tcmalloc_cpu_free;
+            self.per_cpu_caches_active = st.per_cpu_caches_active();
+        }
+    }
+
+    /// Total operations per second (all opcounters).
+    pub fn total_ops_per_s(&self) -> Option<f64> {
+        (!self.ops_per_s.is_empty()).then(|| self.ops_per_s.values().sum())
+    }
+
+    /// The summary in plain sentences, for the terminal and markdown reports.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let what = [
+            self.process.clone().unwrap_or_else(|| "server".into()),
+            self.version
+                .as_ref()
+                .map_or_else(|| "version unknown".into(), |v| format!("version {v}")),
+            self.allocator
+                .as_ref()
+                .map_or_else(|| "allocator unknown".into(), |a| format!("allocator {a}")),
+        ];
+        let mut first = what.join(", ");
+        if let Some(e) = &self.storage_engine {
+            first.push_str(&format!(", storage engine {e}"));
+        }
+        match self.source.as_str() {
+            "ftdc" => first.push_str("; from FTDC"),
+            _ => {
+                if let Some(u) = &self.uri {
+                    first.push_str(&format!("; polled at {u}"));
+                }
+                if self.local == Some(false) {
+                    first.push_str(" (a remote server: polled only, its process is not observed)");
+                }
+            }
+        }
+        out.push(first);
+        if let Some(f) = &self.ftdc {
+            let mut l = format!("FTDC {}: {} seconds with a sample", f.path, f.joined_slices);
+            if let (Some(a), Some(b)) = (f.first, f.last) {
+                l.push_str(&format!(
+                    " ({} to {} UTC)",
+                    a.format("%Y-%m-%d %H:%M:%S"),
+                    b.format("%Y-%m-%d %H:%M:%S")
+                ));
+            }
+            if !f.errors.is_empty() {
+                l.push_str(&format!(
+                    "; {} unreadable: {}",
+                    plural(f.errors.len() as u64, "file", "files"),
+                    f.errors.join("; ")
+                ));
+            }
+            out.push(l);
+        }
+        match (self.using_per_cpu_caches, self.per_cpu_caches_active) {
+            (Some(using), Some(active)) => out.push(format!(
+                "TCMalloc per-CPU caches: usingPerCPUCaches {using}, cpu_free {} → {}",
+                self.tcmalloc_cpu_free_bytes
+                    .map_or_else(|| "absent".into(), bytes),
+                if active { "working" } else { "NOT working" }
+            )),
+            _ => {
+                if self.sections.iter().any(|s| s == "tcmalloc") {
+                    out.push("TCMalloc without per-CPU caches (no usingPerCPUCaches: gperftools TCMalloc)".into());
+                }
+            }
+        }
+        if let Some(total) = self.total_ops_per_s() {
+            let kinds: Vec<String> = self
+                .ops_per_s
+                .iter()
+                .filter(|(_, v)| **v > 0.0)
+                .map(|(k, v)| format!("{k} {}", num(*v)))
+                .collect();
+            out.push(format!(
+                "Operations: {}/s over {:.0} s{}",
+                num(total),
+                self.span_s,
+                if kinds.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", kinds.join(", "))
+                }
+            ));
+        }
+        let mut conn = Vec::new();
+        if let Some(c) = self.connections_last {
+            conn.push(format!(
+                "{c} connections (max {})",
+                self.connections_max.unwrap_or(c)
+            ));
+        }
+        if let Some(q) = self.queue_max {
+            conn.push(format!("queued operations max {q}"));
+        }
+        if let (Some(r), Some(w)) = (
+            self.read_tickets_available_min,
+            self.write_tickets_available_min,
+        ) {
+            conn.push(format!("fewest tickets available: read {r}, write {w}"));
+        }
+        if !conn.is_empty() {
+            out.push(capital(&conn.join("; ")));
+        }
+        if let Some(max) = self.cache_max_bytes {
+            let mut l = format!("WiredTiger cache {}", bytes(max));
+            if let (Some(last), Some(peak)) = (self.cache_fill_last, self.cache_fill_max) {
+                l.push_str(&format!(", {} full (max {})", pct(last), pct(peak)));
+            }
+            if let Some(d) = self.cache_dirty_fill_max {
+                l.push_str(&format!(", dirty max {}", pct(d)));
+            }
+            if let Some(p) = self.app_evicted_pages_per_s {
+                l.push_str(&format!("; application threads evicted {} pages/s", num(p)));
+            }
+            if let Some(t) = self.app_evict_ms_per_s {
+                l.push_str(&format!(", spent {} ms/s evicting", num(t)));
+            }
+            if let Some(t) = self.app_cache_wait_ms_per_s {
+                l.push_str(&format!(", {} ms/s waiting for cache", num(t)));
+            }
+            out.push(l);
+        }
+        if self.checkpoints.is_some() || self.checkpoint_most_recent_ms.is_some() {
+            let mut l = format!(
+                "Checkpoints: {} completed",
+                self.checkpoints
+                    .map_or_else(|| "?".into(), |c| c.to_string())
+            );
+            if let Some(r) = self.checkpoint_most_recent_ms {
+                l.push_str(&format!(", most recent took {r} ms"));
+            }
+            if let Some(m) = self.checkpoint_max_ms {
+                l.push_str(&format!(", longest since start {m} ms"));
+            }
+            if let Some(w) = self.checkpoint_lock_wait_ms_per_s {
+                l.push_str(&format!(
+                    "; application threads waited {} ms/s on the checkpoint lock",
+                    num(w)
+                ));
+            }
+            out.push(l);
+        }
+        let mut cat = Vec::new();
+        if let Some(d) = self.dhandles_active_last {
+            cat.push(format!("{d} data handles open"));
+        }
+        if let (Some(c), Some(i)) = (self.collections, self.indexes) {
+            cat.push(format!("{c} collections, {i} indexes"));
+        }
+        if let Some(g) = self.cache_size_gb {
+            cat.push(format!("cacheSizeGB {g}"));
+        }
+        if let Some(p) = &self.db_path {
+            cat.push(format!("dbPath {p}"));
+        }
+        if !cat.is_empty() {
+            out.push(capital(&cat.join("; ")));
+        }
+        let mut gaps = format!(
+            "{} of {} seconds have a serverStatus sample",
+            self.seconds_with_sample, self.seconds
+        );
+        if let Some(t) = self.stopped_answering_at_s {
+            gaps.push_str(&format!("; mongod stopped answering at +{t:.1} s"));
+        }
+        for r in &self.missing_reasons {
+            if r.seconds > 0 {
+                gaps.push_str(&format!(
+                    "; {} missing: {}",
+                    plural(r.seconds, "second", "seconds"),
+                    r.reason
+                ));
+            } else {
+                gaps.push_str(&format!("; {}", r.reason));
+            }
+        }
+        if let Some(e) = &self.info_error {
+            gaps.push_str(&format!("; not read: {e}"));
+        }
+        out.push(gaps);
+        out
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn capital(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
+}
+
+fn pct(f: f64) -> String {
+    format!("{:.0}%", f * 100.0)
+}
+
+fn num(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn bytes(b: i64) -> String {
+    let b = b as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.1} GiB", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::mongo::model::{MongodInfo, MongodSlice};
+
+    fn slice(
+        i: u64,
+        st: Option<ServerStatusSample>,
+        missing: Option<&str>,
+    ) -> crate::recording::Slice {
+        crate::recording::Slice {
+            start_ms: i * 1000,
+            duration_ms: 1000,
+            sched: None,
+            softirq: None,
+            syscalls: None,
+            wiredtiger: None,
+            perf: None,
+            alloc: None,
+            contention: None,
+            mongod: Some(MongodSlice {
+                at_ms: st.as_ref().map(|_| i * 1000 + 100),
+                status: st,
+                missing: missing.map(str::to_owned),
+            }),
+        }
+    }
+
+    pub(crate) fn sample(i: i64) -> ServerStatusSample {
+        ServerStatusSample {
+            sections: vec!["opcounters".into(), "tcmalloc".into(), "wiredTiger".into()],
+            op_insert: Some(1000 + 100 * i),
+            op_query: Some(50),
+            connections_current: Some(10 + i),
+            queue_total: Some(i % 3),
+            cache_max_bytes: Some(1000),
+            cache_bytes: Some(500 + 10 * i),
+            cache_dirty_bytes: Some(50),
+            cache_app_evicted_pages: Some(7 * i),
+            cache_app_evict_time_us: Some(2000 * i),
+            checkpoints: Some(3 + i / 2),
+            checkpoint_most_recent_ms: Some(40),
+            lock_checkpoint_wait_us: Some(500 * i),
+            tcmalloc_per_cpu_caches: Some(1),
+            tcmalloc_cpu_free: Some(0),
+            ..Default::default()
+        }
+    }
+
+    /// Ten seconds: samples at 0..=5, then mongod stopped answering.
+    pub(crate) fn recording() -> Recording {
+        let mut rec = crate::rules::testdata::base("6.18.0", "x86_64", 4);
+        rec.slices = (0..10)
+            .map(|i| {
+                if i < 6 {
+                    slice(i, Some(sample(i as i64)), None)
+                } else {
+                    slice(
+                        i,
+                        None,
+                        Some("no reply to serverStatus within 2 s (server slow or stopped)"),
+                    )
+                }
+            })
+            .collect();
+        rec.mongod = Some(MongodRecording {
+            source: "live".into(),
+            uri: Some("mongodb://***@127.0.0.1:27017".into()),
+            info: Some(MongodInfo {
+                version: Some("8.2.1".into()),
+                allocator: Some("tcmalloc-google".into()),
+                process: Some("mongod".into()),
+                ..Default::default()
+            }),
+            polls_ok: 6,
+            polls_failed: 4,
+            stopped_answering_at_ms: Some(8100),
+            ..Default::default()
+        });
+        rec
+    }
+
+    #[test]
+    fn rates_fill_checkpoints_and_gaps() {
+        let s = MongodSummary::of(&recording()).unwrap();
+        assert_eq!(
+            (s.seconds, s.seconds_with_sample, s.seconds_missing),
+            (10, 6, 4)
+        );
+        assert_eq!(s.span_s, 5.0);
+        assert_eq!(s.ops["insert"], 500);
+        assert_eq!(s.ops_per_s["insert"], 100.0);
+        assert_eq!(s.ops["query"], 0);
+        assert_eq!(s.total_ops_per_s(), Some(100.0));
+        assert_eq!(
+            (s.connections_last, s.connections_max, s.queue_max),
+            (Some(15), Some(15), Some(2))
+        );
+        assert_eq!(s.cache_fill_last, Some(0.55));
+        assert_eq!(s.cache_fill_max, Some(0.55));
+        assert_eq!(s.cache_dirty_fill_max, Some(0.05));
+        assert_eq!(s.app_evicted_pages_per_s, Some(7.0));
+        assert_eq!(s.app_evict_ms_per_s, Some(2.0));
+        assert_eq!(s.checkpoints, Some(2));
+        assert_eq!(s.checkpoint_lock_wait_ms_per_s, Some(0.5));
+        // usingPerCPUCaches but cpu_free == 0: not working.
+        assert_eq!(
+            (s.using_per_cpu_caches, s.per_cpu_caches_active),
+            (Some(true), Some(false))
+        );
+        assert_eq!(s.stopped_answering_at_s, Some(8.1));
+        assert_eq!(s.missing_reasons.len(), 1);
+        assert_eq!(s.missing_reasons[0].seconds, 4);
+        let text = s.lines().join("\n");
+        for want in [
+            "mongod, version 8.2.1, allocator tcmalloc-google",
+            "mongodb://***@127.0.0.1:27017",
+            "NOT working",
+            "Operations: 100/s over 5 s (insert 100)",
+            "55% full",
+            "6 of 10 seconds have a serverStatus sample",
+            "stopped answering at +8.1 s",
+            "4 seconds missing: no reply to serverStatus",
+        ] {
+            assert!(text.contains(want), "{want:?} not in\n{text}");
+        }
+    }
+
+    #[test]
+    fn restarts_and_gaps_and_no_mongod() {
+        let mut rec = recording();
+        // A restart before the 6th sample: its counter began again at 0.
+        if let Some(m) = rec.slices[5].mongod.as_mut() {
+            m.status.as_mut().unwrap().op_insert = Some(3);
+        }
+        let s = MongodSummary::of(&rec).unwrap();
+        assert_eq!(s.ops["insert"], 400 + 3);
+        // A sample a day later (another FTDC run) adds neither time nor counts.
+        let mut gap = recording();
+        if let Some(m) = gap.slices[5].mongod.as_mut() {
+            m.at_ms = Some(86_400_000);
+            m.status.as_mut().unwrap().op_insert = Some(1_000_000);
+        }
+        let s = MongodSummary::of(&gap).unwrap();
+        assert_eq!((s.span_s, s.ops["insert"]), (4.0, 400));
+        rec.mongod = None;
+        assert!(MongodSummary::of(&rec).is_none());
+    }
+}

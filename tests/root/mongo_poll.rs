@@ -1,0 +1,449 @@
+//! mongod polling against a real server: SecantusDB (a MongoDB-compatible
+//! server in Python, from the venv `cargo xtask setup` makes) under an insert
+//! load from pymongo. `mdiag record --uri` must find the server's process by
+//! its port, poll it every second, and record opcounters that match the
+//! number of inserts the client sent; a server that stops answering must not
+//! stop the recording, and the recording must say when it stopped.
+
+use std::{
+    io::{BufRead, BufReader},
+    net::TcpStream,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use mdiag::recording::{Recording, read_file};
+use mdiag_tests::{mdiag_bin, py_venv, require_root, run_mdiag};
+
+/// A SecantusDB server on a free port; killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let child = Command::new(py_venv().join("bin/secantusd-py"))
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--storage-path",
+            ])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start secantusd-py");
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "SecantusDB did not listen on {port} within 90 s"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Server {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn uri(&self) -> String {
+        format!("mongodb://127.0.0.1:{}", self.port)
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(rc, 0);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Inserts `n` documents one by one with pymongo; returns when done.
+fn insert_load(uri: &str, n: u32) {
+    let script = format!(
+        "import pymongo\nc = pymongo.MongoClient({uri:?}, serverSelectionTimeoutMS=30000)\n\
+         coll = c.loadtest.docs\nfor i in range({n}):\n    coll.insert_one({{'i': i}})\nprint('done')\n"
+    );
+    let out = Command::new(py_venv().join("bin/python"))
+        .args(["-c", &script])
+        .output()
+        .expect("run the pymongo client");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("done"),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Creates `loadtest.docs` with an index on `i` (no inserts), and returns
+/// (collections, indexes) summed over every database's dbStats.
+fn prepare_catalogue(uri: &str) -> (u64, u64) {
+    let script = format!(
+        "import pymongo\nc = pymongo.MongoClient({uri:?}, serverSelectionTimeoutMS=30000)\n\
+         c.loadtest.create_collection('docs')\nc.loadtest.docs.create_index('i')\n\
+         cs = ix = 0\nfor name in c.list_database_names():\n    s = c[name].command('dbStats')\n\
+         \x20   cs += int(s['collections'])\n    ix += int(s['indexes'])\nprint(cs, ix)\n"
+    );
+    let out = Command::new(py_venv().join("bin/python"))
+        .args(["-c", &script])
+        .output()
+        .expect("run the pymongo client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut it = text.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+    (it.next().unwrap(), it.next().unwrap())
+}
+
+/// Starts `mdiag record ARGS` and returns once the probes are attached.
+fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = Command::new(mdiag_bin())
+        .arg("record")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("MDIAG_MONGODB_URI")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mdiag record");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).unwrap();
+        seen.push_str(&line);
+        assert!(n > 0, "mdiag exited before attaching: {seen}");
+        if line.contains("probes attached") {
+            break;
+        }
+    }
+    let rest = std::thread::spawn(move || {
+        let mut s = seen;
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    (child, rest)
+}
+
+fn finish(child: Child, stderr: std::thread::JoinHandle<String>, out: &Path) -> Recording {
+    let o = child.wait_with_output().unwrap();
+    let err = stderr.join().unwrap();
+    assert!(
+        o.status.success(),
+        "mdiag record failed: {}\n{err}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    read_file(out).unwrap()
+}
+
+#[test]
+fn record_uri_finds_the_server_by_port_and_counts_its_inserts() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mongo.mdiag");
+    let uri = server.uri();
+    // The collection and its index exist before recording; the catalogue
+    // sizes mdiag reads once must match the server's own dbStats.
+    let (collections, indexes) = prepare_catalogue(&uri);
+    let (child, stderr) = start_record(&[
+        "--duration",
+        "14s",
+        "--uri",
+        &uri,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    // Quiet seconds first, so that answered polls see the count before the
+    // load (the driver's first connection to the Python server can take a
+    // few seconds on a busy host).
+    std::thread::sleep(Duration::from_millis(6000));
+    const N: u32 = 400;
+    insert_load(&uri, N);
+    let rec = finish(child, stderr, &out);
+
+    // The target is the process listening on the port.
+    let target = rec.target.as_ref().expect("a target process");
+    assert_eq!(target.pid, server.child.id());
+    assert_eq!(target.how, "port");
+    let m = rec.mongod.as_ref().expect("mongod section");
+    assert_eq!(m.source, "live");
+    assert_eq!(m.uri.as_deref(), Some(uri.as_str()));
+    assert_eq!(m.local, Some(true));
+    let info = m.info.as_ref().expect("facts read once");
+    assert_eq!(info.process.as_deref(), Some("secantus"));
+    assert!(info.version.is_some());
+    assert_eq!(info.collections, Some(collections), "{info:?}");
+    assert_eq!(info.indexes, Some(indexes), "{info:?}");
+    assert!(collections >= 1 && indexes >= 2, "{collections} {indexes}");
+
+    // A sample in most seconds: the Python server on a busy 2-CPU host can
+    // miss a second (the slice then says a poll was still waiting), never
+    // for another reason.
+    let samples: Vec<_> = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.mongod.as_ref()?.status.as_ref())
+        .collect();
+    let other_reasons: Vec<_> = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.mongod.as_ref()?.missing.clone())
+        .filter(|r| !r.contains("still waiting"))
+        .collect();
+    assert!(other_reasons.is_empty(), "{other_reasons:?}");
+    assert!(
+        samples.len() * 2 >= rec.slices.len() && samples.len() >= 5,
+        "{} samples in {} slices: {:?}",
+        samples.len(),
+        rec.slices.len(),
+        rec.slices
+            .iter()
+            .map(|s| s.mongod.as_ref().and_then(|m| m.missing.clone()))
+            .collect::<Vec<_>>()
+    );
+    // Ground truth: the client's N inserts, all between the first and last poll.
+    let first = samples.first().unwrap().op_insert.unwrap();
+    let last = samples.last().unwrap().op_insert.unwrap();
+    assert_eq!(first, 0, "the first poll came before the load");
+    assert_eq!(last - first, i64::from(N));
+    // The per-second counts add up and show the load spread over seconds.
+    let per_second: Vec<i64> = samples
+        .windows(2)
+        .map(|w| w[1].op_insert.unwrap() - w[0].op_insert.unwrap())
+        .collect();
+    assert_eq!(per_second.iter().sum::<i64>(), i64::from(N));
+    assert!(per_second.iter().all(|d| *d >= 0));
+
+    // explain shows it, and the rules see it.
+    let o = run_mdiag(&["explain", out.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["measurements"]["mongod"]["ops"]["insert"], u64::from(N));
+    assert!(v["facts"]["mongod"]["insert_per_s"].as_f64().unwrap() > 0.0);
+    let o = run_mdiag(&["explain", out.to_str().unwrap(), "--color", "never"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("secantus") && text.contains("Operations:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_server_that_stops_answering_is_marked_and_the_recording_completes() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("stop.mdiag");
+    let uri = server.uri();
+    let (child, stderr) = start_record(&[
+        "--duration",
+        "9s",
+        "--uri",
+        &uri,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let attached = Instant::now();
+    std::thread::sleep(Duration::from_millis(3000));
+    // Stopped, not gone: connections hang, as with a wedged server.
+    server.signal(libc::SIGSTOP);
+    let stopped_after = attached.elapsed();
+    let rec = finish(child, stderr, &out);
+    server.signal(libc::SIGCONT);
+
+    assert_eq!(rec.stop_reason, "duration");
+    // The probes went on: every second has its scheduler slice.
+    assert!(rec.slices.len() >= 9, "{} slices", rec.slices.len());
+    assert!(rec.slices.iter().all(|s| s.sched.is_some()));
+    let m = rec.mongod.as_ref().unwrap();
+    let at = m
+        .stopped_answering_at_ms
+        .expect("when mongod stopped answering");
+    // Recording time 0 is just before "probes attached"; polls are 1 s apart.
+    let stop_ms = stopped_after.as_millis() as u64;
+    assert!(
+        at + 500 >= stop_ms && at <= stop_ms + 1500,
+        "stopped answering at {at} ms, server stopped at ~{stop_ms} ms"
+    );
+    let answered = rec
+        .slices
+        .iter()
+        .filter(|s| s.mongod.as_ref().is_some_and(|m| m.status.is_some()))
+        .count();
+    let per_slice: Vec<(u64, Option<u64>, Option<String>)> = rec
+        .slices
+        .iter()
+        .map(|s| {
+            let m = s.mongod.as_ref().unwrap();
+            (s.start_ms, m.at_ms, m.missing.clone())
+        })
+        .collect();
+    // Answered until the stop (the first poll may still be connecting).
+    assert!(
+        (1..=4).contains(&answered),
+        "{answered} answered seconds: {per_slice:?}"
+    );
+    let last_answer = rec
+        .slices
+        .iter()
+        .filter_map(|s| {
+            s.mongod
+                .as_ref()?
+                .status
+                .as_ref()
+                .and(s.mongod.as_ref()?.at_ms)
+        })
+        .max()
+        .unwrap();
+    assert!(
+        last_answer <= at + 200,
+        "answered at {last_answer} ms after stopping at {at} ms"
+    );
+    let missing: Vec<String> = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.mongod.as_ref()?.missing.clone())
+        .collect();
+    assert!(missing.len() >= 4, "{missing:?}");
+    assert!(
+        missing.iter().any(|r| r.contains("no reply")),
+        "{missing:?}"
+    );
+    let o = run_mdiag(&["explain", out.to_str().unwrap(), "--color", "never"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("stopped answering at +"), "{text}");
+}
+
+#[test]
+fn an_unreachable_server_is_marked_every_second() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("down.mdiag");
+    let uri = format!("mongodb://user:hunter2@127.0.0.1:{port}/?authSource=admin");
+    let (child, stderr) = start_record(&[
+        "--duration",
+        "4s",
+        "--uri",
+        &uri,
+        "--host-wide",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let rec = finish(child, stderr, &out);
+    let m = rec.mongod.as_ref().unwrap();
+    assert_eq!(m.polls_ok, 0);
+    assert!(
+        m.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("unreachable")),
+        "{m:?}"
+    );
+    assert!(
+        rec.slices
+            .iter()
+            .all(|s| s.mongod.as_ref().is_some_and(|m| m.missing.is_some()))
+    );
+    // Credentials never reach the recording.
+    let text = serde_json::to_string(&rec).unwrap();
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(text.contains(&format!("mongodb://***@127.0.0.1:{port}")));
+}
+
+/// The shared FTDC fixture (`shared/fixtures` beside, or above, the repository).
+fn ftdc_fixture() -> std::path::PathBuf {
+    let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .map(|a| a.join("shared/fixtures/ftdc/mongod-7.0.0-rc6"))
+        .find(|p| p.is_dir())
+        .expect("shared/fixtures/ftdc/mongod-7.0.0-rc6 beside the repository")
+}
+
+#[test]
+fn explain_ftdc_alone_and_joined_to_a_recording() {
+    let ftdc = ftdc_fixture();
+    let dir = ftdc.to_str().unwrap();
+    // FTDC alone: no recording needed.
+    let o = run_mdiag(&["explain", "--ftdc", dir, "--format", "json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["measurements"]["mongod"];
+    assert_eq!(m["source"], "ftdc");
+    assert_eq!(m["version"], "7.0.0-rc6");
+    assert!(m["seconds_with_sample"].as_u64().unwrap() > 100);
+    assert_eq!(m["seconds_missing"], 0);
+    assert!(m["checkpoint_most_recent_ms"].is_i64(), "{m}");
+    assert!(m["cache_fill_last"].is_f64(), "{m}");
+    assert!(
+        m["per_cpu_caches_active"].is_null(),
+        "gperftools TCMalloc has none"
+    );
+    let o = run_mdiag(&["explain", "--ftdc", dir, "--color", "never"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("version 7.0.0-rc6") && text.contains("Checkpoints:"),
+        "{text}"
+    );
+    // A bad directory is a usage error naming it.
+    let o = run_mdiag(&["explain", "--ftdc", "/nonexistent/diagnostic.data"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/diagnostic.data"));
+
+    // Joined: a recording made of the same seconds without mongod data gets
+    // them back from FTDC by time.
+    let read = mdiag::mongo::ftdc::read(&ftdc, None, None, 20).unwrap();
+    let mut rec = mdiag::mongo::ftdc::recording_from_ftdc(&read);
+    rec.mongod = None;
+    for s in &mut rec.slices {
+        s.mongod = None;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("old.mdiag");
+    mdiag::recording::write_atomic(&rec, &file).unwrap();
+    let o = run_mdiag(&[
+        "explain",
+        file.to_str().unwrap(),
+        "--ftdc",
+        dir,
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["measurements"]["mongod"];
+    assert_eq!(m["seconds_with_sample"], 20, "{m}");
+    assert_eq!(m["ftdc"]["joined_slices"], 20);
+    assert_eq!(m["version"], "7.0.0-rc6");
+}
