@@ -240,6 +240,13 @@ pub fn charts(m: &Measurements) -> String {
                     .collect()
             };
             let mut series: Vec<Panel> = Vec::new();
+            if t.mongod_ops_per_s.iter().any(Option::is_some) {
+                series.push((
+                    "mongod operations (opcounters)",
+                    "per s",
+                    point(&t.mongod_ops_per_s),
+                ));
+            }
             if t.futex_wait_ms_per_s.iter().any(Option::is_some) {
                 series.push((
                     "Futex (lock) wait of observed threads",
@@ -282,7 +289,7 @@ pub fn charts(m: &Measurements) -> String {
                     &mut out,
                     &time_panels(
                         "chart-timeline",
-                        "Timeline: checkpoint windows against waits and preemptions",
+                        "Timeline: checkpoint windows against operations, waits and preemptions",
                         t.end_s(),
                         &windows,
                         "checkpoint running",

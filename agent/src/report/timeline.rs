@@ -26,6 +26,10 @@ pub struct Timeline {
     pub futex_wait_ms_per_s: Vec<Option<f64>>,
     /// NET_RX softirq time, all CPUs, ms per second.
     pub net_rx_ms_per_s: Vec<Option<f64>>,
+    /// mongod's operations (all opcounters) per second, from this slice's
+    /// serverStatus sample and the previous one (`None` without both).
+    #[serde(default)]
+    pub mongod_ops_per_s: Vec<Option<f64>>,
     /// Checkpoint windows, seconds after the recording began (see the
     /// module notes on their precision).
     pub checkpoints: Vec<TimelineWindow>,
@@ -46,7 +50,21 @@ impl Timeline {
             return None;
         }
         let mut t = Timeline::default();
+        let mut previous: Option<(u64, i64)> = None;
         for s in &rec.slices {
+            let sample = s
+                .mongod
+                .as_ref()
+                .and_then(|m| Some((m.at_ms?, m.status.as_ref()?.ops_total()?)));
+            t.mongod_ops_per_s.push(match (previous, sample) {
+                (Some((t0, o0)), Some((t1, o1))) if t1 > t0 && o1 >= o0 => {
+                    Some((o1 - o0) as f64 * 1000.0 / (t1 - t0) as f64)
+                }
+                _ => None,
+            });
+            if sample.is_some() {
+                previous = sample;
+            }
             let start = s.start_ms as f64 / 1000.0;
             let len = s.duration_ms as f64 / 1000.0;
             let per_s = |v: f64| if len > 0.0 { v / len } else { 0.0 };
@@ -122,6 +140,33 @@ mod tests {
                 in_progress: false
             }]
         );
+    }
+
+    #[test]
+    fn mongod_operations_per_second_between_samples() {
+        use crate::mongo::model::MongodSlice;
+        use crate::mongo::status::ServerStatusSample;
+        let mut rec = testdata::oversubscribed();
+        for (i, s) in rec.slices.iter_mut().enumerate() {
+            // Slice 2 has no sample; the rate resumes across the gap.
+            if i == 2 {
+                continue;
+            }
+            let inserts = 500 * i as i64;
+            s.mongod = Some(MongodSlice {
+                at_ms: Some(s.start_ms + 100),
+                status: Some(ServerStatusSample::parse_with(
+                    &|p| (p == "opcounters.insert").then_some(inserts),
+                    vec!["opcounters".into()],
+                )),
+                missing: None,
+            });
+        }
+        let t = Timeline::build(&rec).unwrap();
+        assert_eq!(t.mongod_ops_per_s[0], None);
+        assert_eq!(t.mongod_ops_per_s[1], Some(500.0));
+        assert_eq!(t.mongod_ops_per_s[2], None);
+        assert_eq!(t.mongod_ops_per_s[3], Some(500.0));
     }
 
     #[test]

@@ -211,6 +211,11 @@ impl Facts {
     /// file, rather than when explaining a real recording.
     pub(crate) fn example() -> Facts {
         let mut rec = example_recording();
+        // Two seconds, so that mongod's counters give rates.
+        let mut second = rec.slices[0].clone();
+        second.start_ms += second.duration_ms;
+        rec.slices.push(second);
+        rec.ended_at += chrono::TimeDelta::seconds(1);
         mongod::fill_example(&mut rec);
         Facts::derive(&rec)
     }

@@ -87,7 +87,113 @@ fn baseline() -> Recording {
     set_softirq(&mut rec, &[2_000; 8], &[2_000_000; 8]);
     set_perf(&mut rec, 1_000, 40, 10);
     set_contention(&mut rec, 20, 20, "submit_bio_wait", 5);
+    set_mongod(&mut rec, &healthy_mongod());
     rec
+}
+
+/// serverStatus figures: (path, value in the first slice, change per slice).
+type Figures = Vec<(&'static str, i64, i64)>;
+
+/// A healthy mongod 8.2 with Google TCMalloc on the baseline host: 1000
+/// queries and 100 inserts per second, a 24 GiB cache half full, per-CPU
+/// caches on and used, no application eviction, 500 data handles.
+fn healthy_mongod() -> Figures {
+    vec![
+        ("opcounters.query", 0, 1000),
+        ("opcounters.insert", 0, 100),
+        ("opcounters.getmore", 0, 0),
+        ("opcounters.update", 0, 0),
+        ("opcounters.delete", 0, 0),
+        ("opcounters.command", 0, 0),
+        ("tcmalloc.usingPerCPUCaches", 1, 0),
+        ("tcmalloc.tcmalloc.cpu_free", 200_000_000, 0),
+        (
+            "wiredTiger.cache.maximum bytes configured",
+            24 * GIB as i64,
+            0,
+        ),
+        (
+            "wiredTiger.cache.bytes currently in the cache",
+            12 * GIB as i64,
+            0,
+        ),
+        (
+            "wiredTiger.cache.tracked dirty bytes in the cache",
+            GIB as i64,
+            0,
+        ),
+        (
+            "wiredTiger.cache.pages evicted by application threads",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.cache.application thread time evicting (usecs)",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.thread-yield.application thread time waiting for cache (usecs)",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.lock.checkpoint lock application thread wait time (usecs)",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.lock.dhandle lock application thread time waiting (usecs)",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.data-handle.connection data handles currently active",
+            500,
+            0,
+        ),
+    ]
+}
+
+/// Replaces (or adds) one figure.
+fn with_figure(mut f: Figures, path: &'static str, start: i64, step: i64) -> Figures {
+    f.retain(|x| x.0 != path);
+    f.push((path, start, step));
+    f
+}
+
+/// mongod polled every slice with `figures`.
+fn set_mongod(rec: &mut Recording, figures: &Figures) {
+    use crate::mongo::model::{MongodInfo, MongodRecording, MongodSlice};
+    use crate::mongo::status::ServerStatusSample;
+    for (i, slice) in rec.slices.iter_mut().enumerate() {
+        let i = i as i64;
+        slice.mongod = Some(MongodSlice {
+            at_ms: Some(slice.start_ms + 100),
+            status: Some(ServerStatusSample::parse_with(
+                &|path| figures.iter().find(|f| f.0 == path).map(|f| f.1 + f.2 * i),
+                vec!["opcounters".into(), "tcmalloc".into(), "wiredTiger".into()],
+            )),
+            missing: None,
+        });
+    }
+    let cache = figures
+        .iter()
+        .find(|f| f.0 == "wiredTiger.cache.maximum bytes configured")
+        .map(|f| f.1 as f64 / GIB as f64);
+    rec.mongod = Some(MongodRecording {
+        source: "live".into(),
+        info: Some(MongodInfo {
+            version: Some("8.2.1".into()),
+            allocator: Some("tcmalloc-google".into()),
+            process: Some("mongod".into()),
+            storage_engine: Some("wiredTiger".into()),
+            cache_size_gb: cache,
+            ..Default::default()
+        }),
+        polls_ok: rec.slices.len() as u64,
+        ..Default::default()
+    });
 }
 
 /// Every slice: a 500 ms checkpoint; each of the four conn threads waits on
@@ -615,4 +721,123 @@ fn xfs_ilock_rule_reads_the_d_state_signature() {
     // Near miss: xfs_ilock, but rarely.
     set_contention(&mut rec, 20, 20, "xfs_ilock", 5);
     passed(&rec, "storage.xfs_ilock");
+}
+
+#[test]
+fn tcmalloc_per_cpu_caches_also_fires_on_mongods_own_answer() {
+    // glibc left rseq alone, but mongod says per-CPU caches are off.
+    let mut rec = baseline();
+    set_mongod(
+        &mut rec,
+        &with_figure(healthy_mongod(), "tcmalloc.usingPerCPUCaches", 0, 0),
+    );
+    let f = fired(&rec, "allocator.tcmalloc_per_cpu_caches");
+    assert_eq!(txt(&f, "usingPerCPUCaches"), "Bool(false)");
+    // On, but nothing ever in the per-CPU caches under load.
+    set_mongod(
+        &mut rec,
+        &with_figure(healthy_mongod(), "tcmalloc.tcmalloc.cpu_free", 0, 0),
+    );
+    fired(&rec, "allocator.tcmalloc_per_cpu_caches");
+    // Near miss: the healthy baseline (on, and used).
+    passed(&baseline(), "allocator.tcmalloc_per_cpu_caches");
+}
+
+#[test]
+fn cache_size_fires_on_a_full_cache_of_a_read_mostly_server_with_memory_to_spare() {
+    // 64 GiB host, 40 GiB available; 24 GiB cache at 97 % and app eviction.
+    let mut rec = baseline();
+    let full = with_figure(
+        with_figure(
+            healthy_mongod(),
+            "wiredTiger.cache.bytes currently in the cache",
+            23_300_000_000,
+            0,
+        ),
+        "wiredTiger.cache.pages evicted by application threads",
+        0,
+        20,
+    );
+    set_mongod(&mut rec, &full);
+    let f = fired(&rec, "wiredtiger.cache_size");
+    assert!(num(&f, "cache fill, highest") > 90.0);
+    assert!(
+        (num(&f, "reads (query + getmore) of all operations") - 1000.0 / 1100.0 * 100.0).abs()
+            < 0.01
+    );
+    assert_eq!(num(&f, "suggested cacheSizeGB"), 48.0);
+    assert!(fix_has(&f, "cacheSizeGB"));
+    // Near miss: the same server writing mostly.
+    let writes = with_figure(full.clone(), "opcounters.insert", 0, 5000);
+    set_mongod(&mut rec, &writes);
+    passed(&rec, "wiredtiger.cache_size");
+    // Near miss: no memory to spare.
+    set_mongod(&mut rec, &full);
+    tuning(&mut rec).mem_available_bytes = Some(4 * GIB);
+    passed(&rec, "wiredtiger.cache_size");
+    // Near miss: the healthy baseline (half-full cache).
+    passed(&baseline(), "wiredtiger.cache_size");
+}
+
+#[test]
+fn eviction_threads_fire_when_application_threads_evict() {
+    let mut rec = baseline();
+    // 50 ms of application eviction per second, 300 pages/s.
+    let evicting = with_figure(
+        with_figure(
+            healthy_mongod(),
+            "wiredTiger.cache.application thread time evicting (usecs)",
+            0,
+            50_000,
+        ),
+        "wiredTiger.cache.pages evicted by application threads",
+        0,
+        300,
+    );
+    set_mongod(&mut rec, &evicting);
+    let f = fired(&rec, "wiredtiger.eviction_threads");
+    assert!((num(&f, "application thread time evicting") - 50.0).abs() < 0.5);
+    assert!(fix_has(&f, "eviction=(threads_min=4,threads_max=8)"));
+    passed(&baseline(), "wiredtiger.eviction_threads");
+}
+
+#[test]
+fn data_handles_fire_in_the_tens_of_thousands() {
+    let mut rec = baseline();
+    set_mongod(
+        &mut rec,
+        &with_figure(
+            healthy_mongod(),
+            "wiredTiger.data-handle.connection data handles currently active",
+            45_000,
+            0,
+        ),
+    );
+    let f = fired(&rec, "wiredtiger.data_handles");
+    assert_eq!(num(&f, "active data handles"), 45_000.0);
+    assert!(fix_has(&f, "close_idle_time=600"));
+    // 8000 handles with a contended handle lock fire too; without, not.
+    let busy = with_figure(
+        with_figure(
+            healthy_mongod(),
+            "wiredTiger.data-handle.connection data handles currently active",
+            8000,
+            0,
+        ),
+        "wiredTiger.lock.dhandle lock application thread time waiting (usecs)",
+        0,
+        100_000,
+    );
+    set_mongod(&mut rec, &busy);
+    fired(&rec, "wiredtiger.data_handles");
+    set_mongod(
+        &mut rec,
+        &with_figure(
+            healthy_mongod(),
+            "wiredTiger.data-handle.connection data handles currently active",
+            8000,
+            0,
+        ),
+    );
+    passed(&rec, "wiredtiger.data_handles");
 }
