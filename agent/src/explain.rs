@@ -554,7 +554,7 @@ mod tests {
 
     #[test]
     fn runtime_evaluation_errors_are_not_assessed() {
-        // Valid on the example facts (which have a "WTEvict" thread class) but
+        // Valid on the example facts (which have an "eviction" thread class) but
         // the near-miss host has none: the rule must be listed, not dropped.
         let text = testdata::rule_toml(
             "t.class",
@@ -565,7 +565,7 @@ mod tests {
         )
         .replace(
             "\"sched.involuntary_share\"",
-            "\"sched.classes['WTEvict'].threads\"",
+            "\"sched.classes['eviction'].threads\"",
         );
         let rules = RuleSet::from_sources(RuleSource::Builtin, [("c.toml".into(), text)]).unwrap();
         let report = explain(&testdata::near_miss(), &rules, None, None).unwrap();
@@ -579,7 +579,7 @@ mod tests {
             report.not_assessed
         );
         assert!(
-            report.not_assessed[0].reason.contains("WTEvict"),
+            report.not_assessed[0].reason.contains("eviction"),
             "{:?}",
             report.not_assessed
         );

@@ -96,7 +96,8 @@ pub struct SchedMeasurements {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadClassMeasurement {
-    /// Thread name without trailing digits ("conn", "WTEvict", "kworker").
+    /// mongod's class ("conn", "checkpointer", "eviction"), else the thread
+    /// name without trailing digits ("kworker"); see `rules::facts::thread_class`.
     pub class: String,
     pub threads: i64,
     pub involuntary_per_s: f64,
@@ -898,8 +899,8 @@ mod tests {
         }
         let s = build(&rec).sched.unwrap();
         let names: Vec<&str> = s.top_classes.iter().map(|c| c.class.as_str()).collect();
-        // conn (650/s), then a (60), idle (50), kworker (40), repl (30).
-        assert_eq!(names, ["conn", "a", "idle", "kworker", "repl"]);
+        // conn (650/s), then a (60), idle (50), kworker (40), replication (30).
+        assert_eq!(names, ["conn", "a", "idle", "kworker", "replication"]);
         close(s.top_classes[1].involuntary_per_s, 60.0);
     }
 

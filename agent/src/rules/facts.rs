@@ -277,10 +277,18 @@ fn bucket_bounds_ns(i: usize) -> (f64, f64) {
     (lo, 2f64.powi(exp.saturating_add(1)))
 }
 
-/// The class of a thread for per-class breakdowns: the name without trailing
-/// digits and separators ("conn1234" → "conn", "WTEvict-3" → "WTEvict"), and
-/// the part before '/' for kernel threads ("kworker/3:1H" → "kworker").
+/// The class of a thread for per-class breakdowns: mongod's own classes
+/// where the name is one of mongod's threads ([`crate::threads::thread_class`]:
+/// "conn1234" → "conn", "WTEvict-3" → "eviction", "Checkpointer" →
+/// "checkpointer"), so the scheduler and contention figures group alike;
+/// otherwise the name without trailing digits and separators
+/// ("mdiag-spin-2" → "mdiag-spin"), and the part before '/' for kernel
+/// threads ("kworker/3:1H" → "kworker").
 pub fn thread_class(comm: &str) -> String {
+    let mongod = crate::threads::thread_class(comm);
+    if mongod != crate::threads::OTHER {
+        return mongod.to_string();
+    }
     let base = match comm.split_once('/') {
         Some((head, _)) if !head.is_empty() => head,
         _ => comm,
@@ -971,7 +979,9 @@ mod tests {
     #[test]
     fn thread_classes_strip_numbers() {
         assert_eq!(thread_class("conn1234"), "conn");
-        assert_eq!(thread_class("WTEvict-3"), "WTEvict");
+        assert_eq!(thread_class("WTEvict-3"), "eviction");
+        assert_eq!(thread_class("Checkpointer"), "checkpointer");
+        assert_eq!(thread_class("mdiag-spin-2"), "mdiag-spin");
         assert_eq!(thread_class("kworker/3:1H"), "kworker");
         assert_eq!(thread_class("ftdc"), "ftdc");
         assert_eq!(thread_class("123"), "123");
