@@ -225,8 +225,10 @@ fn a_quiet_process_shows_almost_no_contention() {
     let lock_ns: u64 = totals.threads.iter().map(|t| t.lock.ns()).sum();
     let d_ns: u64 = totals.threads.iter().map(|t| t.dstate.ns()).sum();
     eprintln!("quiet: {waits} lock waits, {lock_ns} ns; D state {d_ns} ns; {report}");
-    // Thread creation and exit may touch a contended lock once or twice.
-    assert!(waits <= 10, "{totals:?}");
+    // Thread creation and exit, page faults and the host's own work touch a
+    // contended lock a few times (19 waits, 0.6 ms seen in CI) — against
+    // ~1700 waits and >1 s in the mmap_lock fight of the test above.
+    assert!(waits <= 60, "{totals:?}");
     assert!(lock_ns < 5_000_000, "{totals:?}");
     assert!(d_ns < 20_000_000, "{totals:?}");
 }
