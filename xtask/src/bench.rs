@@ -524,26 +524,9 @@ fn switches(bins: &Bins, args: &BenchArgs) -> Result<()> {
     let result = (|| -> Result<()> {
         let pid = pingpong.id();
         let out = bins.tmp.path().join("switches.mdiag");
-        let mut child = Command::new(&bins.mdiag)
-            .args(["record", "--no-progress", "--duration", "1h", "--pid"])
-            .arg(pid.to_string())
-            .arg("-o")
-            .arg(&out)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("start mdiag record")?;
-        let mut stderr = BufReader::new(child.stderr.take().context("mdiag stderr")?);
-        let mut seen = String::new();
-        if !wait_for(&mut stderr, "probes attached", &mut seen) {
-            let _ = child.wait();
-            bail!("mdiag record did not attach: {seen}");
-        }
-        let drain = std::thread::spawn(move || {
-            let _ = std::io::Read::read_to_string(&mut stderr, &mut seen);
-            seen
-        });
+        let Observer::Mdiag(child, drain) = start_mdiag(bins, pid, &out)? else {
+            bail!("start_mdiag gave another kind of observer");
+        };
         let mdiag_pid = child.id();
         // Let start-up settle (symbol loading of the first slice).
         std::thread::sleep(Duration::from_secs(2));
