@@ -66,15 +66,21 @@ impl Probes {
             return Err(ProbeError::NoObject);
         }
         raise_memlock();
-        let vmlinux = btf::load_vmlinux();
-        let offsets = vmlinux
-            .as_ref()
-            .map_err(ToString::to_string)
-            .and_then(|b| btf::TaskOffsets::resolve(b).map_err(|e| e.to_string()));
-        let regs = vmlinux
-            .as_ref()
-            .map_err(ToString::to_string)
-            .and_then(|b| syscalls::regs_offsets(b).map_err(|e| e.to_string()));
+        // btf-rs's parse of the kernel BTF (tens of MiB) lives only while the
+        // offsets are resolved: it is dropped before aya parses its own copy,
+        // which keeps mdiag's peak RSS within its budget.
+        let (offsets, regs) = {
+            let vmlinux = btf::load_vmlinux();
+            let offsets = vmlinux
+                .as_ref()
+                .map_err(ToString::to_string)
+                .and_then(|b| btf::TaskOffsets::resolve(b).map_err(|e| e.to_string()));
+            let regs = vmlinux
+                .as_ref()
+                .map_err(ToString::to_string)
+                .and_then(|b| syscalls::regs_offsets(b).map_err(|e| e.to_string()));
+            (offsets, regs)
+        };
         let regs_offsets = regs
             .as_ref()
             .map_or(syscalls::RegsOffsets::default(), |r| *r);
@@ -84,7 +90,14 @@ impl Probes {
             Err(_) => (0, 0, 0, 0),
         };
         let target = config.target_tgid.unwrap_or(0);
-        let mut ebpf = EbpfLoader::new()
+        // One parse of the kernel BTF, shared by the loader and every
+        // BTF-tracepoint attach (aya would otherwise parse it per use).
+        let kernel_btf = aya::Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {e}"));
+        let mut loader = EbpfLoader::new();
+        if let Ok(kbtf) = &kernel_btf {
+            loader.btf(kbtf);
+        }
+        let mut ebpf = loader
             .override_global(sched_common::GLOBAL_TARGET_TGID, &target, true)
             .override_global(sched_common::GLOBAL_TASK_PID_OFFSET, &pid_off, true)
             .override_global(sched_common::GLOBAL_TASK_TGID_OFFSET, &tgid_off, true)
@@ -107,7 +120,6 @@ impl Probes {
                 true,
             )
             .load(crate::EBPF_OBJECT)?;
-        let kernel_btf = aya::Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {e}"));
 
         // Scheduler: needs the task_struct offsets; sched_switch is essential.
         let sched_pre = offsets.as_ref().map(|_| ()).map_err(Clone::clone);
@@ -194,6 +206,8 @@ impl Probes {
                 .join("; ");
             return Err(ProbeError::NothingAttached(why));
         }
+        drop(kernel_btf);
+        release_freed_memory();
         Ok(Self {
             sched,
             softirq,
@@ -270,6 +284,20 @@ impl Probes {
 
 /// Loads and attaches each `(program, tracepoint)` of a family; never fails
 /// as a whole: every program gets its own status.
+/// Hands start-up's freed memory back to the kernel. The kernel BTF parsed
+/// for loading and attaching (tens of MiB) is freed by now, but long-lived
+/// allocations made meanwhile (maps, kallsyms) sit above it in the heap, so
+/// glibc would keep the hole resident for the whole recording (about 6 MiB
+/// measured); `malloc_trim` releases free pages anywhere in the heap.
+fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes no pointers and only walks glibc's own free
+    // lists under its arena locks; it is safe to call from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn attach_family(
     ebpf: &mut Ebpf,
     family: &str,
