@@ -105,11 +105,12 @@ pub struct RecordArgs {
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
     /// Allocator latency: length of each sampled window in which malloc/free
-    /// (and operator new/delete, tc_*, je_*) are probed, e.g. 200ms.
-    #[arg(long, default_value = "200ms", value_parser = parse_alloc_duration)]
+    /// (and operator new/delete, tc_*, je_*) are probed (default 100ms: tens of thousands of timed
+    /// calls on a busy allocator).
+    #[arg(long, default_value = "100ms", value_parser = parse_alloc_duration)]
     pub alloc_window: Duration,
-    /// Allocator latency: one window every this long (default 10s: about 2 % of the time, which keeps
-    /// the probe cost on an allocation-bound target near 1.5 %); 0 turns the windows off.
+    /// Allocator latency: one window every this long (default 10s: 1 % of the time; an
+    /// allocation-bound target loses about that share of its throughput); 0 turns the windows off.
     #[arg(long, default_value = "10s", value_parser = parse_alloc_duration)]
     pub alloc_every: Duration,
     /// Poll this mongod every second (e.g. mongodb://127.0.0.1:27017); without a target option,
@@ -234,8 +235,14 @@ mod tests {
         let Command::Record(r) = parse(&["record"]).unwrap().command else {
             panic!("record expected");
         };
-        assert_eq!(r.alloc_window, Duration::from_millis(200));
-        assert_eq!(r.alloc_every, Duration::from_secs(10));
+        // The CLI's defaults are the schedule's.
+        use crate::probes::alloc::schedule::{DEFAULT_EVERY, DEFAULT_WINDOW};
+        assert_eq!(r.alloc_window, DEFAULT_WINDOW);
+        assert_eq!(r.alloc_every, DEFAULT_EVERY);
+        assert_eq!(
+            (DEFAULT_WINDOW, DEFAULT_EVERY),
+            (Duration::from_millis(100), Duration::from_secs(10))
+        );
         let Command::Record(r) = parse(&["record", "--alloc-window", "50ms", "--alloc-every", "0"])
             .unwrap()
             .command

@@ -7,7 +7,11 @@
 //!    `mdiag record --pid`, and under bpftrace timing every allocation with
 //!    a uprobe + uretprobe histogram, in rounds whose order rotates (so a
 //!    drift of the host hits every mode alike); medians compared. Budget:
-//!    mdiag's drop ≤ 3 %.
+//!    mdiag's drop ≤ 3 %. A run lasts 30 s by default so that it holds the
+//!    allocator latency windows `record` opens by default (200 ms every
+//!    10 s, the first 10 s after start-up) in their steady-state share; each
+//!    mdiag run prints how many windows it ran and its own estimate of the
+//!    overhead it imposed, beside the measured drop.
 //! 2. mdiag's own CPU (from /proc/PID/stat, while recording, start-up
 //!    excluded) and peak RSS (the kernel's maximum resident set at exit)
 //!    while `mdiag-pingpong` makes the host switch context about 100 k
@@ -41,10 +45,11 @@ pub struct BenchArgs {
     #[arg(long)]
     debug: bool,
     /// Rounds of the throughput comparison (each runs every mode once).
-    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
-    /// Length of one workload run, in milliseconds.
-    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(200..))]
+    /// Length of one workload run, in milliseconds (long enough to hold the
+    /// default allocator windows: one every 10 s).
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(200..))]
     ms: u64,
     /// Allocating threads of the workload.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
@@ -320,12 +325,59 @@ fn one_run(bins: &Bins, args: &BenchArgs, mode: Mode, bpftrace: &Path) -> Result
         bail!("{e}");
     }
     let report = report?;
+    if mode == Mode::Mdiag {
+        say!(
+            "{}",
+            alloc_windows_summary(&bins.tmp.path().join("throughput.mdiag"))
+        );
+    }
     if report["per_cpu_caches_active"].as_bool() != Some(true) {
         say!("warning: TCMalloc's per-CPU caches were off in this run: {report}");
     }
     report["allocs_per_sec"]
         .as_f64()
         .with_context(|| format!("allocs_per_sec in {report}"))
+}
+
+/// What the allocator windows of an mdiag run cost by mdiag's own account:
+/// windows run, probe hits, and the overhead it estimated (hits × the
+/// calibrated cost per hit / the target's CPU time).
+fn alloc_windows_summary(recording: &Path) -> String {
+    // A recording is one zstd frame holding JSON (docs/recording-format.md).
+    let rec: serde_json::Value = match std::fs::read(recording)
+        .and_then(|b| zstd::decode_all(b.as_slice()))
+        .map_err(anyhow::Error::from)
+        .and_then(|b| serde_json::from_slice(&b).map_err(anyhow::Error::from))
+    {
+        Ok(v) => v,
+        Err(e) => return format!("  (recording {} unreadable: {e})", recording.display()),
+    };
+    let windows: usize = rec["slices"]
+        .as_array()
+        .map(|slices| {
+            slices
+                .iter()
+                .filter_map(|s| s["alloc"]["windows"].as_array())
+                .map(Vec::len)
+                .sum()
+        })
+        .unwrap_or(0);
+    let overhead = &rec["alloc"]["overhead"];
+    match (
+        overhead["probe_hits"].as_u64(),
+        overhead["overhead_ppm"].as_u64(),
+    ) {
+        (Some(hits), Some(ppm)) => format!(
+            "  mdiag ran {windows} allocator windows: {hits} probe hits, its own overhead estimate {:.2} % of the target's CPU",
+            ppm as f64 / 1e4
+        ),
+        _ => format!(
+            "  mdiag ran {windows} allocator windows (no overhead estimate: {})",
+            rec["alloc"]["last_error"]
+                .as_str()
+                .unwrap_or("none recorded")
+        ),
+    }
 }
 
 fn median(v: &[f64]) -> f64 {

@@ -5,7 +5,7 @@
 //! tens of nanoseconds: probing every call of a busy server would slow it many
 //! times over. So the pair is attached to every entry point of the target's
 //! allocator (found by the symbols module) only for a short window (default
-//! 200 ms every 5 s, `--alloc-window` / `--alloc-every`) and detached in
+//! 100 ms every 10 s, `--alloc-window` / `--alloc-every`) and detached in
 //! between, when the target pays nothing. The record loop drives the windows
 //! through [`AllocProbe::poll`]; each closed window becomes an
 //! [`AllocWindow`] in the slice where it ended.
@@ -38,8 +38,8 @@ use aya::{
 };
 use mdiag_common::alloc::{
     AllocControl, AllocCounters, AllocHist, AllocStack, MAP_CONTROL, MAP_COUNTERS, MAP_HIST,
-    MAP_STACKS, MAX_FUNCS, PROG_ENTER, PROG_EXIT, SIZE_ARG0, SIZE_ARG0_TIMES_ARG1, SIZE_ARG1,
-    SIZE_CLASSES, SIZE_NONE, cookie, hist_index,
+    MAP_STACKS, MAX_FUNCS, PROG_ENTER, PROG_ENTER_MULTI, PROG_EXIT, PROG_EXIT_MULTI, SIZE_ARG0,
+    SIZE_ARG0_TIMES_ARG1, SIZE_ARG1, SIZE_CLASSES, SIZE_NONE, cookie, hist_index,
 };
 
 use self::schedule::{Action, WindowSchedule, Windows};
@@ -123,28 +123,88 @@ impl AllocMaps {
     }
 }
 
-/// Attaches the return program, then the entry program (so that every timed
-/// entry has its return probed) to `points` of `path`, for `pid` only.
+/// How a probe pair is attached to its entry points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PairKind {
+    /// One uprobe_multi link per program (Linux ≥ 6.6): attached and
+    /// detached in one step each.
+    Multi,
+    /// One perf event per entry point and program: each detach waits for
+    /// the kernel's uprobe synchronisation (about 100 ms measured here), and
+    /// the target keeps paying for hits meanwhile.
+    PerPoint,
+}
+
+impl PairKind {
+    fn programs(self) -> (&'static str, &'static str) {
+        match self {
+            PairKind::Multi => (PROG_ENTER_MULTI, PROG_EXIT_MULTI),
+            PairKind::PerPoint => (PROG_ENTER, PROG_EXIT),
+        }
+    }
+
+    /// How the status line names the attach point.
+    pub(crate) fn prefix(self) -> &'static str {
+        match self {
+            PairKind::Multi => "uprobe.multi",
+            PairKind::PerPoint => "uprobe",
+        }
+    }
+}
+
+/// An attached pair.
+#[derive(Debug)]
+pub(crate) struct PairLinks {
+    pub(crate) kind: PairKind,
+    enter: UProbeLinkId,
+    exit: UProbeLinkId,
+}
+
+/// Attaches the pair to `points` of `path`, for `pid` only: as uprobe_multi
+/// links, else (older kernels) one perf event per point. In each case the
+/// return program first, then the entry program, so that every timed entry
+/// has its return probed.
 pub(crate) fn attach_pair(
     ebpf: &mut Ebpf,
     points: &[UProbeAttachPoint<'_>],
     path: &Path,
     pid: NonZeroU32,
-) -> Result<(UProbeLinkId, UProbeLinkId), AllocError> {
-    let exit = attach_one(ebpf, PROG_EXIT, points, path, pid)?;
-    match attach_one(ebpf, PROG_ENTER, points, path, pid) {
-        Ok(enter) => Ok((enter, exit)),
+) -> Result<PairLinks, AllocError> {
+    match attach_kind(ebpf, PairKind::Multi, points, path, pid) {
+        Ok(links) => Ok(links),
+        Err(multi) => {
+            tracing::debug!(
+                family = FAMILY,
+                "uprobe_multi unavailable, one perf event per entry point: {multi}"
+            );
+            attach_kind(ebpf, PairKind::PerPoint, points, path, pid)
+        }
+    }
+}
+
+fn attach_kind(
+    ebpf: &mut Ebpf,
+    kind: PairKind,
+    points: &[UProbeAttachPoint<'_>],
+    path: &Path,
+    pid: NonZeroU32,
+) -> Result<PairLinks, AllocError> {
+    let (enter_prog, exit_prog) = kind.programs();
+    let exit = attach_one(ebpf, exit_prog, points, path, pid)?;
+    match attach_one(ebpf, enter_prog, points, path, pid) {
+        Ok(enter) => Ok(PairLinks { kind, enter, exit }),
         Err(e) => {
-            detach_one(ebpf, PROG_EXIT, exit);
+            detach_one(ebpf, exit_prog, exit);
             Err(e)
         }
     }
 }
 
 /// Detaches the entry program, then the return program.
-pub(crate) fn detach_pair(ebpf: &mut Ebpf, (enter, exit): (UProbeLinkId, UProbeLinkId)) {
-    detach_one(ebpf, PROG_ENTER, enter);
-    detach_one(ebpf, PROG_EXIT, exit);
+pub(crate) fn detach_pair(ebpf: &mut Ebpf, links: PairLinks) {
+    let (enter_prog, exit_prog) = links.kind.programs();
+    detach_one(ebpf, enter_prog, links.enter);
+    detach_one(ebpf, exit_prog, links.exit);
 }
 
 fn program<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut UProbe, AllocError> {
@@ -246,9 +306,14 @@ fn resolve(pid: u32) -> Result<Resolved, String> {
 }
 
 fn status(attach_point: String, error: Option<String>) -> ProbeStatus {
+    status_of(PairKind::Multi, attach_point, error)
+}
+
+fn status_of(kind: PairKind, attach_point: String, error: Option<String>) -> ProbeStatus {
+    let (enter, exit) = kind.programs();
     ProbeStatus {
         family: FAMILY.to_owned(),
-        programs: [PROG_ENTER, PROG_EXIT]
+        programs: [enter, exit]
             .iter()
             .map(|p| ProgramStatus {
                 name: (*p).to_owned(),
@@ -311,7 +376,7 @@ pub fn attach(
 
 /// An open window.
 struct OpenWindow {
-    links: (UProbeLinkId, UProbeLinkId),
+    links: PairLinks,
     start_ns: u64,
     start_ms: u64,
 }
@@ -429,7 +494,17 @@ impl AllocProbe {
             })
             .collect();
         let links = match attach_pair(ebpf, &points, &r.attach_path, self.pid) {
-            Ok(l) => l,
+            Ok(l) => {
+                // Say how the pair is attached (the programs that run).
+                let point = format!(
+                    "{}/{}: {} entry points",
+                    l.kind.prefix(),
+                    r.object,
+                    r.points.len()
+                );
+                self.status = Some(status_of(l.kind, point, None));
+                l
+            }
             Err(e) => {
                 tracing::warn!(family = FAMILY, "window not opened: {e}");
                 self.record.failed_windows += 1;

@@ -13,7 +13,13 @@
 //! and closes the window with [`AllocControl::open`]; entries are counted for
 //! the overhead figure whether the window is open or not.
 
-/// Programs (one pair, attached to every entry point).
+/// Programs (one pair, attached to every entry point): the uprobe_multi
+/// pair (one link for all entry points: attached and detached in one step),
+/// and the same code for one perf event per entry point, the fallback on
+/// kernels without uprobe_multi (each detach there waits for the kernel's
+/// uprobe synchronisation, about 100 ms, while the target still pays).
+pub const PROG_ENTER_MULTI: &str = "mdiag_alloc_enter_multi";
+pub const PROG_EXIT_MULTI: &str = "mdiag_alloc_exit_multi";
 pub const PROG_ENTER: &str = "mdiag_alloc_enter";
 pub const PROG_EXIT: &str = "mdiag_alloc_exit";
 

@@ -77,8 +77,21 @@ fn size_of_call(ctx: &ProbeContext, mode: u64) -> Option<u64> {
     }
 }
 
+/// Entry, for a uprobe_multi link (Linux ≥ 6.6): every entry point in one
+/// link, detached in one step.
+#[uprobe(multi)]
+pub fn mdiag_alloc_enter_multi(ctx: ProbeContext) -> u32 {
+    enter(&ctx)
+}
+
+/// Entry, one perf event per entry point (kernels without uprobe_multi).
 #[uprobe]
 pub fn mdiag_alloc_enter(ctx: ProbeContext) -> u32 {
+    enter(&ctx)
+}
+
+#[inline(always)]
+fn enter(ctx: &ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let Some(ctrl) = observed(pid_tgid) else {
         return 0;
@@ -88,9 +101,9 @@ pub fn mdiag_alloc_enter(ctx: ProbeContext) -> u32 {
     if ctrl.open == 0 {
         return 0;
     }
-    let cookie = cookie_of(&ctx);
+    let cookie = cookie_of(ctx);
     let func = cookie_func(cookie);
-    let class = size_of_call(&ctx, cookie_size_mode(cookie)).map_or(0, size_class);
+    let class = size_of_call(ctx, cookie_size_mode(cookie)).map_or(0, size_class);
     let tid = pid_tgid as u32;
     let stack = match ALLOC_STACKS.get_ptr_mut(&tid) {
         Some(s) => s,
@@ -121,8 +134,20 @@ pub fn mdiag_alloc_enter(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// Return, for a uprobe_multi link.
+#[uretprobe(multi)]
+pub fn mdiag_alloc_exit_multi(ctx: RetProbeContext) -> u32 {
+    exit(&ctx)
+}
+
+/// Return, one perf event per entry point.
 #[uretprobe]
 pub fn mdiag_alloc_exit(ctx: RetProbeContext) -> u32 {
+    exit(&ctx)
+}
+
+#[inline(always)]
+fn exit(ctx: &RetProbeContext) -> u32 {
     let end = now_ns();
     let pid_tgid = bpf_get_current_pid_tgid();
     let Some(ctrl) = observed(pid_tgid) else {
@@ -153,7 +178,7 @@ pub fn mdiag_alloc_exit(ctx: RetProbeContext) -> u32 {
     let Some(frame) = stack.frames.get(depth as usize).copied() else {
         return 0;
     };
-    let func = cookie_func(cookie_of(&ctx));
+    let func = cookie_func(cookie_of(ctx));
     if frame.func != func || func >= MAX_FUNCS || frame.class >= SIZE_CLASSES {
         c.mismatched += 1;
         stack.depth = 0;
