@@ -679,7 +679,7 @@ fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
 }
 
 /// A made-up, fully populated recording (see [`Facts::example`]).
-fn example_recording() -> Recording {
+pub(crate) fn example_recording() -> Recording {
     use crate::recording::model::{
         FORMAT_NAME, FORMAT_VERSION, HardIrqSlice, HostFacts, MemoryFacts, NetFacts, NetInterface,
         NumaNode, PerfSlice, PerfSlowPath, ProbeStatus, ProcessFacts, ProgramStatus, ResourceLimit,
