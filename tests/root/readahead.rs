@@ -165,6 +165,17 @@ fn readahead_of_the_wiredtiger_home_disk_matches_sysfs_and_the_rule_follows_it()
             assert_eq!(ev["readahead (KiB)"], truth, "{entry}");
             assert_eq!(ev["disk"], disk.as_str(), "{entry}");
             assert_eq!(ev["data directory (dbPath)"], home_path.to_str().unwrap());
+            // The fix names this host's disk and reverts to the value it had.
+            let cmds = entry["fix"]["commands"].to_string();
+            assert!(
+                cmds.contains(&format!("blockdev --setra 32 /dev/{disk}")),
+                "{cmds}"
+            );
+            let revert = entry["fix"]["revert"].to_string();
+            assert!(
+                revert.contains(&format!("blockdev --setra {} /dev/{disk}", 2 * truth)),
+                "{revert}"
+            );
         }
     }
     drop(child.stdin.take());
@@ -208,7 +219,10 @@ fn spawned_wiredtiger_target_gets_its_data_directory_once_it_opened_it() {
     ]);
     assert!(rec_out.status.success(), "{rec_out:?}");
     let rec = read_file(&file).unwrap();
-    assert_eq!(rec.stop_reason, "duration", "the workload ran through the recording");
+    assert_eq!(
+        rec.stop_reason, "duration",
+        "the workload ran through the recording"
+    );
     let d = rec.host.db_path.as_ref().expect("db_path recorded");
     assert_eq!(d.path.as_deref(), home_path.to_str(), "{d:?}");
     let s = d.storage.as_ref().expect("storage read");

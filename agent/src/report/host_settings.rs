@@ -122,7 +122,10 @@ impl HostSettings {
                 2 => "strict",
                 _ => "unknown mode",
             };
-            let mut l = format!("memory overcommit: vm.overcommit_memory {} ({mode})", o.mode);
+            let mut l = format!(
+                "memory overcommit: vm.overcommit_memory {} ({mode})",
+                o.mode
+            );
             match (o.kbytes, o.ratio) {
                 (Some(kb), _) if kb > 0 => l.push_str(&format!(", overcommit_kbytes {kb}")),
                 (_, Some(r)) => l.push_str(&format!(", overcommit_ratio {r} %")),
@@ -177,7 +180,11 @@ mod tests {
         rec.host.db_path = None;
         let s = build(&Facts::derive(&rec)).unwrap();
         assert_eq!(s.data_dir, None);
-        assert!(s.lines()[0].starts_with("data directory unknown: the data directory (dbPath) was not recorded"));
+        assert!(
+            s.lines()[0].starts_with(
+                "data directory unknown: the data directory (dbPath) was not recorded"
+            )
+        );
         rec.host.memory = None;
         assert_eq!(build(&Facts::derive(&rec)), None);
     }

@@ -865,8 +865,23 @@ fn readahead_fires_above_16_kib_and_names_the_disk() {
     assert_eq!(txt(&f, "disk"), "nvme0n1");
     assert_eq!(txt(&f, "dbPath"), "/data/db");
     assert_eq!(txt(&f, "found from"), "open file WiredTiger.lock");
-    assert!(fix_has(&f, "blockdev --setra 32 /dev/$DISK"));
-    assert!(fix_has(&f, "ATTR{queue/read_ahead_kb}=\"16\""));
+    // The commands name this recording's disk; the revert restores its value.
+    assert!(fix_has(&f, "blockdev --setra 32 /dev/nvme0n1"));
+    assert!(fix_has(
+        &f,
+        "KERNEL==\"nvme0n1\", ATTR{queue/read_ahead_kb}=\"16\""
+    ));
+    assert!(
+        f.fix
+            .revert
+            .iter()
+            .any(|c| c == "blockdev --setra 256 /dev/nvme0n1")
+    );
+    assert!(
+        f.fix
+            .verify
+            .contains("/sys/block/nvme0n1/queue/read_ahead_kb")
+    );
     // Near misses: 16 KiB (32 sectors) is the top of the range; 4 KiB its bottom.
     for kb in [16, 4] {
         let storage = rec.host.db_path.as_mut().unwrap().storage.as_mut().unwrap();
