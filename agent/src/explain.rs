@@ -17,7 +17,7 @@ use crate::report::{
     ProbeReport, ProgramReport, REPORT_VERSION, RecordingSummary, Reference, Report, RuleNote,
     RulesSummary, TargetSummary,
 };
-use crate::rules::{Applies, Facts, Rule, RuleSet, eval, ranking};
+use crate::rules::{Applies, Facts, Rule, RuleSet, eval, placeholders, ranking};
 
 /// Why no report could be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,7 +81,7 @@ pub fn explain(
                     evidence: evidence(rule, &ctx).unwrap_or_else(|(items, _)| items),
                 }),
                 Ok(true) => match evidence(rule, &ctx) {
-                    Ok(items) => findings.push(finding(rule, items, &arch)),
+                    Ok(items) => findings.push(finding(rule, items, &arch, &facts)),
                     Err((_, e)) => {
                         not_assessed.push(note(format!("the rule could not be evaluated: {e}")))
                     }
@@ -136,7 +136,7 @@ fn evidence(
     }
 }
 
-fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str) -> Finding {
+fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str, facts: &Facts) -> Finding {
     let def = &rule.def;
     let score = ranking::score(def.impact.score, def.confidence, rule.arch_priors(), arch);
     Finding {
@@ -158,10 +158,11 @@ fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str) -> Finding {
         evidence,
         fix: Fix {
             summary: def.fix.summary.trim().to_string(),
-            commands: def.fix.commands.clone(),
-            revert: def.fix.revert.clone(),
+            // {{group.fact}} placeholders filled from this recording.
+            commands: fill_all(&def.fix.commands, facts),
+            revert: fill_all(&def.fix.revert, facts),
             risk: def.fix.risk.trim().to_string(),
-            verify: def.fix.verify.trim().to_string(),
+            verify: placeholders::fill(def.fix.verify.trim(), facts),
         },
         references: def
             .references
@@ -172,6 +173,10 @@ fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str) -> Finding {
             })
             .collect(),
     }
+}
+
+fn fill_all(texts: &[String], facts: &Facts) -> Vec<String> {
+    texts.iter().map(|t| placeholders::fill(t, facts)).collect()
 }
 
 fn recording_summary(rec: &Recording, facts: &Facts, source: Option<String>) -> RecordingSummary {

@@ -176,6 +176,20 @@ fn checkpoints_of_secantusdb_are_seen_through_its_shared_object() {
     assert_eq!(fsyncs.len(), BATCHES);
 
     let rec = read_file(&out).unwrap();
+    // Its data directory comes from the WiredTiger.lock it holds open, under --storage-path.
+    let data = std::fs::canonicalize(server.dir.path().join("data")).unwrap();
+    let db = rec.host.db_path.as_ref().expect("db_path recorded");
+    assert!(
+        db.path
+            .as_deref()
+            .is_some_and(|p| Path::new(p).starts_with(&data)),
+        "{db:?} not under {data:?}"
+    );
+    assert_eq!(
+        db.found_by.as_deref(),
+        Some("open file WiredTiger.lock"),
+        "{db:?}"
+    );
     let status = rec
         .probes
         .iter()

@@ -36,8 +36,12 @@ pub fn memory_facts(root: &Path) -> MemoryFacts {
             overcommit_memory: sysctl("overcommit_memory"),
             zone_reclaim_mode: sysctl("zone_reclaim_mode"),
             max_map_count: sysctl("max_map_count"),
+            overcommit_ratio: sysctl("overcommit_ratio"),
+            overcommit_kbytes: sysctl("overcommit_kbytes"),
         },
         numa_balancing: read_parsed(root.join("proc/sys/kernel/numa_balancing")),
+        commit_limit_bytes: meminfo.as_ref().and_then(|m| m.commit_limit),
+        committed_as_bytes: meminfo.as_ref().map(|m| m.committed_as),
     }
 }
 
@@ -100,6 +104,7 @@ Writeback:             0 kB
 AnonPages:       1961420 kB
 Mapped:           193908 kB
 Slab:             342124 kB
+CommitLimit:    10289152 kB
 Committed_AS:    2204456 kB
 VmallocTotal:   34359738367 kB
 VmallocUsed:        6132 kB
@@ -137,6 +142,8 @@ Hugepagesize:       2048 kB
                 ("proc/sys/vm/swappiness", "1\n"),
                 ("proc/sys/vm/overcommit_memory", "2\n"),
                 ("proc/sys/vm/zone_reclaim_mode", "1\n"),
+                ("proc/sys/vm/overcommit_ratio", "50\n"),
+                ("proc/sys/vm/overcommit_kbytes", "0\n"),
                 // max_map_count left out: unreadable facts stay None.
                 ("proc/sys/kernel/numa_balancing", "1\n"),
             ],
@@ -166,9 +173,13 @@ Hugepagesize:       2048 kB
                 overcommit_memory: Some(2),
                 zone_reclaim_mode: Some(1),
                 max_map_count: None,
+                overcommit_ratio: Some(50),
+                overcommit_kbytes: Some(0),
             }
         );
         assert_eq!(m.numa_balancing, Some(1));
+        assert_eq!(m.commit_limit_bytes, Some(10_289_152 * 1024));
+        assert_eq!(m.committed_as_bytes, Some(2_204_456 * 1024));
 
         let empty = memory_facts(&r.join("missing"));
         assert_eq!(empty, MemoryFacts::default());

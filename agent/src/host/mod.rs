@@ -9,6 +9,7 @@
 
 mod cgroup;
 mod cpu;
+mod dbpath;
 mod glibc;
 mod memory;
 mod net;
@@ -24,6 +25,7 @@ use procfs::CurrentSI;
 
 pub use cgroup::cgroup_facts;
 pub use cpu::{cpu_topology, sched_class};
+pub use dbpath::{DATA_FILES, db_path_facts, db_path_facts_in};
 pub use glibc::glibc_version_of;
 pub use memory::{memory_facts, numa_nodes};
 pub use net::net_facts;
@@ -69,6 +71,7 @@ pub fn collect(target: Option<u32>) -> HostFacts {
         numa_nodes: numa_nodes(root),
         cgroup,
         target_process,
+        db_path: target.map(db_path_facts),
     }
 }
 

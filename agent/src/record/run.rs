@@ -83,7 +83,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     let mut probes = probes;
     probes.attach_alloc(target.as_ref().map(|t| t.pid), plan.alloc);
     // Host facts once the target is known (a spawned one has exec'd by now).
-    let host = host::collect(target.as_ref().map(|t| t.pid));
+    let mut host = host::collect(target.as_ref().map(|t| t.pid));
     tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
     // Integration tests wait for this line before starting their workload.
     eprintln!(
@@ -111,6 +111,13 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     let started_at = Utc::now();
     let outcome = rt.block_on(session.record(plan, child.as_mut()));
     let ended_at = Utc::now();
+    // A target that was just started opens its data files later: look again
+    // while it still runs.
+    if let Some(t) = &target
+        && host.db_path.as_ref().is_some_and(|d| d.path.is_none())
+    {
+        host.db_path = Some(host::db_path_facts(t.pid));
+    }
 
     if let Some(child) = child.as_mut() {
         let exited = child.try_exit_code();

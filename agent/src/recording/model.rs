@@ -100,6 +100,25 @@ pub struct HostFacts {
     /// `None` for a host-wide recording.
     #[serde(default)]
     pub target_process: Option<ProcessFacts>,
+    /// Where the target keeps its data files and the storage under them;
+    /// `None` for a host-wide recording (or an older one).
+    #[serde(default)]
+    pub db_path: Option<DbPathFacts>,
+}
+
+/// The target's data directory (mongod's dbPath, or the directory of the
+/// WiredTiger files it has open) and the file system and disk under it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DbPathFacts {
+    /// The directory as the target names it; `None` when it was not found.
+    pub path: Option<String>,
+    /// How it was found: "open file WiredTiger.lock", "--dbpath on the command line", ...
+    pub found_by: Option<String>,
+    /// Why the directory or its storage is unknown (`path` or `storage` is `None`).
+    pub unknown_reason: Option<String>,
+    /// The file system and disk behind `path`.
+    pub storage: Option<crate::host::StorageFacts>,
 }
 
 /// A sysfs "choice" file such as THP `enabled` or a block queue's `scheduler`.
@@ -141,6 +160,12 @@ pub struct MemoryFacts {
     pub vm: VmSysctls,
     /// kernel.numa_balancing (absent without CONFIG_NUMA_BALANCING).
     pub numa_balancing: Option<u64>,
+    /// CommitLimit from /proc/meminfo, in bytes: what vm.overcommit_memory = 2 allows.
+    #[serde(default)]
+    pub commit_limit_bytes: Option<u64>,
+    /// Committed_AS from /proc/meminfo, in bytes: address space committed so far.
+    #[serde(default)]
+    pub committed_as_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,6 +192,12 @@ pub struct VmSysctls {
     pub overcommit_memory: Option<u64>,
     pub zone_reclaim_mode: Option<u64>,
     pub max_map_count: Option<u64>,
+    /// vm.overcommit_ratio (% of RAM in CommitLimit; used when overcommit_kbytes is 0).
+    #[serde(default)]
+    pub overcommit_ratio: Option<u64>,
+    /// vm.overcommit_kbytes (0: overcommit_ratio applies).
+    #[serde(default)]
+    pub overcommit_kbytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

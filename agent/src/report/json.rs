@@ -201,6 +201,7 @@ mod tests {
                 "alloc",
                 "contention",
                 "mongod",
+                "host_settings",
                 "not_recorded"
             ])
         );

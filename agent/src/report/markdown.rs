@@ -420,6 +420,14 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
         None => writeln!(out, "{}.", crate::rules::facts::mongod::NOT_POLLED)?,
     }
     writeln!(out)?;
+    if let Some(h) = &m.host_settings {
+        writeln!(out, "### Host settings")?;
+        writeln!(out)?;
+        for line in h.lines() {
+            writeln!(out, "- {}", cell(&line).replace('*', "\\*"))?;
+        }
+        writeln!(out)?;
+    }
     writeln!(out, "{}.", net_line(m.net.as_ref()))?;
     writeln!(out)?;
     if !m.not_recorded.is_empty() {

@@ -57,6 +57,10 @@ pub struct Measurements {
     /// was not polled (the renderers say so).
     #[serde(default)]
     pub mongod: Option<crate::mongo::summary::MongodSummary>,
+    /// The data directory's disk (readahead) and memory overcommit, as read
+    /// when recording; `None` when neither was recorded.
+    #[serde(default)]
+    pub host_settings: Option<super::host_settings::HostSettings>,
     /// Probe families without measurements, and why (not attached, attached
     /// only partly, attached but recorded nothing).
     pub not_recorded: Vec<FamilyNote>,
@@ -240,6 +244,7 @@ impl Measurements {
         m.alloc = super::alloc::measurements(rec);
         m.contention = super::contention::build(rec);
         m.mongod = crate::mongo::summary::MongodSummary::of(rec);
+        m.host_settings = super::host_settings::build(facts);
         // Families that failed (wholly, partly, or as "not applicable"), and
         // attached families of this build that recorded nothing.
         for probe in &rec.probes {
@@ -1422,6 +1427,7 @@ mod tests {
             [
                 "alloc",
                 "contention",
+                "host_settings",
                 "mongod",
                 "net",
                 "not_recorded",

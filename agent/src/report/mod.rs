@@ -12,6 +12,7 @@
 
 pub mod alloc;
 pub mod contention;
+pub mod host_settings;
 pub mod html;
 pub mod json;
 pub mod markdown;

@@ -799,6 +799,13 @@ fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::f
             writeln!(out, "{}", wrap(&line, "  ", WIDTH))?;
         }
     }
+    if let Some(h) = &m.host_settings {
+        writeln!(out)?;
+        writeln!(out, "  {}", p.bold("host settings"))?;
+        for line in h.lines() {
+            writeln!(out, "{}", wrap(&line, "    ", WIDTH))?;
+        }
+    }
     writeln!(out)?;
     writeln!(out, "{}", wrap(&net_line(m.net.as_ref()), "  ", WIDTH))?;
     if !m.not_recorded.is_empty() {

@@ -30,6 +30,7 @@ pub mod allocator;
 pub mod contention;
 pub mod mongod;
 pub mod softirq;
+pub mod storage;
 pub mod tuning;
 
 /// Every fact group this build can derive, in display order.
@@ -44,6 +45,7 @@ pub const FACT_GROUPS: &[&str] = &[
     "allocator",
     "contention",
     "mongod",
+    "storage",
 ];
 
 /// One fact value: what a CEL expression sees.
@@ -141,6 +143,7 @@ impl Facts {
         facts.allocator = allocator::allocator_of(rec).map(str::to_owned);
         facts.insert_or_absent("contention", contention::contention_facts(rec));
         facts.insert_or_absent("mongod", mongod::mongod_facts(rec));
+        facts.insert_or_absent("storage", storage::storage_facts(rec));
         if let Some(info) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) {
             facts.mongod_version = info
                 .version
@@ -676,7 +679,7 @@ fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
 }
 
 /// A made-up, fully populated recording (see [`Facts::example`]).
-fn example_recording() -> Recording {
+pub(crate) fn example_recording() -> Recording {
     use crate::recording::model::{
         FORMAT_NAME, FORMAT_VERSION, HardIrqSlice, HostFacts, MemoryFacts, NetFacts, NetInterface,
         NumaNode, PerfSlice, PerfSlowPath, ProbeStatus, ProcessFacts, ProgramStatus, ResourceLimit,
@@ -749,8 +752,12 @@ fn example_recording() -> Recording {
                     overcommit_memory: Some(0),
                     zone_reclaim_mode: Some(0),
                     max_map_count: Some(65530),
+                    overcommit_ratio: Some(50),
+                    overcommit_kbytes: Some(0),
                 },
                 numa_balancing: Some(1),
+                commit_limit_bytes: Some(40 << 30),
+                committed_as_bytes: Some(20 << 30),
             }),
             numa_nodes: Some(vec![NumaNode {
                 id: 0,
@@ -765,6 +772,22 @@ fn example_recording() -> Recording {
                     hard: Some(524_288),
                 }),
                 ..ProcessFacts::default()
+            }),
+            db_path: Some(crate::recording::DbPathFacts {
+                path: Some("/data/db".into()),
+                found_by: Some("open file WiredTiger.lock".into()),
+                unknown_reason: None,
+                storage: Some(crate::host::StorageFacts {
+                    path: "/data/db".into(),
+                    mount_point: Some("/data".into()),
+                    fs_type: Some("xfs".into()),
+                    source: Some("/dev/nvme0n1p1".into()),
+                    device: Some("259:1".into()),
+                    disk: Some("nvme0n1".into()),
+                    read_ahead_kb: Some(128),
+                    rotational: Some(false),
+                    ..Default::default()
+                }),
             }),
             ..HostFacts::default()
         },

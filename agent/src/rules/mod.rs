@@ -23,6 +23,7 @@ pub mod builtin;
 pub mod eval;
 pub mod facts;
 pub mod format;
+pub mod placeholders;
 pub mod ranking;
 #[cfg(test)]
 mod scenarios;
@@ -399,6 +400,25 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
     for (field, value) in texts {
         if value.trim().is_empty() {
             err(None, format!("{field} must not be empty"));
+        }
+    }
+    let readable: Vec<&str> = ALWAYS_BOUND
+        .iter()
+        .copied()
+        .chain(def.requires.iter().map(String::as_str))
+        .chain(def.optional.iter().map(String::as_str))
+        .collect();
+    let fix_texts = def
+        .fix
+        .commands
+        .iter()
+        .chain(def.fix.revert.iter())
+        .chain(std::iter::once(&def.fix.verify));
+    for text in fix_texts {
+        for name in placeholders::names(text) {
+            if let Some(problem) = placeholders::check(name, &readable, example) {
+                err(None, format!("fix: {problem}"));
+            }
         }
     }
     for (field, value) in [

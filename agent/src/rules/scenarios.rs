@@ -6,13 +6,15 @@
 
 use crate::explain::explain;
 use crate::recording::model::{
-    MemoryFacts, NetFacts, NetInterface, NumaNode, PerfSlice, PerfSlowPath, ProbeStatus,
-    ProcessFacts, ProgramStatus, Recording, ResourceLimit, RxQueue, SoftirqSlice, SoftirqVector,
-    SysfsChoice, ThpFacts, VmSysctls,
+    DbPathFacts, MemoryFacts, NetFacts, NetInterface, NumaNode, PerfSlice, PerfSlowPath,
+    ProbeStatus, ProcessFacts, ProgramStatus, Recording, ResourceLimit, RxQueue, SoftirqSlice,
+    SoftirqVector, SysfsChoice, ThpFacts, VmSysctls,
 };
 use crate::report::{EvidenceValue, Report};
 use crate::rseq::{RseqOwnership, Verdict};
-use crate::rules::{RuleSet, facts::allocator::example_code, testdata};
+use crate::rules::{
+    RuleSet, facts::allocator::example_code, facts::storage::example_storage, testdata,
+};
 use crate::symbols::AllocatorKind;
 
 const GIB: u64 = 1 << 30;
@@ -50,8 +52,18 @@ fn baseline() -> Recording {
             overcommit_memory: Some(0),
             zone_reclaim_mode: Some(0),
             max_map_count: Some(262_144),
+            overcommit_ratio: Some(50),
+            overcommit_kbytes: Some(0),
         },
         numa_balancing: Some(0),
+        commit_limit_bytes: Some(36 * GIB),
+        committed_as_bytes: Some(30 * GIB),
+    });
+    rec.host.db_path = Some(DbPathFacts {
+        path: Some("/data/db".into()),
+        found_by: Some("open file WiredTiger.lock".into()),
+        unknown_reason: None,
+        storage: Some(example_storage("/data/db", "nvme0n1", 16)),
     });
     rec.host.numa_nodes = Some(vec![NumaNode {
         id: 0,
@@ -840,4 +852,104 @@ fn data_handles_fire_in_the_tens_of_thousands() {
         ),
     );
     passed(&rec, "wiredtiger.data_handles");
+}
+
+#[test]
+fn readahead_fires_above_16_kib_and_names_the_disk() {
+    let mut rec = baseline();
+    let storage = rec.host.db_path.as_mut().unwrap().storage.as_mut().unwrap();
+    storage.read_ahead_kb = Some(128);
+    let f = fired(&rec, "host.readahead");
+    assert_eq!(num(&f, "readahead (KiB)"), 128.0);
+    assert_eq!(num(&f, "sectors"), 256.0);
+    assert_eq!(txt(&f, "disk"), "nvme0n1");
+    assert_eq!(txt(&f, "dbPath"), "/data/db");
+    assert_eq!(txt(&f, "found from"), "open file WiredTiger.lock");
+    // The commands name this recording's disk; the revert restores its value.
+    assert!(fix_has(&f, "blockdev --setra 32 /dev/nvme0n1"));
+    assert!(fix_has(
+        &f,
+        "KERNEL==\"nvme0n1\", ATTR{queue/read_ahead_kb}=\"16\""
+    ));
+    assert!(
+        f.fix
+            .revert
+            .iter()
+            .any(|c| c == "blockdev --setra 256 /dev/nvme0n1")
+    );
+    assert!(
+        f.fix
+            .verify
+            .contains("/sys/block/nvme0n1/queue/read_ahead_kb")
+    );
+    // Near misses: 16 KiB (32 sectors) is the top of the range; 4 KiB its bottom.
+    for kb in [16, 4] {
+        let storage = rec.host.db_path.as_mut().unwrap().storage.as_mut().unwrap();
+        storage.read_ahead_kb = Some(kb);
+        passed(&rec, "host.readahead");
+    }
+}
+
+#[test]
+fn readahead_uses_mongods_db_path_and_is_not_assessed_without_a_disk() {
+    let mut rec = baseline();
+    // mongod's own dbPath (getCmdLineOpts) wins over what mdiag found.
+    if let Some(i) = rec.mongod.as_mut().and_then(|m| m.info.as_mut()) {
+        i.db_path_storage = Some(example_storage("/var/lib/mongo", "sdb", 4096));
+    }
+    let f = fired(&rec, "host.readahead");
+    assert_eq!(txt(&f, "disk"), "sdb");
+    assert_eq!(num(&f, "readahead (KiB)"), 4096.0);
+    assert!(txt(&f, "found from").contains("getCmdLineOpts"));
+
+    let mut rec = baseline();
+    rec.host.db_path = Some(DbPathFacts {
+        unknown_reason: Some("the target (pid 1000) has none of WiredTiger.lock open".into()),
+        ..DbPathFacts::default()
+    });
+    let r = report(&rec);
+    let n = r
+        .not_assessed
+        .iter()
+        .find(|n| n.rule_id == "host.readahead")
+        .expect("not assessed");
+    assert!(n.reason.contains("pid 1000"), "{}", n.reason);
+    rec.host.db_path = None;
+    let r = report(&rec);
+    assert!(
+        r.not_assessed
+            .iter()
+            .any(|n| n.rule_id == "host.readahead" && n.reason.contains("was not recorded"))
+    );
+}
+
+#[test]
+fn overcommit_fires_in_strict_mode_with_the_commit_figures() {
+    let mut rec = baseline();
+    let m = tuning(&mut rec);
+    m.vm.overcommit_memory = Some(2);
+    m.commit_limit_bytes = Some(36 * GIB);
+    m.committed_as_bytes = Some(33 * GIB);
+    let f = fired(&rec, "host.overcommit");
+    assert_eq!(num(&f, "vm.overcommit_memory"), 2.0);
+    assert_eq!(num(&f, "overcommit_ratio"), 50.0);
+    assert_eq!(num(&f, "CommitLimit"), 36.0);
+    assert_eq!(num(&f, "Committed_AS"), 33.0);
+    assert!((num(&f, "committed (%") - 100.0 * 33.0 / 36.0).abs() < 1e-9);
+    assert!(fix_has(&f, "vm.overcommit_memory = 0"));
+    // Near misses: heuristic (0) and always (1) overcommit.
+    for mode in [0, 1] {
+        tuning(&mut rec).vm.overcommit_memory = Some(mode);
+        passed(&rec, "host.overcommit");
+    }
+    // Unknown: not assessed, never guessed.
+    tuning(&mut rec).vm.overcommit_memory = None;
+    let r = report(&rec);
+    assert!(
+        r.not_assessed
+            .iter()
+            .any(|n| n.rule_id == "host.overcommit" && n.reason.contains("overcommit_memory")),
+        "{:?}",
+        r.not_assessed
+    );
 }

@@ -93,6 +93,17 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
     );
     put("swappiness", vm.swappiness.map(int));
     put("overcommit_memory", vm.overcommit_memory.map(int));
+    put("overcommit_ratio", vm.overcommit_ratio.map(int));
+    put("overcommit_kbytes", vm.overcommit_kbytes.map(int));
+    put("commit_limit_gib", gib(m.commit_limit_bytes));
+    put("committed_as_gib", gib(m.committed_as_bytes));
+    put(
+        "committed_share",
+        m.committed_as_bytes
+            .zip(m.commit_limit_bytes)
+            .filter(|(_, limit)| *limit > 0)
+            .map(|(used, limit)| float(used as f64 / limit as f64)),
+    );
     put("zone_reclaim_mode", vm.zone_reclaim_mode.map(int));
     put("max_map_count", vm.max_map_count.map(int));
     put("numa_balancing", m.numa_balancing.map(int));
@@ -177,9 +188,13 @@ mod tests {
                 dirty_bytes: Some(0),
                 dirty_background_bytes: Some(0),
                 swappiness: Some(60),
+                overcommit_memory: Some(2),
+                overcommit_ratio: Some(50),
                 ..VmSysctls::default()
             },
             numa_balancing: None,
+            commit_limit_bytes: Some(128 << 30),
+            committed_as_bytes: Some(120 << 30),
         });
         rec.host.numa_nodes = Some(vec![
             NumaNode {
@@ -213,9 +228,15 @@ mod tests {
         assert_eq!(g["numa_interleaved"], FactValue::Bool(false));
         assert_eq!(g["open_files_soft"], FactValue::Int(1024));
         assert_eq!(g["open_files_hard"], FactValue::Int(i64::MAX));
+        assert_eq!(g["overcommit_memory"], FactValue::Int(2));
+        assert_eq!(g["overcommit_ratio"], FactValue::Int(50));
+        assert_eq!(g["commit_limit_gib"], FactValue::Float(128.0));
+        assert_eq!(g["committed_as_gib"], FactValue::Float(120.0));
+        assert_eq!(g["committed_share"], FactValue::Float(120.0 / 128.0));
         // Not recorded: left out, never guessed.
         assert!(!g.contains_key("zone_reclaim_mode"));
         assert!(!g.contains_key("numa_balancing"));
+        assert!(!g.contains_key("overcommit_kbytes"));
     }
 
     #[test]

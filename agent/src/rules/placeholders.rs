@@ -1,0 +1,103 @@
+//! `{{group.fact}}` placeholders in a rule's fix: commands, revert commands
+//! and the verify text may name a fact of the recording (the disk under the
+//! data directory, say), which the finding shows filled in, so the commands
+//! are exact for this host. Rule loading checks every name against the
+//! example facts; a fact missing from a recording leaves the placeholder as
+//! written (never a guessed value).
+
+use super::{FactValue, Facts};
+
+/// The names between `{{` and `}}` in `text`, trimmed.
+pub fn names(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else { break };
+        out.push(after[..end].trim());
+        rest = &after[end + 2..];
+    }
+    out
+}
+
+/// A fact as it appears in a command: text as is, numbers in plain digits.
+fn shown(v: &FactValue) -> Option<String> {
+    match v {
+        FactValue::Text(s) => Some(s.clone()),
+        FactValue::Int(i) => Some(i.to_string()),
+        FactValue::Float(f) => Some(f.to_string()),
+        FactValue::Bool(b) => Some(b.to_string()),
+        FactValue::Map(_) => None,
+    }
+}
+
+/// Why `name` cannot be a placeholder of a rule that may read `groups`, or
+/// `None` when it can.
+pub fn check(name: &str, groups: &[&str], example: &Facts) -> Option<String> {
+    let group = name.split('.').next().unwrap_or_default();
+    if !groups.contains(&group) {
+        return Some(format!(
+            "placeholder {{{{{name}}}}}: group {group:?} is not in requires or optional"
+        ));
+    }
+    match example.get(name) {
+        Some(v) if shown(v).is_some() => None,
+        Some(_) => Some(format!("placeholder {{{{{name}}}}} is a map, not a value")),
+        None => Some(format!(
+            "placeholder {{{{{name}}}}}: no fact named `{name}`"
+        )),
+    }
+}
+
+/// `text` with every placeholder whose fact the recording has filled in.
+pub fn fill(text: &str, facts: &Facts) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else { break };
+        out.push_str(&rest[..start]);
+        match facts.get(after[..end].trim()).and_then(shown) {
+            Some(v) => out.push_str(&v),
+            None => out.push_str(&rest[start..start + 2 + end + 2]),
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_found_checked_and_filled() {
+        let f = Facts::example();
+        let cmd = "blockdev --setra 32 /dev/{{ storage.disk }} # {{storage.read_ahead_kb}} KiB now";
+        assert_eq!(names(cmd), ["storage.disk", "storage.read_ahead_kb"]);
+        assert_eq!(
+            fill(cmd, &f),
+            "blockdev --setra 32 /dev/nvme0n1 # 128 KiB now"
+        );
+        assert_eq!(check("storage.disk", &["host", "storage"], &f), None);
+        assert!(
+            check("storage.disk", &["host"], &f)
+                .unwrap()
+                .contains("not in requires")
+        );
+        assert!(
+            check("storage.disks", &["storage"], &f)
+                .unwrap()
+                .contains("no fact named")
+        );
+        assert!(
+            check("sched.classes", &["sched"], &f)
+                .unwrap()
+                .contains("map")
+        );
+        // Unknown in this recording: left as written. Unclosed braces stay.
+        assert_eq!(fill("x {{storage.nope}} y", &f), "x {{storage.nope}} y");
+        assert_eq!(fill("awk '{print $1}' {{", &f), "awk '{print $1}' {{");
+    }
+}
