@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::golden::{busy, probe_failures};
+use super::golden::{baseline_with_alloc_windows, busy, probe_failures};
 use super::json;
 use crate::explain::explain;
 use crate::rules::{RuleSet, testdata};
@@ -135,7 +135,7 @@ fn all_keys(v: &Value, out: &mut BTreeSet<String>) {
 #[test]
 fn every_json_key_is_named_in_the_document() {
     let mut found = BTreeSet::new();
-    for rec in [testdata::baseline(), busy(), probe_failures()] {
+    for rec in [baseline_with_alloc_windows(), busy(), probe_failures()] {
         all_keys(&report_json(&rec), &mut found);
     }
     let unnamed: Vec<_> = found

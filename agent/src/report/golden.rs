@@ -5,7 +5,8 @@
 //! `recording/model.rs`; the builders are in `rules/testdata.rs`):
 //!
 //! - [`testdata::baseline`]: a well-tuned MongoDB 8.2 host on which every
-//!   builtin rule is assessed and none fires;
+//!   builtin rule is assessed and none fires, with allocator latency windows
+//!   (so the allocator chart is drawn);
 //! - [`busy`]: the same host under load with several problems at once and no
 //!   mongod connection nor allocator windows, so some findings say what they
 //!   were made without and the rules that need mongod are "not assessed";
@@ -40,6 +41,9 @@ use crate::explain::explain;
 use crate::recording::model::{
     ProbeStatus, ProgramStatus, Recording, ResourceLimit, SchedDrops, SchedSlice, SyscallCalls,
     ThreadSlice,
+};
+use crate::recording::{
+    AllocCalibration, AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSlice, AllocWindow,
 };
 use crate::report::{Report, html, json, markdown, terminal};
 use crate::rseq::Verdict;
@@ -191,7 +195,7 @@ fn oversubscribed_sched() -> SchedSlice {
 /// data is missing, so the RFS rule is not assessed) and one of the
 /// contention probe's two programs failed.
 pub(crate) fn probe_failures() -> Recording {
-    let mut rec = baseline();
+    let mut rec = baseline_with_alloc_windows();
     rec.host.hostname = "db3.example".into();
     for s in &mut rec.slices {
         s.softirq = None;
@@ -246,6 +250,78 @@ pub(crate) fn probe_failures() -> Recording {
     rec
 }
 
+/// The baseline with the allocator latency windows `record` takes by default
+/// (200 ms every 5 s here): Google TCMalloc's malloc and free at about
+/// 100 000 calls per second each, mostly under a microsecond once the
+/// probe's own 700 ns are taken off, with the overhead that cost the target.
+pub(crate) fn baseline_with_alloc_windows() -> Recording {
+    let mut rec = baseline();
+    let pair_cost_ns = 2_200;
+    let function = |symbol: &str, buckets: &[(usize, u64)], each_ns: &[u64]| {
+        let count = buckets.iter().map(|b| b.1).sum();
+        AllocFunctionWindow {
+            symbol: symbol.into(),
+            count,
+            sum_ns: buckets.iter().zip(each_ns).map(|(b, ns)| b.1 * ns).sum(),
+            buckets: testdata::hist(buckets),
+            size_classes: vec![],
+        }
+    };
+    let window = |start_ns: u64| AllocWindow {
+        start_ns,
+        end_ns: start_ns + 200_000_000,
+        functions: vec![
+            function(
+                "malloc",
+                &[(9, 15_000), (10, 4_500), (11, 500)],
+                &[800, 1_300, 2_500],
+            ),
+            function("free", &[(9, 17_000), (10, 2_000)], &[750, 1_200]),
+        ],
+        ..AllocWindow::default()
+    };
+    let mut hits = 0;
+    for s in &mut rec.slices {
+        if s.start_ms % 5_000 == 1_000 {
+            let w = window(s.start_ms * 1_000_000);
+            hits += w.functions.iter().map(|f| f.count).sum::<u64>();
+            s.alloc = Some(AllocSlice { windows: vec![w] });
+        }
+    }
+    // 4 conn threads at 200 ms of CPU per second for 10 s.
+    let target_cpu_ns = 8_000_000_000;
+    rec.alloc = Some(AllocRecord {
+        window_ms: 200,
+        every_ms: 5_000,
+        allocator: Some(AllocatorKind::GoogleTcmalloc),
+        object: "/usr/bin/mongod".into(),
+        calibration: Some(AllocCalibration {
+            pair_cost_ns,
+            inside_ns: 700,
+            ..AllocCalibration::default()
+        }),
+        overhead: Some(AllocOverhead {
+            probe_hits: hits,
+            pair_cost_ns,
+            target_cpu_ns,
+            overhead_ppm: hits * pair_cost_ns * 1_000_000 / target_cpu_ns,
+        }),
+        ..AllocRecord::default()
+    });
+    rec.probes.push(ProbeStatus {
+        family: "alloc".into(),
+        programs: ["mdiag_alloc_enter", "mdiag_alloc_exit"]
+            .iter()
+            .map(|name| ProgramStatus {
+                name: (*name).into(),
+                attach_point: "uprobe/allocator entry points (resolved at the first window)".into(),
+                error: None,
+            })
+            .collect(),
+    });
+    rec
+}
+
 /// Every rendering of `r`, by name.
 fn formats(r: &Report) -> [(&'static str, String); 4] {
     [
@@ -264,7 +340,7 @@ fn snapshot_all(name: &str, r: &Report) {
 
 #[test]
 fn baseline_in_every_format() {
-    let r = report(&baseline(), None, "baseline.mdiag");
+    let r = report(&baseline_with_alloc_windows(), None, "baseline.mdiag");
     assert!(r.findings.is_empty(), "the baseline fires nothing");
     snapshot_all("baseline", &r);
 }

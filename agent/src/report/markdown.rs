@@ -431,7 +431,17 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
         writeln!(out, "Not measured:")?;
         writeln!(out)?;
         for n in &m.not_recorded {
-            writeln!(out, "- {}: {}", code(&n.family), n.reason)?;
+            if m.has(&n.family) {
+                // Its numbers are above, but incomplete.
+                writeln!(
+                    out,
+                    "- {} (measured in part): {}",
+                    code(&n.family),
+                    n.reason
+                )?;
+            } else {
+                writeln!(out, "- {}: {}", code(&n.family), n.reason)?;
+            }
         }
         writeln!(out)?;
     }

@@ -812,13 +812,16 @@ fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::f
     if !m.not_recorded.is_empty() {
         writeln!(out)?;
         for n in &m.not_recorded {
-            // "  softirq    not measured: reason...", the reason wrapped under itself.
-            let plain = format!("  {:<10} not measured: ", n.family);
+            // "  softirq    not measured: reason...", the reason wrapped under
+            // itself; "measured in part:" for a family whose numbers are shown
+            // above but are incomplete.
+            let label = format!("{}:", m.note_label(&n.family));
+            let plain = format!("  {:<10} {label} ", n.family);
             let hang = " ".repeat(plain.chars().count());
             let reason = wrap(&n.reason, &hang, WIDTH);
             let status = p.paint(
                 Style::new().fg_color(Some(AnsiColor::Yellow.into())),
-                "not measured:",
+                &label,
             );
             writeln!(
                 out,

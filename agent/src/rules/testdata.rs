@@ -412,7 +412,9 @@ pub(crate) fn set_contention(
     signature: &str,
     dstate_ms: u64,
 ) {
-    use crate::recording::model::{Checkpoint, SyscallsSlice, ThreadSyscallSlice, WiredTigerSlice};
+    use crate::recording::model::{
+        Checkpoint, SyscallCalls, SyscallsSlice, ThreadSyscallSlice, WiredTigerSlice,
+    };
     use crate::recording::{
         ContentionSlice, DStateStackSlice, KernelStack, ThreadContentionSlice, WindowSplit,
     };
@@ -423,7 +425,19 @@ pub(crate) fn set_contention(
             .as_ref()
             .map(|x| x.threads.iter().map(|t| t.tid).collect())
             .unwrap_or_default();
+        // The futex_wait calls behind those waits, in one log2 bucket.
+        let waits = 20 * tids.len() as u64;
+        let each_ns = (inside_ms + outside_ms) * ms / 20;
+        let bucket = each_ns.checked_ilog2().unwrap_or(0) as usize;
         s.syscalls = Some(SyscallsSlice {
+            calls: vec![SyscallCalls {
+                name: "futex_wait".into(),
+                count: waits,
+                errors: 0,
+                time_ns: waits * each_ns,
+                bytes: 0,
+                hist_log2_ns: hist(&[(bucket, waits)]),
+            }],
             threads: tids
                 .iter()
                 .map(|&tid| ThreadSyscallSlice {
