@@ -473,7 +473,7 @@ pub(crate) fn set_contention(
                     tgid: 1000,
                     comm: format!("conn{}", tid - 1000),
                     lock: WindowSplit::default(),
-                    dstate: sleeps.clone(),
+                    dstate: sleeps,
                 })
                 .into_iter()
                 .collect(),
