@@ -13,9 +13,9 @@
 
 use crate::recording::model::{FORMAT_NAME, FORMAT_VERSION, Recording};
 use crate::report::{
-    DropsReport, EvidenceItem, Finding, Fix, HostSummary, Impact, Measurements, PassedRule,
-    ProbeReport, ProgramReport, REPORT_VERSION, RecordingSummary, Reference, Report, RuleNote,
-    RulesSummary, TargetSummary,
+    DropsReport, EvidenceItem, Finding, Fix, HostSummary, Impact, Measurements, MissingEvidence,
+    PassedRule, ProbeReport, ProgramReport, REPORT_VERSION, RecordingSummary, Reference, Report,
+    RuleNote, RulesSummary, TargetSummary,
 };
 use crate::rules::{Applies, Facts, Rule, RuleSet, eval, placeholders, ranking};
 
@@ -136,6 +136,20 @@ fn evidence(
     }
 }
 
+/// The optional groups of `rule` that were not recorded, with the reason.
+fn missing(rule: &Rule, facts: &Facts) -> Vec<MissingEvidence> {
+    rule.def
+        .optional
+        .iter()
+        .filter_map(|group| {
+            facts.absent_reason(group).map(|reason| MissingEvidence {
+                group: group.clone(),
+                reason: reason.to_string(),
+            })
+        })
+        .collect()
+}
+
 fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str, facts: &Facts) -> Finding {
     let def = &rule.def;
     let score = ranking::score(def.impact.score, def.confidence, rule.arch_priors(), arch);
@@ -172,6 +186,7 @@ fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str, facts: &Facts) 
                 url: r.url.clone(),
             })
             .collect(),
+        missing: missing(rule, facts),
     }
 }
 

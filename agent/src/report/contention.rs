@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::format_number;
 use crate::recording::model::Recording;
 use crate::recording::{KernelStack, WindowSplit};
 use crate::threads::thread_class;
@@ -357,26 +358,40 @@ pub fn split_line(name: &str, s: &SplitMeasurement) -> String {
     if s.inside_ms_per_s.is_none() {
         // No checkpoint time: everything is outside; say it once, plainly.
         return format!(
-            "{name}: {:.1} ms/s ({} waits, {:.1} ms), all outside checkpoint windows",
-            s.outside_ms_per_s.unwrap_or(0.0),
+            "{name}: {} ms/s ({} waits, {}), all outside checkpoint windows",
+            format_number(s.outside_ms_per_s.unwrap_or(0.0)),
             s.outside_count,
-            s.outside_ms
+            total(s.outside_ms)
         );
     }
-    let rate = |r: Option<f64>| r.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.1} ms/s"));
+    let rate = |r: Option<f64>| {
+        r.map_or_else(
+            || "n/a".to_owned(),
+            |v| format!("{} ms/s", format_number(v)),
+        )
+    };
     let ratio = match s.ratio {
         Some(r) => format!(" ({r:.1}×)"),
         None => String::new(),
     };
     format!(
-        "{name}: {} inside checkpoints ({} waits, {:.1} ms) vs {} outside ({} waits, {:.1} ms){ratio}",
+        "{name}: {} inside checkpoints ({} waits, {}) vs {} outside ({} waits, {}){ratio}",
         rate(s.inside_ms_per_s),
         s.inside_count,
-        s.inside_ms,
+        total(s.inside_ms),
         rate(s.outside_ms_per_s),
         s.outside_count,
-        s.outside_ms,
+        total(s.outside_ms),
     )
+}
+
+/// A total wait: "90.0 ms", "1500 ms", or in seconds from 10 s up ("64.0 s").
+fn total(ms: f64) -> String {
+    if ms >= 10_000.0 {
+        format!("{} s", format_number(ms / 1000.0))
+    } else {
+        format!("{} ms", format_number(ms))
+    }
 }
 
 /// The window line: "2 checkpoints, 1.5 s of 10.0 s" or "no checkpoint windows".
@@ -413,7 +428,7 @@ pub(crate) mod tests {
         assert_eq!((s.inside_count, s.outside_count), (5, 10));
         assert_eq!(
             split_line("futex waits", &s),
-            "futex waits: 500.0 ms/s inside checkpoints (5 waits, 500.0 ms) vs 10.0 ms/s outside (10 waits, 90.0 ms) (50.0×)"
+            "futex waits: 500 ms/s inside checkpoints (5 waits, 500 ms) vs 10.0 ms/s outside (10 waits, 90.0 ms) (50.0×)"
         );
     }
 
@@ -430,7 +445,7 @@ pub(crate) mod tests {
         assert_eq!(s.ratio, None);
         assert_eq!(
             split_line("D-state sleeps", &s),
-            "D-state sleeps: 3.0 ms/s (3 waits, 30.0 ms), all outside checkpoint windows"
+            "D-state sleeps: 3.00 ms/s (3 waits, 30.0 ms), all outside checkpoint windows"
         );
         // A quiet outside window gives no ratio either (no division by zero).
         let s = split(&WindowSplit::default(), 1.0, 9.0);
@@ -558,7 +573,7 @@ pub(crate) mod tests {
         let flat = term.split_whitespace().collect::<Vec<_>>().join(" ");
         for want in [
             "Contention 2 checkpoints ran for 1.00 s of 10.0 s recorded",
-            "futex waits: 400.0 ms/s inside checkpoints (4 waits, 400.0 ms) vs 10.0 ms/s outside (2 waits, 90.0 ms) (40.0×)",
+            "futex waits: 400 ms/s inside checkpoints (4 waits, 400 ms) vs 10.0 ms/s outside (2 waits, 90.0 ms) (40.0×)",
             "kernel locks by kind: rwsem:W 2 waits 10.0 ms",
             "D state in xfs_ilock: 5 sleeps, 50.0 ms (30.0 ms inside checkpoints); xfs_ilock+0x2",
             "checkpointer 1",
@@ -568,7 +583,7 @@ pub(crate) mod tests {
         let md = crate::report::markdown::render(&report);
         for want in [
             "### Contention",
-            "- Futex waits: 400.0 ms/s inside checkpoints",
+            "- Futex waits: 400 ms/s inside checkpoints",
             "| `conn` | 4 | 49.0 | 400.0 / 10.0 |",
             "- D state in `xfs_ilock`: 5 sleeps",
         ] {

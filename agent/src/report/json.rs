@@ -133,6 +133,8 @@ mod tests {
                 "evidence",
                 "fix",
                 "references",
+                // Added within version 1 (docs/report-json.md).
+                "missing",
             ])
         );
         assert_eq!(f["rule_id"], "sched.wakeup_preemption");

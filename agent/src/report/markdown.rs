@@ -9,9 +9,10 @@ use std::fmt::Write;
 
 use super::measurements::{Measurements, file_name};
 use super::terminal::{
-    net_line, net_rx_line, percent, perf_line, ranking_line, recorded_line, rseq_calls_line,
-    rseq_ownership_line, rules_line, runq_percentiles, sched_scope, softirq_cpu_line,
-    softirq_drops_line, target_line, wiredtiger_line,
+    NO_WATCHED_CALLS, confidence_line, missing_lines, net_line, net_rx_line, percent, perf_line,
+    ranking_line, recorded_line, rseq_calls_line, rseq_ownership_line, rules_line,
+    runq_percentiles, sched_scope, softirq_cpu_line, softirq_drops_line, target_line,
+    wiredtiger_line,
 };
 use super::{Finding, Report, format_number};
 
@@ -318,11 +319,15 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
         writeln!(out)?;
         writeln!(out, "Observed threads, {:.1} s.", s.duration_s)?;
         writeln!(out)?;
-        writeln!(
-            out,
-            "| Syscall | Calls/s | Errors | Mean (µs) | p99 (µs) | MiB/s |"
-        )?;
-        writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
+        if s.calls.is_empty() {
+            writeln!(out, "{}.", capitalise(NO_WATCHED_CALLS))?;
+        } else {
+            writeln!(
+                out,
+                "| Syscall | Calls/s | Errors | Mean (µs) | p99 (µs) | MiB/s |"
+            )?;
+            writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
+        }
         for c in &s.calls {
             writeln!(
                 out,
@@ -434,7 +439,17 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
         writeln!(out, "Not measured:")?;
         writeln!(out)?;
         for n in &m.not_recorded {
-            writeln!(out, "- {}: {}", code(&n.family), n.reason)?;
+            if m.has(&n.family) {
+                // Its numbers are above, but incomplete.
+                writeln!(
+                    out,
+                    "- {} (measured in part): {}",
+                    code(&n.family),
+                    n.reason
+                )?;
+            } else {
+                writeln!(out, "- {}: {}", code(&n.family), n.reason)?;
+            }
         }
         writeln!(out)?;
     }
@@ -543,6 +558,12 @@ fn write_finding(out: &mut String, f: &Finding) -> std::fmt::Result {
         )?;
     }
     writeln!(out)?;
+    writeln!(out, "{}", confidence_line(f))?;
+    writeln!(out)?;
+    for line in missing_lines(f) {
+        writeln!(out, "{line}")?;
+        writeln!(out)?;
+    }
     writeln!(
         out,
         "**Expected impact:** {} *(source: {})*",

@@ -222,6 +222,31 @@ pub struct InterfaceMeasurement {
 }
 
 impl Measurements {
+    /// Whether `family` has measurements in this report (a family listed in
+    /// `not_recorded` with measurements was measured only in part).
+    pub fn has(&self, family: &str) -> bool {
+        match family {
+            "sched" => self.sched.is_some(),
+            "softirq" => self.softirq.is_some(),
+            "syscalls" => self.syscalls.is_some(),
+            "perf" => self.perf.is_some(),
+            "wiredtiger" => self.wiredtiger.is_some(),
+            "alloc" => self.alloc.is_some(),
+            "contention" => self.contention.is_some(),
+            _ => false,
+        }
+    }
+
+    /// "not measured" or, for a family with (incomplete) measurements,
+    /// "measured in part": how the report labels a `not_recorded` note.
+    pub fn note_label(&self, family: &str) -> &'static str {
+        if self.has(family) {
+            "measured in part"
+        } else {
+            "not measured"
+        }
+    }
+
     /// Measurements of `rec`, whose facts are `facts`.
     pub fn build(rec: &Recording, facts: &Facts) -> Measurements {
         let mut m = Measurements::default();

@@ -12,6 +12,10 @@
 
 pub mod alloc;
 pub mod contention;
+#[cfg(test)]
+mod contract;
+#[cfg(test)]
+mod golden;
 pub mod host_settings;
 pub mod html;
 pub mod json;
@@ -148,6 +152,21 @@ pub struct Finding {
     pub evidence: Vec<EvidenceItem>,
     pub fix: Fix,
     pub references: Vec<Reference>,
+    /// Evidence the rule can use but that was not recorded (its optional
+    /// fact groups that are absent, e.g. no mongod connection), with the
+    /// reason. Empty when the rule saw everything it can use. (Added in
+    /// report version 1; absent from reports of older builds.)
+    #[serde(default)]
+    pub missing: Vec<MissingEvidence>,
+}
+
+/// An optional evidence group that a finding was made without.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingEvidence {
+    /// The fact group, e.g. "mongod".
+    pub group: String,
+    /// Why it is absent, e.g. "mongod was not polled: give record --uri ...".
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -361,6 +380,7 @@ pub(crate) mod tests {
                 verify: "look".into(),
             },
             references: vec![],
+            missing: vec![],
         }
     }
 

@@ -374,6 +374,10 @@ pub(crate) fn truncate(name: &str, max: usize) -> String {
     }
 }
 
+/// Said instead of an empty table when no watched syscall was made.
+pub(crate) const NO_WATCHED_CALLS: &str =
+    "no watched syscall (mmap, munmap, madvise, brk, mremap, futex, rseq) was made";
+
 /// "futex wait: 450 ms/s blocked in total; most: tid 1001 30.0% of wall time
 /// blocked, ...".
 pub(crate) fn futex_line(s: &SyscallsMeasurements) -> String {
@@ -701,14 +705,18 @@ fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::f
             p.bold("Syscalls"),
             s.duration_s
         )?;
-        writeln!(
-            out,
-            "{}",
-            p.dim(&format!(
-                "      {:<12} {:>10} {:>8} {:>10} {:>10} {:>12}",
-                "call", "calls/s", "errors", "mean µs", "p99 µs", "MiB/s"
-            ))
-        )?;
+        if s.calls.is_empty() {
+            writeln!(out, "    {NO_WATCHED_CALLS}")?;
+        } else {
+            writeln!(
+                out,
+                "{}",
+                p.dim(&format!(
+                    "      {:<12} {:>10} {:>8} {:>10} {:>10} {:>12}",
+                    "call", "calls/s", "errors", "mean µs", "p99 µs", "MiB/s"
+                ))
+            )?;
+        }
         for c in &s.calls {
             writeln!(
                 out,
@@ -811,13 +819,16 @@ fn write_measurements(out: &mut String, m: &Measurements, p: &Painter) -> std::f
     if !m.not_recorded.is_empty() {
         writeln!(out)?;
         for n in &m.not_recorded {
-            // "  softirq    not measured: reason...", the reason wrapped under itself.
-            let plain = format!("  {:<10} not measured: ", n.family);
+            // "  softirq    not measured: reason...", the reason wrapped under
+            // itself; "measured in part:" for a family whose numbers are shown
+            // above but are incomplete.
+            let label = format!("{}:", m.note_label(&n.family));
+            let plain = format!("  {:<10} {label} ", n.family);
             let hang = " ".repeat(plain.chars().count());
             let reason = wrap(&n.reason, &hang, WIDTH);
             let status = p.paint(
                 Style::new().fg_color(Some(AnsiColor::Yellow.into())),
-                "not measured:",
+                &label,
             );
             writeln!(
                 out,
@@ -868,6 +879,24 @@ fn write_commands(out: &mut String, commands: &[String], p: &Painter) -> std::fm
     Ok(())
 }
 
+/// "Confidence: 0.80 (how directly the evidence shows the cause)".
+pub(crate) fn confidence_line(f: &Finding) -> String {
+    format!(
+        "Confidence: {:.2} (0 to 1: how directly the evidence shows the cause)",
+        f.confidence
+    )
+}
+
+/// One line per optional evidence group the finding was made without:
+/// "Made without mongod data: mongod was not polled: ...". Nothing when the
+/// rule saw everything it can use.
+pub(crate) fn missing_lines(f: &Finding) -> Vec<String> {
+    f.missing
+        .iter()
+        .map(|m| format!("Made without {} data: {}", m.group, m.reason))
+        .collect()
+}
+
 fn write_finding(out: &mut String, f: &Finding, p: &Painter) -> std::fmt::Result {
     writeln!(
         out,
@@ -888,6 +917,11 @@ fn write_finding(out: &mut String, f: &Finding, p: &Painter) -> std::fmt::Result
     writeln!(out)?;
     writeln!(out, "    {}", p.bold("Evidence"))?;
     write_evidence(out, &f.evidence, p)?;
+    writeln!(out)?;
+    writeln!(out, "{}", wrap(&confidence_line(f), "    ", WIDTH))?;
+    for line in missing_lines(f) {
+        writeln!(out, "{}", wrap(&line, "    ", WIDTH))?;
+    }
     writeln!(out)?;
     writeln!(
         out,

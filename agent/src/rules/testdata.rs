@@ -4,9 +4,14 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::recording::model::{
-    FORMAT_NAME, FORMAT_VERSION, HostFacts, ProbeStatus, ProgramStatus, Recording, SchedDrops,
-    SchedSlice, Slice, Target, ThreadSlice,
+    DbPathFacts, FORMAT_NAME, FORMAT_VERSION, HostFacts, MemoryFacts, NetFacts, NetInterface,
+    NumaNode, PerfSlice, PerfSlowPath, ProbeStatus, ProcessFacts, ProgramStatus, Recording,
+    ResourceLimit, RxQueue, SchedDrops, SchedSlice, Slice, SoftirqSlice, SoftirqVector,
+    SysfsChoice, Target, ThpFacts, ThreadSlice, VmSysctls,
 };
+use crate::rseq::Verdict;
+use crate::rules::facts::allocator::example_code;
+use crate::symbols::AllocatorKind;
 
 /// A recording with no slices: host facts, a mongod target and an attached sched probe.
 pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
@@ -68,7 +73,7 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
     }
 }
 
-fn hist(buckets: &[(usize, u64)]) -> Vec<u64> {
+pub(crate) fn hist(buckets: &[(usize, u64)]) -> Vec<u64> {
     let len = buckets.iter().map(|(i, _)| i + 1).max().unwrap_or(0);
     let mut h = vec![0; len];
     for &(i, n) in buckets {
@@ -209,4 +214,361 @@ pub fn sched_rule_only() -> crate::rules::RuleSet {
         )],
     )
     .unwrap()
+}
+
+// ---------------------------------------------------------------------------
+// The well-tuned baseline host and the setters that change one part of a
+// recording (used by the rule scenarios and the report's golden tests).
+// ---------------------------------------------------------------------------
+
+pub(crate) const GIB: u64 = 1 << 30;
+
+pub(crate) fn choice(sel: &str) -> Option<SysfsChoice> {
+    Some(SysfsChoice {
+        selected: Some(sel.into()),
+        raw: format!("[{sel}]"),
+    })
+}
+
+/// A host tuned as MongoDB 8 with Google TCMalloc wants it: 64 GiB, no swap
+/// pressure, THP always/defer+madvise/0, byte-based writeback, one NUMA
+/// node, 64000 open files, glibc leaving rseq to TCMalloc, RFS on, a quiet
+/// allocator. Every builtin rule is assessed on it and none fires.
+pub(crate) fn baseline() -> Recording {
+    let mut rec = near_miss();
+    rec.host.memory = Some(MemoryFacts {
+        mem_total_bytes: Some(64 * GIB),
+        mem_available_bytes: Some(40 * GIB),
+        swap_total_bytes: Some(4 * GIB),
+        thp: Some(ThpFacts {
+            enabled: choice("always"),
+            defrag: choice("defer+madvise"),
+            khugepaged_max_ptes_none: Some(0),
+        }),
+        vm: VmSysctls {
+            dirty_ratio: Some(0),
+            dirty_background_ratio: Some(0),
+            dirty_bytes: Some(536_870_912),
+            dirty_background_bytes: Some(67_108_864),
+            dirty_expire_centisecs: Some(3000),
+            dirty_writeback_centisecs: Some(500),
+            swappiness: Some(1),
+            overcommit_memory: Some(0),
+            zone_reclaim_mode: Some(0),
+            max_map_count: Some(262_144),
+            overcommit_ratio: Some(50),
+            overcommit_kbytes: Some(0),
+        },
+        numa_balancing: Some(0),
+        commit_limit_bytes: Some(36 * GIB),
+        committed_as_bytes: Some(30 * GIB),
+    });
+    rec.host.db_path = Some(DbPathFacts {
+        path: Some("/data/db".into()),
+        found_by: Some("open file WiredTiger.lock".into()),
+        unknown_reason: None,
+        storage: Some(crate::rules::facts::storage::example_storage(
+            "/data/db", "nvme0n1", 16,
+        )),
+    });
+    rec.host.numa_nodes = Some(vec![NumaNode {
+        id: 0,
+        cpus: "0-7".into(),
+        mem_total_bytes: Some(64 * GIB),
+    }]);
+    rec.host.target_process = Some(ProcessFacts {
+        pid: 1000,
+        numa_policy: Some("default".into()),
+        max_open_files: Some(ResourceLimit {
+            soft: Some(64_000),
+            hard: Some(64_000),
+        }),
+        ..ProcessFacts::default()
+    });
+    rec.host.net = Some(NetFacts {
+        rps_sock_flow_entries: 32_768,
+        interfaces: vec![NetInterface {
+            name: "eth0".into(),
+            rx_queues: vec![RxQueue {
+                name: "rx-0".into(),
+                rps_cpus: "00".into(),
+                rps_flow_cnt: 32_768,
+            }],
+        }],
+    });
+    set_allocator(
+        &mut rec,
+        AllocatorKind::GoogleTcmalloc,
+        Verdict::PerCpuCachesPossible,
+        0,
+    );
+    set_softirq(&mut rec, &[2_000; 8], &[2_000_000; 8]);
+    set_perf(&mut rec, 1_000, 40, 10);
+    set_contention(&mut rec, 20, 20, "submit_bio_wait", 5);
+    set_mongod(&mut rec, &healthy_mongod());
+    rec
+}
+
+/// serverStatus figures: (path, value in the first slice, change per slice).
+pub(crate) type Figures = Vec<(&'static str, i64, i64)>;
+
+/// A healthy mongod 8.2 with Google TCMalloc on the baseline host: 1000
+/// queries and 100 inserts per second, a 24 GiB cache half full, per-CPU
+/// caches on and used, no application eviction, 500 data handles.
+pub(crate) fn healthy_mongod() -> Figures {
+    vec![
+        ("opcounters.query", 0, 1000),
+        ("opcounters.insert", 0, 100),
+        ("opcounters.getmore", 0, 0),
+        ("opcounters.update", 0, 0),
+        ("opcounters.delete", 0, 0),
+        ("opcounters.command", 0, 0),
+        ("tcmalloc.usingPerCPUCaches", 1, 0),
+        ("tcmalloc.tcmalloc.cpu_free", 200_000_000, 0),
+        (
+            "wiredTiger.cache.maximum bytes configured",
+            24 * GIB as i64,
+            0,
+        ),
+        (
+            "wiredTiger.cache.bytes currently in the cache",
+            12 * GIB as i64,
+            0,
+        ),
+        (
+            "wiredTiger.cache.tracked dirty bytes in the cache",
+            GIB as i64,
+            0,
+        ),
+        (
+            "wiredTiger.cache.pages evicted by application threads",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.cache.application thread time evicting (usecs)",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.thread-yield.application thread time waiting for cache (usecs)",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.lock.checkpoint lock application thread wait time (usecs)",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.lock.dhandle lock application thread time waiting (usecs)",
+            0,
+            0,
+        ),
+        (
+            "wiredTiger.data-handle.connection data handles currently active",
+            500,
+            0,
+        ),
+    ]
+}
+
+/// Replaces (or adds) one figure.
+pub(crate) fn with_figure(mut f: Figures, path: &'static str, start: i64, step: i64) -> Figures {
+    f.retain(|x| x.0 != path);
+    f.push((path, start, step));
+    f
+}
+
+/// mongod polled every slice with `figures`.
+pub(crate) fn set_mongod(rec: &mut Recording, figures: &Figures) {
+    use crate::mongo::model::{MongodInfo, MongodRecording, MongodSlice};
+    use crate::mongo::status::ServerStatusSample;
+    for (i, slice) in rec.slices.iter_mut().enumerate() {
+        let i = i as i64;
+        slice.mongod = Some(MongodSlice {
+            at_ms: Some(slice.start_ms + 100),
+            status: Some(ServerStatusSample::parse_with(
+                &|path| figures.iter().find(|f| f.0 == path).map(|f| f.1 + f.2 * i),
+                vec!["opcounters".into(), "tcmalloc".into(), "wiredTiger".into()],
+            )),
+            missing: None,
+        });
+    }
+    let cache = figures
+        .iter()
+        .find(|f| f.0 == "wiredTiger.cache.maximum bytes configured")
+        .map(|f| f.1 as f64 / GIB as f64);
+    rec.mongod = Some(MongodRecording {
+        source: "live".into(),
+        info: Some(MongodInfo {
+            version: Some("8.2.1".into()),
+            allocator: Some("tcmalloc-google".into()),
+            process: Some("mongod".into()),
+            storage_engine: Some("wiredTiger".into()),
+            cache_size_gb: cache,
+            ..Default::default()
+        }),
+        polls_ok: rec.slices.len() as u64,
+        ..Default::default()
+    });
+}
+
+/// Every slice: a 500 ms checkpoint; each of the four conn threads waits on
+/// futexes `inside_ms` inside it and `outside_ms` outside it; one D-state
+/// stack with `signature` takes `dstate_ms`.
+pub(crate) fn set_contention(
+    rec: &mut Recording,
+    inside_ms: u64,
+    outside_ms: u64,
+    signature: &str,
+    dstate_ms: u64,
+) {
+    use crate::recording::model::{
+        Checkpoint, SyscallCalls, SyscallsSlice, ThreadSyscallSlice, WiredTigerSlice,
+    };
+    use crate::recording::{
+        ContentionSlice, DStateStackSlice, KernelStack, ThreadContentionSlice, WindowSplit,
+    };
+    let ms = 1_000_000;
+    for s in &mut rec.slices {
+        let tids: Vec<u32> = s
+            .sched
+            .as_ref()
+            .map(|x| x.threads.iter().map(|t| t.tid).collect())
+            .unwrap_or_default();
+        // The futex_wait calls behind those waits, in one log2 bucket.
+        let waits = 20 * tids.len() as u64;
+        let each_ns = (inside_ms + outside_ms) * ms / 20;
+        let bucket = each_ns.checked_ilog2().unwrap_or(0) as usize;
+        s.syscalls = Some(SyscallsSlice {
+            calls: vec![SyscallCalls {
+                name: "futex_wait".into(),
+                count: waits,
+                errors: 0,
+                time_ns: waits * each_ns,
+                bytes: 0,
+                hist_log2_ns: hist(&[(bucket, waits)]),
+            }],
+            threads: tids
+                .iter()
+                .map(|&tid| ThreadSyscallSlice {
+                    tid,
+                    tgid: 1000,
+                    futex_waits: 20,
+                    futex_wait_ns: (inside_ms + outside_ms) * ms,
+                    futex_waits_in_checkpoint: 10,
+                    futex_wait_ns_in_checkpoint: inside_ms * ms,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        });
+        s.wiredtiger = Some(WiredTigerSlice {
+            checkpoints: vec![Checkpoint {
+                tid: 2000,
+                start_ns: s.start_ms * ms,
+                duration_ns: 500 * ms,
+                ret: 0,
+                in_progress: false,
+            }],
+            drops: Default::default(),
+        });
+        // The D-state sleeps, half inside the checkpoint, by the first
+        // thread and under one stack.
+        let sleeps = WindowSplit::from_arrays([1, 1], [dstate_ms * ms / 2, dstate_ms * ms / 2]);
+        s.contention = Some(ContentionSlice {
+            threads: tids
+                .first()
+                .map(|&tid| ThreadContentionSlice {
+                    tid,
+                    tgid: 1000,
+                    comm: format!("conn{}", tid - 1000),
+                    lock: WindowSplit::default(),
+                    dstate: sleeps,
+                })
+                .into_iter()
+                .collect(),
+            dstate_stacks: vec![DStateStackSlice {
+                stack_id: 1,
+                sleeps,
+            }],
+            ..Default::default()
+        });
+    }
+    rec.kernel_stacks = vec![KernelStack {
+        stack_id: 1,
+        frames: vec!["__schedule".into(), "io_schedule".into(), signature.into()],
+        signature: Some(signature.into()),
+    }];
+    for family in ["syscalls", "contention", "wiredtiger"] {
+        rec.probes.retain(|p| p.family != family);
+        rec.probes.push(ProbeStatus {
+            family: family.into(),
+            programs: vec![ProgramStatus {
+                name: family.into(),
+                attach_point: "test".into(),
+                error: None,
+            }],
+        });
+    }
+}
+
+pub(crate) fn set_allocator(
+    rec: &mut Recording,
+    kind: AllocatorKind,
+    verdict: Verdict,
+    rseq_size: u32,
+) {
+    let code = example_code(kind, "/usr/bin/mongod");
+    // The method and confidence as `record` words them; the verdict as given.
+    let mut rseq = crate::rseq::ownership_with(&code, Some(rseq_size), &[]);
+    rseq.verdict = verdict;
+    rec.target_code = Some(code);
+    rec.rseq = Some(rseq);
+}
+
+/// NET_RX per CPU per slice: entries and handler time (ns); the softirq
+/// probe is marked attached.
+pub(crate) fn set_softirq(rec: &mut Recording, count: &[u64], time_ns: &[u64]) {
+    rec.host.cpu_count = count.len() as u32;
+    for s in &mut rec.slices {
+        s.softirq = Some(SoftirqSlice {
+            vectors: vec![SoftirqVector {
+                name: "NET_RX".into(),
+                count_per_cpu: count.to_vec(),
+                time_ns_per_cpu: time_ns.to_vec(),
+            }],
+            hardirqs: Vec::new(),
+            drops: Default::default(),
+        });
+    }
+    rec.probes.retain(|p| p.family != "softirq");
+    rec.probes.push(ProbeStatus {
+        family: "softirq".into(),
+        programs: vec![ProgramStatus {
+            name: "softirq_entry".into(),
+            attach_point: "tp_btf/softirq_entry".into(),
+            error: None,
+        }],
+    });
+}
+
+/// Per slice: target samples, of which allocator, of which slow path.
+pub(crate) fn set_perf(rec: &mut Recording, target: u64, alloc: u64, slow: u64) {
+    for s in &mut rec.slices {
+        s.perf = Some(PerfSlice {
+            freq_hz: 99,
+            samples: target * 2,
+            observed_samples: target,
+            target_samples: target,
+            allocator_samples: alloc,
+            allocator_slow_path_samples: slow,
+            slow_paths: vec![PerfSlowPath {
+                label: "central_free_list".into(),
+                samples: slow,
+            }],
+            ..PerfSlice::default()
+        });
+    }
 }
