@@ -75,3 +75,100 @@ fn net_softirq_counts_match_proc_softirqs_per_cpu() {
     assert!(rx_time > 1_000_000, "NET_RX time {rx_time} ns");
     assert_eq!(after.drops.irq_map_full + after.drops.bad_vector, 0);
 }
+
+/// Rule 7 of issue #5 on a real run: loopback traffic pinned to CPU 0 puts
+/// the host's network receive work on that CPU (ground truth: the change in
+/// /proc/softirqs, read by the test). With RFS off, as on this host
+/// (`/proc/sys/net/core/rps_sock_flow_entries` read by the test),
+/// `net.softirq_imbalance_rfs` fires and names CPU 0; with RFS on it must not.
+#[test]
+fn loopback_pinned_to_one_cpu_fires_the_rfs_rule() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(
+        cpus >= 2,
+        "an imbalance needs two CPUs at least; this host has {cpus}"
+    );
+    let rfs_on = std::fs::read_to_string("/proc/sys/net/core/rps_sock_flow_entries")
+        .expect("rps_sock_flow_entries")
+        .trim()
+        != "0";
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pinned.mdiag");
+    let proc_before = proc_softirqs();
+    let mut traffic = Command::new("taskset")
+        .args(["-c", "0", LOOPBACK, "--ms", "5000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("taskset -c 0 mdiag-loopback");
+    let recorded = mdiag_tests::run_mdiag(&[
+        "record",
+        "--no-progress",
+        "--duration",
+        "3s",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        recorded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+    assert!(traffic.wait().unwrap().success());
+    let proc_after = proc_softirqs();
+    let rx: Vec<u64> = proc_after["NET_RX"]
+        .iter()
+        .zip(&proc_before["NET_RX"])
+        .map(|(a, b)| a - b)
+        .collect();
+    let total: u64 = rx.iter().sum();
+    assert!(
+        total > 5_000 && rx[0] as f64 >= 0.9 * total as f64,
+        "the pinned traffic did not put NET_RX on CPU 0: {rx:?}"
+    );
+
+    let rec = mdiag::recording::read_file(&out).expect("recording");
+    let rules = mdiag::rules::RuleSet::builtin().expect("builtin rules");
+    let report = mdiag::explain::explain(&rec, &rules, None, None).expect("explain");
+    const RULE: &str = "net.softirq_imbalance_rfs";
+    let finding = report.findings.iter().find(|f| f.rule_id == RULE);
+    if rfs_on {
+        assert!(finding.is_none(), "RFS is on, yet: {finding:#?}");
+        return;
+    }
+    let f = finding.unwrap_or_else(|| {
+        panic!(
+            "NET_RX on CPU 0 ({rx:?}) with RFS off, but {RULE} did not fire: passed {:#?}, not assessed {:?}",
+            report.passed.iter().filter(|p| p.rule_id == RULE).collect::<Vec<_>>(),
+            report.not_assessed
+        )
+    });
+    let value = |label: &str| {
+        f.evidence
+            .iter()
+            .find(|e| e.label == label)
+            .map(|e| e.value.clone())
+            .unwrap_or_else(|| panic!("evidence {label:?} in {:#?}", f.evidence))
+    };
+    assert_eq!(
+        value("busiest CPU"),
+        mdiag::report::EvidenceValue::Int(0),
+        "{:#?}",
+        f.evidence
+    );
+    let mdiag::report::EvidenceValue::Float(share) =
+        value("share of NET_RX time on the busiest CPU (%)")
+    else {
+        panic!("{:#?}", f.evidence)
+    };
+    assert!(share >= 90.0, "share of NET_RX time on CPU 0: {share} %");
+    assert!(
+        f.fix
+            .commands
+            .iter()
+            .any(|c| c.contains("rps_sock_flow_entries")),
+        "{:#?}",
+        f.fix
+    );
+}

@@ -3,7 +3,10 @@
 //! TCMalloc's own answer (`MallocExtension_Internal_GetPerCpuCachesActive`),
 //! with and without glibc's rseq registration (`GLIBC_TUNABLES=
 //! glibc.pthread.rseq=0`), for spawned and already-running targets; the
-//! allocator kind; and the perf family's allocator share and slow paths.
+//! allocator kind; the perf family's allocator share and slow paths; and the
+//! recommendation made of it by a real run (rule 1 of issue #5,
+//! `allocator.tcmalloc_per_cpu_caches`: fires without the tunable, passes
+//! with it).
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -14,7 +17,9 @@ use std::{
 
 use mdiag::{
     recording::{Recording, read_file},
+    report::EvidenceValue,
     rseq::Verdict,
+    rules::RuleSet,
     symbols::AllocatorKind,
 };
 use mdiag_tests::{mdiag_bin, require_root};
@@ -109,6 +114,60 @@ fn tcmalloc_says_active(report: &serde_json::Value) -> bool {
     active
 }
 
+/// The per-CPU-caches rule on a real run: it fires exactly when TCMalloc
+/// itself says its per-CPU caches are off, shows glibc's `__rseq_size` as
+/// the workload read it, and its fix is the tunable that turned them on in
+/// the other run.
+fn check_rule(rec: &Recording, active: bool, glibc_rseq_size: u64) {
+    const RULE: &str = "allocator.tcmalloc_per_cpu_caches";
+    let rules = RuleSet::builtin().expect("builtin rules");
+    let report = mdiag::explain::explain(rec, &rules, None, None).expect("explain");
+    let finding = report.findings.iter().find(|f| f.rule_id == RULE);
+    if active {
+        assert!(
+            finding.is_none(),
+            "fired with per-CPU caches on: {finding:#?}"
+        );
+        assert!(
+            report.passed.iter().any(|p| p.rule_id == RULE),
+            "assessed and passed: not assessed {:?}, not applicable {:?}",
+            report.not_assessed,
+            report.not_applicable
+        );
+        return;
+    }
+    let f = finding.unwrap_or_else(|| {
+        panic!(
+            "per-CPU caches off but {RULE} did not fire: passed {:?}, not assessed {:?}, not applicable {:?}",
+            report.passed.iter().map(|p| &p.rule_id).collect::<Vec<_>>(),
+            report.not_assessed,
+            report.not_applicable
+        )
+    });
+    let size = f
+        .evidence
+        .iter()
+        .find(|e| e.label.starts_with("glibc __rseq_size"))
+        .map(|e| e.value.clone());
+    assert_eq!(
+        size,
+        Some(EvidenceValue::Int(glibc_rseq_size as i64)),
+        "{:#?}",
+        f.evidence
+    );
+    assert!(
+        f.fix.commands.iter().any(|c| c.contains(TUNABLE)),
+        "{:#?}",
+        f.fix
+    );
+    // No mongod was polled: the finding says so.
+    assert!(
+        f.missing.iter().any(|m| m.group == "mongod"),
+        "{:#?}",
+        f.missing
+    );
+}
+
 /// Checks the recording against the workload's own report.
 fn check(rec: &Recording, report: &serde_json::Value, tunable: bool) {
     let what = if tunable { TUNABLE } else { "no tunable" };
@@ -136,6 +195,7 @@ fn check(rec: &Recording, report: &serde_json::Value, tunable: bool) {
         "{what}: mdiag's verdict vs TCMalloc's own answer {active}: {own:?}"
     );
     assert!(own.confidence.starts_with("high"), "{own:?}");
+    check_rule(rec, active, u64::from(truth));
 
     let code = rec.target_code.as_ref().expect("target code");
     assert_eq!(code.allocator.kind, AllocatorKind::GoogleTcmalloc);
