@@ -20,14 +20,29 @@ pub fn names(text: &str) -> Vec<&str> {
     out
 }
 
-/// A fact as it appears in a command: text as is, numbers in plain digits.
+/// A fact as it appears in a command: numbers in plain digits, text as is
+/// when it is a plain word (a disk name, a path), else single-quoted for the
+/// shell, so that a recorded value (a data directory with a space or a `$`)
+/// can never become more than one argument of a fix command.
 fn shown(v: &FactValue) -> Option<String> {
     match v {
-        FactValue::Text(s) => Some(s.clone()),
+        FactValue::Text(s) => Some(shell_word(s)),
         FactValue::Int(i) => Some(i.to_string()),
         FactValue::Float(f) => Some(f.to_string()),
         FactValue::Bool(b) => Some(b.to_string()),
         FactValue::Map(_) => None,
+    }
+}
+
+/// `s` as one POSIX shell word.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:=+-@%,".contains(c));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 
@@ -96,6 +111,11 @@ mod tests {
                 .unwrap()
                 .contains("map")
         );
+        // Text that is not a plain word is one quoted shell word.
+        assert_eq!(shell_word("/var/lib/mongo"), "/var/lib/mongo");
+        assert_eq!(shell_word("/data/my db"), "'/data/my db'");
+        assert_eq!(shell_word("/d/$(x)'y"), r"'/d/$(x)'\''y'");
+        assert_eq!(shell_word(""), "''");
         // Unknown in this recording: left as written. Unclosed braces stay.
         assert_eq!(fill("x {{storage.nope}} y", &f), "x {{storage.nope}} y");
         assert_eq!(fill("awk '{print $1}' {{", &f), "awk '{print $1}' {{");
