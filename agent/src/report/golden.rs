@@ -42,7 +42,6 @@
 use crate::explain::explain;
 use crate::recording::model::{
     ProbeStatus, ProgramStatus, Recording, ResourceLimit, SchedDrops, SchedSlice, SyscallCalls,
-    ThreadSlice,
 };
 use crate::recording::{
     AllocCalibration, AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSlice, AllocWindow,
@@ -166,20 +165,7 @@ pub(crate) fn busy() -> Recording {
 fn oversubscribed_sched() -> SchedSlice {
     let thread = |tid: u32| {
         let (vol, invol) = if tid % 2 == 1 { (18, 163) } else { (17, 162) };
-        ThreadSlice {
-            tid,
-            tgid: 1000,
-            comm: format!("conn{}", tid - 1000),
-            voluntary: vol,
-            involuntary: invol,
-            preempted: 160,
-            runq_delay_ns: (vol + invol) * 3_000_000,
-            runq_delays: vol + invol,
-            oncpu_ns: 500_000_000,
-            wakeup_preempted: 0,
-            migrations: 0,
-            wakeup_preempting: 0,
-        }
+        testdata::conn_thread(tid, vol, invol)
     };
     SchedSlice {
         switches_total: 6000,

@@ -101,10 +101,11 @@ fn with_slices(mut rec: Recording, slice: SchedSlice, n: u64) -> Recording {
 }
 
 /// Four CPU-bound mongod threads on 2 CPUs for 10 s on an EEVDF kernel:
-/// ~90% of switches involuntary, run-queue delays of a few ms (p99 ≈ 8 ms).
-pub fn oversubscribed() -> Recording {
-    let rec = base("6.18.44-fc-v769", "x86_64", 2);
-    let thread = |tid: u32, vol: u64, invol: u64| ThreadSlice {
+/// A mongod connection thread `conn<tid-1000>` of pid 1000 that is mostly
+/// preempted: `vol` voluntary and `invol` involuntary switches in a
+/// one-second slice, 3 ms of run-queue delay each, half a CPU used.
+pub(crate) fn conn_thread(tid: u32, vol: u64, invol: u64) -> ThreadSlice {
+    ThreadSlice {
         tid,
         tgid: 1000,
         comm: format!("conn{}", tid - 1000),
@@ -117,7 +118,13 @@ pub fn oversubscribed() -> Recording {
         wakeup_preempted: 0,
         migrations: 0,
         wakeup_preempting: 0,
-    };
+    }
+}
+
+/// ~90% of switches involuntary, run-queue delays of a few ms (p99 ≈ 8 ms).
+pub fn oversubscribed() -> Recording {
+    let rec = base("6.18.44-fc-v769", "x86_64", 2);
+    let thread = conn_thread;
     let slice = SchedSlice {
         switches_total: 1500,
         switches_per_cpu: vec![750, 750],
