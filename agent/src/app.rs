@@ -3,7 +3,7 @@
 //! Exit codes: 0 success, 1 failure while running, 2 bad input or missing
 //! privileges (the user can fix it by changing the command or the host).
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 use crate::{
     cli::{Cli, ColorChoice, Command, ExplainArgs, ExportArgs, Format, RecordArgs},
@@ -32,6 +32,35 @@ impl AppError {
     }
 }
 
+impl AppError {
+    /// The reader of standard output went away (`mdiag explain | head`):
+    /// not a failure of mdiag, which then exits 0 quietly, as ripgrep does.
+    pub fn is_broken_pipe(&self) -> bool {
+        self.error.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        })
+    }
+}
+
+/// Writes `text` to standard output and flushes it; errors (a closed pipe
+/// among them) go back to `main`, never to a panic as `print!` would.
+fn out(text: &str) -> Result<(), AppError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| AppError::failure(anyhow::Error::new(e).context("writing to standard output")))
+}
+
+/// A line on standard error; a closed standard error is ignored (the line
+/// is only commentary, and `eprintln!` would panic).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub fn run(cli: Cli) -> Result<(), AppError> {
     match cli.command {
         Command::Record(args) => record_cmd(&args),
@@ -52,23 +81,27 @@ fn record_cmd(args: &RecordArgs) -> Result<(), AppError> {
         }
     })?;
     if let Some(why) = &outcome.fallback_reason {
-        eprintln!(
+        say!(
             "mdiag: {why}; the recording was saved to {} instead",
             outcome.path.display()
         );
     }
+    // The recording is on disk by now: a closed pipe only loses this summary.
     let rec = &outcome.recording;
-    println!(
-        "Recorded {:.1}s ({}) to {}",
+    let mut text = format!(
+        "Recorded {:.1}s ({}) to {}\n",
         (rec.ended_at - rec.started_at).num_milliseconds() as f64 / 1000.0,
         rec.stop_reason,
         outcome.path.display()
     );
     for line in crate::explain::summary_for(rec) {
-        println!("  {line}");
+        text.push_str(&format!("  {line}\n"));
     }
-    println!("Full report: mdiag explain {}", outcome.path.display());
-    Ok(())
+    text.push_str(&format!(
+        "Full report: mdiag explain {}\n",
+        outcome.path.display()
+    ));
+    out(&text)
 }
 
 fn compare_cmd(args: &crate::cli::CompareArgs) -> Result<(), AppError> {
@@ -91,14 +124,13 @@ fn compare_cmd(args: &crate::cli::CompareArgs) -> Result<(), AppError> {
     )
     .map_err(AppError::usage)?;
     match args.format {
-        crate::cli::CompareFormat::Text => print!("{}", crate::compare::render_text(&comparison)),
+        crate::cli::CompareFormat::Text => out(&crate::compare::render_text(&comparison)),
         crate::cli::CompareFormat::Json => {
             let json = serde_json::to_string_pretty(&comparison)
                 .map_err(|e| AppError::failure(anyhow::anyhow!("writing JSON: {e}")))?;
-            println!("{json}");
+            out(&format!("{json}\n"))
         }
     }
-    Ok(())
 }
 
 fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
@@ -113,7 +145,7 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
             let read =
                 crate::mongo::ftdc::read(dir, args.from, args.to, keep).map_err(AppError::usage)?;
             for e in &read.errors {
-                eprintln!("mdiag: skipped: {e}");
+                say!("mdiag: skipped: {e}");
             }
             if read.samples.is_empty() {
                 return Err(AppError::usage(anyhow::anyhow!(
@@ -127,7 +159,7 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
                 )));
             }
             if read.dropped > 0 {
-                eprintln!(
+                say!(
                     "mdiag: explaining the newest {} FTDC samples ({} older ones left out; choose others with --from/--to)",
                     read.samples.len(),
                     read.dropped
@@ -156,11 +188,11 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
                 )
                 .map_err(AppError::usage)?;
                 for e in &read.errors {
-                    eprintln!("mdiag: skipped: {e}");
+                    say!("mdiag: skipped: {e}");
                 }
                 let joined = crate::mongo::ftdc::join(&mut recording, &read);
                 if joined == 0 {
-                    eprintln!(
+                    say!(
                         "mdiag: {} has no samples within the recording's time ({} to {}); nothing joined",
                         dir.display(),
                         recording.started_at.format("%Y-%m-%d %H:%M:%S"),
@@ -191,8 +223,7 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
         Format::Json => crate::report::json::render(&report).map_err(AppError::failure)?,
         Format::Html => crate::report::html::render(&report),
     };
-    print!("{text}");
-    Ok(())
+    out(&text)
 }
 
 fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
@@ -214,11 +245,14 @@ fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
     match crate::export::export_ftdc(&args.path, &mut out, &opts) {
         Ok(stats) => {
             for error in &stats.errors {
-                eprintln!("mdiag: skipped: {error}");
+                say!("mdiag: skipped: {error}");
             }
-            eprintln!(
+            say!(
                 "mdiag: exported {} samples and {} metadata documents from {} files ({} bytes)",
-                stats.samples, stats.metadata, stats.files, stats.bytes_in
+                stats.samples,
+                stats.metadata,
+                stats.files,
+                stats.bytes_in
             );
             Ok(())
         }

@@ -8,8 +8,11 @@ fn main() -> ExitCode {
     mdiag::logging::init(cli.verbose);
     match mdiag::app::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // `mdiag … | head`: the reader has what it wanted.
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mdiag: error: {:#}", e.error);
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "mdiag: error: {:#}", e.error);
             ExitCode::from(e.code)
         }
     }

@@ -237,3 +237,43 @@ fn compare_two_recordings_and_bad_input() {
     let missing = mdiag(&["compare", "a.mdiag", "nope.mdiag"], dir.path());
     assert_clean_usage_error(&missing, "nope.mdiag");
 }
+
+/// `mdiag … | head` where the reader is already gone: every command that
+/// writes a report exits 0, quietly, and never panics (as ripgrep does).
+#[test]
+fn a_closed_stdout_ends_every_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("ok.mdiag");
+    write_zst(&rec, &serde_json::to_vec(&valid_recording_json()).unwrap());
+    let rec = rec.to_str().unwrap();
+    let ftdc = ftdc_fixture();
+    let ftdc = ftdc.to_str().unwrap();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["explain", rec],
+        vec!["explain", rec, "--format", "markdown"],
+        vec!["explain", rec, "--format", "json"],
+        vec!["explain", rec, "--format", "html"],
+        vec!["explain", "--ftdc", ftdc],
+        vec!["compare", rec, rec],
+        vec!["compare", rec, rec, "--format", "json"],
+        vec!["export", ftdc],
+    ];
+    for args in commands {
+        // A pipe whose read end is closed before mdiag starts: its first
+        // write fails with EPIPE, whatever the size of the output.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_mdiag"))
+            .args(&args)
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("error"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

@@ -124,6 +124,7 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
     let report: serde_json::Value =
         serde_json::from_slice(&output.stdout).expect("workload report");
     let rec = read_file(&out).expect("read recording");
+    crate::physics::assert_physical(&rec);
 
     let alloc = rec.alloc.clone().expect("alloc record");
     let summary = format!(
@@ -309,6 +310,7 @@ fn alloc_every_zero_turns_the_family_off() {
     let _ = workload.wait_with_output();
     assert!(status.success(), "mdiag record failed: {status}");
     let rec = read_file(&out).expect("read recording");
+    crate::physics::assert_physical(&rec);
     assert_eq!(rec.alloc, None);
     assert!(
         rec.probes.iter().all(|p| p.family != "alloc"),

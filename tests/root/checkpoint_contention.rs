@@ -174,8 +174,9 @@ fn record_and_explain_show_the_split_per_thread_class() {
     let home = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("wt.mdiag");
-    // The first checkpoint comes 1.5 s after the start, once the WiredTiger
-    // family has found the library (it retries every slice).
+    // The first checkpoint comes 400 ms after the start (the run lasts long
+    // enough, 2 s, for every writer thread to wait at least once): the
+    // WiredTiger family waits on the library before the workload runs at all.
     let done = mdiag_tests::run_mdiag(&[
         "record",
         "--duration",
@@ -188,9 +189,9 @@ fn record_and_explain_show_the_split_per_thread_class() {
         "--home",
         home.path().to_str().unwrap(),
         "--checkpoints",
-        "3",
+        "5",
         "--interval-ms",
-        "1500",
+        "400",
         "--writers",
         "2",
         "--checkpointers",
@@ -214,6 +215,8 @@ fn record_and_explain_show_the_split_per_thread_class() {
     let json = mdiag_tests::run_mdiag(&["explain", out.to_str().unwrap(), "--format", "json"]);
     assert!(json.status.success());
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    crate::physics::assert_physical(&mdiag::recording::read_file(&out).unwrap());
+    crate::physics::assert_physical_report(&v);
     let c = &v["measurements"]["contention"];
     eprintln!("{}", serde_json::to_string_pretty(c).unwrap());
     // Every checkpoint of the workload, and the one its close takes.

@@ -10,6 +10,7 @@ mod contention;
 mod html;
 mod mongo_poll;
 mod perf;
+mod physics;
 mod readahead;
 mod record_cli;
 mod sched;

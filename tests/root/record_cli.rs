@@ -138,6 +138,7 @@ fn pid_mode_recording_matches_kernel_and_explain_ranks_preemption_first() {
     );
 
     let rec = read_file(&out).expect("recording");
+    crate::physics::assert_physical(&rec);
     assert_eq!(rec.target.as_ref().map(|t| t.pid), Some(pid));
     assert_eq!(rec.stop_reason, "duration");
     assert!(
@@ -168,6 +169,7 @@ fn pid_mode_recording_matches_kernel_and_explain_ranks_preemption_first() {
         String::from_utf8_lossy(&explained.stderr)
     );
     let json: serde_json::Value = serde_json::from_slice(&explained.stdout).expect("JSON report");
+    crate::physics::assert_physical_report(&json);
     // Host settings rules may fire too on this machine (e.g. its dirty-page
     // thresholds); the oversubscription must be found and ranked by score.
     let findings = json["findings"].as_array().expect("findings");
@@ -231,6 +233,7 @@ fn spawned_target_is_seen_from_its_first_instruction() {
     )
     .unwrap();
     let rec = read_file(&out).unwrap();
+    crate::physics::assert_physical(&rec);
     let target = rec.target.as_ref().unwrap();
     assert_eq!(target.how, "spawned");
     assert_eq!(u64::from(target.pid), report["pid"].as_u64().unwrap());
@@ -250,6 +253,15 @@ fn spawned_target_is_seen_from_its_first_instruction() {
     assert!(
         rel_diff(recorded, truth) <= 0.05,
         "recorded {recorded} vs the process's own {truth}"
+    );
+    // The recording covers the whole life of the target, not only what
+    // followed mdiag's own set-up: its slices span at least the time the
+    // workload measured from main to its report.
+    let alive_ms = report["alive_ms"].as_u64().unwrap();
+    let covered_ms: u64 = rec.slices.iter().map(|s| s.duration_ms).sum();
+    assert!(
+        covered_ms >= alive_ms,
+        "recording covers {covered_ms} ms of a target alive {alive_ms} ms"
     );
     assert_detached();
 }
@@ -275,6 +287,7 @@ fn host_wide_recording_matches_proc_stat_per_slice() {
     let (status, _, stderr) = finish(rec_child, rec_err);
     assert!(status.success(), "{stderr}");
     let rec = read_file(&out).unwrap();
+    crate::physics::assert_physical(&rec);
     assert!(rec.target.is_none());
     assert!(rec.probes.iter().all(|p| p.attached()), "{:?}", rec.probes);
     let recorded: u64 = rec
@@ -333,6 +346,7 @@ fn sigint_and_sigterm_keep_what_was_recorded() {
         let (status, _, stderr) = finish(rec_child, rec_err);
         assert!(status.success(), "{name}: {stderr}");
         let rec = read_file(&out).unwrap();
+        crate::physics::assert_physical(&rec);
         assert_eq!(rec.stop_reason, format!("interrupted ({name})"));
         assert!(!rec.slices.is_empty());
         let total_ms: u64 = rec.slices.iter().map(|s| s.duration_ms).sum();
@@ -413,6 +427,7 @@ fn rseq_ownership_of_a_spawned_target() {
         )
         .unwrap();
         let rec = read_file(&out).unwrap();
+        crate::physics::assert_physical(&rec);
         let own = rec.rseq.as_ref().expect("rseq ownership recorded");
         // glibc's registration state as the process itself sees it.
         let truth = report["glibc_rseq_size"].as_u64().unwrap() as u32;

@@ -176,6 +176,7 @@ fn checkpoints_of_secantusdb_are_seen_through_its_shared_object() {
     assert_eq!(fsyncs.len(), BATCHES);
 
     let rec = read_file(&out).unwrap();
+    crate::physics::assert_physical(&rec);
     // Its data directory comes from the WiredTiger.lock it holds open, under --storage-path.
     let data = std::fs::canonicalize(server.dir.path().join("data")).unwrap();
     let db = rec.host.db_path.as_ref().expect("db_path recorded");

@@ -129,6 +129,7 @@ fn loopback_pinned_to_one_cpu_fires_the_rfs_rule() {
     );
 
     let rec = mdiag::recording::read_file(&out).expect("recording");
+    crate::physics::assert_physical(&rec);
     let rules = mdiag::rules::RuleSet::builtin().expect("builtin rules");
     let report = mdiag::explain::explain(&rec, &rules, None, None).expect("explain");
     const RULE: &str = "net.softirq_imbalance_rfs";

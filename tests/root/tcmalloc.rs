@@ -330,6 +330,7 @@ fn rseq_verdict_matches_tcmalloc_for_a_spawned_target() {
         let report = json_line(&String::from_utf8_lossy(&done.stdout), "allocs");
         eprintln!("tunable {tunable}: {report}");
         let rec = read_file(&out).unwrap();
+        crate::physics::assert_physical(&rec);
         assert!(
             rec.stop_reason.starts_with("target exited"),
             "{}",
@@ -459,6 +460,7 @@ fn rseq_verdict_matches_tcmalloc_for_a_running_target() {
         stop_record(rec_child, stderr);
         drop(w);
         let rec = read_file(&out).unwrap();
+        crate::physics::assert_physical(&rec);
         assert_eq!(
             rec.target.as_ref().map(|t| t.pid.to_string()),
             Some(pid.clone())

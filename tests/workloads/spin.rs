@@ -53,6 +53,7 @@ fn pin(cpu: usize) {
 }
 
 fn main() {
+    let born = Instant::now();
     let args: Vec<String> = std::env::args().collect();
     let threads: usize = arg(&args, "--threads")
         .and_then(|v| v.parse().ok())
@@ -125,6 +126,9 @@ fn main() {
         "voluntary": vol,
         "nonvoluntary": invol,
         "spins": spins.load(Ordering::Relaxed),
+        // From main's first line to this report: a recording of the whole
+        // life of the process covers at least this much.
+        "alive_ms": born.elapsed().as_millis() as u64,
     });
     println!("{report}");
     if linger {

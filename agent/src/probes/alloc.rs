@@ -512,9 +512,9 @@ impl AllocProbe {
                 return;
             }
         };
-        let t0 = monotonic_now_ns();
+        let t0 = super::monotonic_now_ns();
         let opened = self.maps.set_control(self.pid.get(), 1);
-        let t1 = monotonic_now_ns();
+        let t1 = super::monotonic_now_ns();
         if let Err(e) = opened {
             tracing::warn!(family = FAMILY, "window not opened: {e}");
             detach_pair(ebpf, links);
@@ -532,9 +532,9 @@ impl AllocProbe {
     fn close_window(&mut self, ebpf: &mut Ebpf, rec_start: Instant) {
         let Some(open) = self.open.take() else { return };
         let now = Instant::now();
-        let t0 = monotonic_now_ns();
+        let t0 = super::monotonic_now_ns();
         let closed = self.maps.set_control(self.pid.get(), 0);
-        let t1 = monotonic_now_ns();
+        let t1 = super::monotonic_now_ns();
         detach_pair(ebpf, open.links);
         if let Err(e) = closed {
             tracing::warn!(family = FAMILY, "{e}");
@@ -660,17 +660,6 @@ fn target_cpu_ns(pid: u32) -> Option<u64> {
         .ok()?;
     let ticks = procfs::ticks_per_second().max(1);
     Some((stat.utime + stat.stime).saturating_mul(1_000_000_000) / ticks)
-}
-
-/// CLOCK_MONOTONIC now, the clock of `bpf_ktime_get_ns`.
-fn monotonic_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]

@@ -35,9 +35,28 @@ pub fn thread_alive(tgid: u32, tid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{tgid}/task/{tid}")).exists()
 }
 
+/// The thread group of thread `tid` (`Tgid:` of /proc/TID/status), or
+/// `None` once it has exited.
+pub fn tgid_of(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_threads_group_is_read_from_proc() {
+        let me = std::process::id();
+        assert_eq!(tgid_of(me), Some(me));
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        assert_eq!(tgid_of(tid), Some(me));
+    }
 
     #[test]
     fn differences_new_threads_and_tid_reuse() {

@@ -55,6 +55,7 @@ pub struct Probes {
     pub alloc: Option<alloc::AllocProbe>,
     pub contention: Option<contention::ContentionReader>,
     status: Vec<ProbeStatus>,
+    wiredtiger_retry: wiredtiger::Retry,
     _ebpf: Ebpf,
 }
 
@@ -217,6 +218,7 @@ impl Probes {
             alloc: None,
             contention,
             status,
+            wiredtiger_retry: wiredtiger::Retry::default(),
             _ebpf: ebpf,
         })
     }
@@ -226,22 +228,37 @@ impl Probes {
         &self.status
     }
 
+    /// For a child held before `exec` (`record -- CMD`): when the WiredTiger
+    /// family found nothing in it (it maps only mdiag's code yet), attaches
+    /// to the objects `exe` will map at start, so the first checkpoint is
+    /// seen however soon it comes (see [`wiredtiger::attach_before_exec`]).
+    pub fn attach_before_exec(&mut self, pid: u32, exe: &std::path::Path) {
+        if self.wiredtiger.is_some() {
+            return;
+        }
+        let Some(pos) = self.wiredtiger_not_found() else {
+            return;
+        };
+        if let Some((status, reader)) = wiredtiger::attach_before_exec(&mut self._ebpf, pid, exe) {
+            self.status[pos] = status;
+            self.wiredtiger = reader;
+        }
+    }
+
     /// Tries the WiredTiger family again when it found no WiredTiger in the
-    /// target yet: a spawned target is attached before exec (before it maps
-    /// anything), and Python imports its binding late. Call it once a slice;
-    /// it does nothing once attached, host-wide, or after a real failure.
+    /// target yet and the target's executable mappings changed since the
+    /// last try (Python imports its binding late; a program may `dlopen` the
+    /// library). Call it at every poll: it does nothing once attached,
+    /// host-wide, after a real failure, or while the mappings stay the same.
     pub fn retry_wiredtiger(&mut self, target: Option<u32>) {
         if self.wiredtiger.is_some() {
             return;
         }
-        let Some(pos) = self
-            .status
-            .iter()
-            .position(|s| s.family == wiredtiger::FAMILY)
-        else {
+        let Some(pid) = target else { return };
+        let Some(pos) = self.wiredtiger_not_found() else {
             return;
         };
-        if !wiredtiger::not_applicable(&self.status[pos]) {
+        if !self.wiredtiger_retry.mappings_changed(pid) {
             return;
         }
         let (status, reader) = wiredtiger::attach(&mut self._ebpf, target);
@@ -249,6 +266,14 @@ impl Probes {
             self.status[pos] = status;
         }
         self.wiredtiger = reader;
+    }
+
+    /// Index of the WiredTiger status when it says only "not found".
+    fn wiredtiger_not_found(&self) -> Option<usize> {
+        self.status
+            .iter()
+            .position(|s| s.family == wiredtiger::FAMILY)
+            .filter(|&pos| wiredtiger::not_applicable(&self.status[pos]))
     }
 }
 
@@ -387,6 +412,17 @@ where
 {
     let map = ebpf.take_map(name).ok_or(TakeMapError::Missing(name))?;
     T::try_from(map).map_err(|source| TakeMapError::Convert { name, source })
+}
+
+/// CLOCK_MONOTONIC now, in ns: the clock of the kernel's `bpf_ktime_get_ns`.
+pub(crate) fn monotonic_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a valid timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// `e: cause: cause` on one line (aya puts the verifier log in a source).

@@ -61,20 +61,6 @@ pub fn attach(
     ebpf: &mut Ebpf,
     target: Option<u32>,
 ) -> (Option<ProbeStatus>, Option<WiredTigerReader>) {
-    let fail = |attach_point: String, why: String| {
-        tracing::info!(family = FAMILY, "not attached: {why}");
-        ProbeStatus {
-            family: FAMILY.to_owned(),
-            programs: [PROG_CKPT_ENTER, PROG_CKPT_EXIT]
-                .iter()
-                .map(|p| ProgramStatus {
-                    name: (*p).to_owned(),
-                    attach_point: attach_point.clone(),
-                    error: Some(why.clone()),
-                })
-                .collect(),
-        }
-    };
     let generic_point = format!("uprobe/{CHECKPOINT_FUNCTION}");
     let Some(pid) = target.and_then(NonZeroU32::new) else {
         tracing::debug!(
@@ -90,7 +76,7 @@ pub fn attach(
         Ok(p) => p,
         Err(e) => {
             return (
-                Some(fail(generic_point, format!("symbols of pid {pid}: {e}"))),
+                Some(failed(generic_point, format!("symbols of pid {pid}: {e}"))),
                 None,
             );
         }
@@ -102,7 +88,7 @@ pub fn attach(
         .collect();
     if found.is_empty() {
         return (
-            Some(fail(
+            Some(failed(
                 generic_point,
                 format!(
                     "{NOT_APPLICABLE} no WiredTiger symbols found in pid {pid} (no mapped object defines {CHECKPOINT_FUNCTION})"
@@ -111,9 +97,60 @@ pub fn attach(
             None,
         );
     }
+    let (status, reader) = attach_found(ebpf, pid, &found);
+    (Some(status), reader)
+}
+
+/// For a child held before `exec`: attaches to every object `exe` maps at
+/// start (itself and its `DT_NEEDED` closure) that defines
+/// `__wt_txn_checkpoint`, for the child's pid, before anything is mapped.
+/// The kernel installs the probes when the loader maps those files, so a
+/// checkpoint taken at once is seen. `None` when no such object exists (the
+/// program may still `dlopen` WiredTiger later: [`Retry`] looks again).
+pub fn attach_before_exec(
+    ebpf: &mut Ebpf,
+    pid: u32,
+    exe: &std::path::Path,
+) -> Option<(ProbeStatus, Option<WiredTigerReader>)> {
+    let pid = NonZeroU32::new(pid)?;
+    let cache = crate::symbols::ObjectCache::global();
+    let found: Vec<_> = crate::symbols::program::startup_objects(exe)
+        .iter()
+        .filter_map(|o| {
+            crate::symbols::program::resolve_in_file(o, CHECKPOINT_FUNCTION, cache).ok()
+        })
+        .collect();
+    if found.is_empty() {
+        tracing::debug!(family = FAMILY, exe = %exe.display(), "no object mapped at start defines {CHECKPOINT_FUNCTION}");
+        return None;
+    }
+    Some(attach_found(ebpf, pid, &found))
+}
+
+fn failed(attach_point: String, why: String) -> ProbeStatus {
+    tracing::info!(family = FAMILY, "not attached: {why}");
+    ProbeStatus {
+        family: FAMILY.to_owned(),
+        programs: [PROG_CKPT_ENTER, PROG_CKPT_EXIT]
+            .iter()
+            .map(|p| ProgramStatus {
+                name: (*p).to_owned(),
+                attach_point: attach_point.clone(),
+                error: Some(why.clone()),
+            })
+            .collect(),
+    }
+}
+
+/// Attaches both programs at each resolved symbol for `pid`.
+fn attach_found(
+    ebpf: &mut Ebpf,
+    pid: NonZeroU32,
+    found: &[crate::symbols::ResolvedSymbol],
+) -> (ProbeStatus, Option<WiredTigerReader>) {
     let mut programs = Vec::new();
     let mut attached = Vec::new();
-    for sym in &found {
+    for sym in found {
         let attach_point = format!(
             "uprobe/{}:{}+{:#x}",
             sym.object.display(),
@@ -146,12 +183,52 @@ pub fn attach(
         programs,
     };
     if attached.is_empty() {
-        return (Some(status), None);
+        return (status, None);
     }
     let reader = WiredTigerReader::new(ebpf, attached)
         .map_err(|e| tracing::warn!(family = FAMILY, "maps unavailable: {e}"))
         .ok();
-    (Some(status), reader)
+    (status, reader)
+}
+
+/// When to look for WiredTiger in the target again: whenever the set of
+/// files it maps executable has changed (a `dlopen`), checked at every poll
+/// of the record loop. Reading `/proc/PID/maps` costs tens of µs; the
+/// symbols are only parsed when it changed.
+#[derive(Debug, Default)]
+pub struct Retry {
+    last: Option<u64>,
+}
+
+impl Retry {
+    /// True when `pid`'s executable file mappings differ from the last call's
+    /// (and on the first call).
+    pub fn mappings_changed(&mut self, pid: u32) -> bool {
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return false;
+        };
+        let now = exec_mappings_fingerprint(&maps);
+        let changed = self.last != Some(now);
+        self.last = Some(now);
+        changed
+    }
+}
+
+/// A hash of the executable, file-backed lines of a maps file. Pure.
+pub fn exec_mappings_fingerprint(maps: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let path = f.nth(3);
+        if perms.as_bytes().get(2) == Some(&b'x') && path.is_some_and(|p| p.starts_with('/')) {
+            (range, path).hash(&mut h);
+        }
+    }
+    h.finish()
 }
 
 /// The status says only that WiredTiger was not found (worth retrying later).
@@ -253,7 +330,7 @@ impl WiredTigerReader {
     /// with their duration so far. Reads the entry map; drains nothing.
     pub fn running(&self) -> Vec<Checkpoint> {
         let starts: Vec<(u32, u64)> = self.starts.iter().flatten().collect();
-        in_progress(&starts, monotonic_now_ns())
+        in_progress(&starts, super::monotonic_now_ns())
     }
 
     fn read_drops(&self) -> Result<WiredTigerDrops, WiredTigerError> {
@@ -272,17 +349,6 @@ impl WiredTigerReader {
                 start_map_full: a.start_map_full + b.start_map_full,
             }))
     }
-}
-
-/// CLOCK_MONOTONIC now, the clock of `bpf_ktime_get_ns`.
-fn monotonic_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A completed checkpoint as recorded. Pure.
@@ -376,6 +442,20 @@ mod tests {
         assert!(not_applicable(&status([Some(na), Some(na)])));
         assert!(!not_applicable(&status([None, None])));
         assert!(!not_applicable(&status([Some("attach: EPERM"), Some(na)])));
+    }
+
+    #[test]
+    fn only_executable_file_mappings_change_the_fingerprint() {
+        let base = "7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/libc.so.6\n\
+                    7f10-7f20 rw-p 00000000 00:00 0 \n";
+        let heap_grew = "7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/libc.so.6\n\
+                         7f10-7f40 rw-p 00000000 00:00 0 [heap]\n\
+                         7f50-7f60 r--p 00000000 08:01 13 /usr/lib/data.bin\n";
+        let dlopen = "7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/libc.so.6\n\
+                      7f80-7f90 r-xp 00001000 08:01 14 /usr/lib/libwiredtiger.so\n";
+        let a = exec_mappings_fingerprint(base);
+        assert_eq!(a, exec_mappings_fingerprint(heap_grew));
+        assert_ne!(a, exec_mappings_fingerprint(dlopen));
     }
 
     #[test]

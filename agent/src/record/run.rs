@@ -42,24 +42,31 @@ pub struct RecordOutcome {
 
 /// Runs the plan. Must be called outside any async runtime.
 pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
-    // Attach first, then start (or pick) the target.
-    let (probes, mut target, mut child) = match &plan.target {
-        PlannedTarget::HostWide => (
-            Probes::attach(ProbeConfig { target_tgid: None })?,
-            None,
-            None,
-        ),
-        PlannedTarget::Existing(t) => (
-            Probes::attach(ProbeConfig {
+    // Attach first, then start (or pick) the target. The recording's clock
+    // starts once the probes see the target: at attach, or for a spawned
+    // target at its release, so the recording covers its whole life.
+    let (probes, mut target, mut child, clock) = match &plan.target {
+        PlannedTarget::HostWide => {
+            let mut probes = Probes::attach(ProbeConfig { target_tgid: None })?;
+            let clock = Clock::now(None);
+            probes.attach_alloc(None, plan.alloc);
+            (probes, None, None, clock)
+        }
+        PlannedTarget::Existing(t) => {
+            let mut probes = Probes::attach(ProbeConfig {
                 target_tgid: Some(t.pid),
-            })?,
-            Some(t.clone()),
-            None,
-        ),
+            })?;
+            let clock = Clock::now(Some(t.pid));
+            probes.attach_alloc(Some(t.pid), plan.alloc);
+            (probes, Some(t.clone()), None, clock)
+        }
         PlannedTarget::Spawn(argv) => {
+            let exe = argv
+                .first()
+                .and_then(|p| crate::symbols::program::executable_path(p));
             let held = crate::spawn::spawn_held(argv)?;
             let pid = held.pid();
-            let probes = match Probes::attach(ProbeConfig {
+            let mut probes = match Probes::attach(ProbeConfig {
                 target_tgid: Some(pid),
             }) {
                 Ok(p) => p,
@@ -68,6 +75,13 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
                     return Err(e.into());
                 }
             };
+            // Uprobes wait on the files the child maps at start, and the
+            // allocator probe is calibrated, before the child runs at all.
+            if let Some(exe) = &exe {
+                probes.attach_before_exec(pid, exe);
+            }
+            probes.attach_alloc(Some(pid), plan.alloc);
+            let clock = Clock::now(Some(pid));
             let child = held.release()?;
             let t = target::describe(pid, "spawned").unwrap_or_else(|_| Target {
                 pid,
@@ -77,21 +91,23 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
                 how: "spawned".into(),
                 exit_code: None,
             });
-            (probes, Some(t), Some(child))
+            (probes, Some(t), Some(child), clock)
         }
     };
-    let mut probes = probes;
-    probes.attach_alloc(target.as_ref().map(|t| t.pid), plan.alloc);
     // Host facts once the target is known (a spawned one has exec'd by now).
     let mut host = host::collect(target.as_ref().map(|t| t.pid));
     tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
     // Integration tests wait for this line before starting their workload.
-    eprintln!(
+    // A closed standard error must not stop the recording (no eprintln!).
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
         "mdiag: probes attached, recording {}",
         describe_target(target.as_ref())
     );
     if let Some(m) = &plan.mongo {
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "mdiag: polling mongod at {} every second{}",
             m.conn.redacted(),
             if m.local {
@@ -108,8 +124,8 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         .map_err(RecordError::Runtime)?;
     let mut session = Session::new(probes, target.as_ref().map(|t| t.pid));
     session.mongo_plan = plan.mongo.clone();
-    let started_at = Utc::now();
-    let outcome = rt.block_on(session.record(plan, child.as_mut()));
+    let started_at = clock.utc;
+    let outcome = rt.block_on(session.record(plan, &clock, child.as_mut()));
     let ended_at = Utc::now();
     // A target that was just started opens its data files later: look again
     // while it still runs.
@@ -201,6 +217,26 @@ fn write(recording: Recording, path: PathBuf) -> Result<RecordOutcome, RecordErr
     }
 }
 
+/// When the recording starts, on both clocks, with the kernel's own
+/// switch counters at that moment (the ground truth `checks` compares with).
+struct Clock {
+    start: Instant,
+    utc: chrono::DateTime<Utc>,
+    proc_stat_ctxt: Option<u64>,
+    target_ctxt: Option<(u64, u64)>,
+}
+
+impl Clock {
+    fn now(target: Option<u32>) -> Self {
+        Self {
+            start: Instant::now(),
+            utc: Utc::now(),
+            proc_stat_ctxt: host::proc_stat_ctxt(),
+            target_ctxt: target.and_then(target::ctxt_switches),
+        }
+    }
+}
+
 fn describe_target(t: Option<&Target>) -> String {
     match t {
         Some(t) => format!("pid {} ({})", t.pid, t.comm),
@@ -258,9 +294,15 @@ impl Session {
     }
 
     /// The recording loop; returns the stop reason.
-    async fn record(&mut self, plan: &RecordPlan, mut child: Option<&mut SpawnedChild>) -> String {
-        let ctxt_start = host::proc_stat_ctxt();
-        let target_start = self.target_pid.and_then(target::ctxt_switches);
+    async fn record(
+        &mut self,
+        plan: &RecordPlan,
+        clock: &Clock,
+        mut child: Option<&mut SpawnedChild>,
+    ) -> String {
+        let start = clock.start;
+        let ctxt_start = clock.proc_stat_ctxt;
+        let target_start = clock.target_ctxt;
         let progress = Progress::new(
             plan.duration,
             plan.progress,
@@ -273,7 +315,6 @@ impl Session {
             (Ok(i), Ok(t)) => (Some(i), Some(t)),
             _ => (None, None),
         };
-        let start = Instant::now();
         self.mongo = self
             .mongo_plan
             .as_ref()
@@ -300,6 +341,7 @@ impl Session {
                 r.poll();
             }
             self.probes.poll_alloc(Instant::now(), start);
+            self.probes.retry_wiredtiger(self.target_pid);
             self.analyse_target();
             let now = Instant::now();
             if let Some(code) = child.as_deref_mut().and_then(SpawnedChild::try_exit_code) {
@@ -315,7 +357,6 @@ impl Session {
                 break "duration".to_owned();
             }
             if now >= next_slice {
-                self.probes.retry_wiredtiger(self.target_pid);
                 events += self.take_slice(start, slice_start, now, false);
                 slice_start = now;
                 next_slice += SLICE;

@@ -515,7 +515,11 @@ pub struct SyscallCalls {
 pub struct ThreadSyscallSlice {
     pub tid: u32,
     pub tgid: u32,
-    /// Blocking futex operations (wait, wait_bitset, lock_pi, futex_waitv...) and the time blocked.
+    /// Blocking futex operations (wait, wait_bitset, lock_pi, futex_waitv...)
+    /// that ended in this slice, and the time blocked in them *during this
+    /// slice*: a wait is split over the slices it overlaps, so this never
+    /// exceeds the slice's duration (a thread blocked since before the slice
+    /// has time here and a count of 0).
     pub futex_waits: u64,
     pub futex_wait_ns: u64,
     /// Memory syscalls (mmap, munmap, madvise, brk, mremap) and their time.

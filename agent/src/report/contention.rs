@@ -182,7 +182,7 @@ pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
     for s in &rec.slices {
         if let Some(sys) = &s.syscalls {
             for t in &sys.threads {
-                if t.futex_waits == 0 {
+                if t.futex_waits == 0 && t.futex_wait_ns == 0 {
                     continue;
                 }
                 let inside_ns = t.futex_wait_ns_in_checkpoint.min(t.futex_wait_ns);

@@ -6,6 +6,7 @@
 //! - [`cache`]: parsed objects kept per build-id (LRU, hit counter);
 //! - [`address`]: st_value ↔ uprobe file offset ↔ runtime address;
 //! - [`process`]: a process's loaded objects, resolve and symbolize;
+//! - [`program`]: the objects a program will map at start, before it runs;
 //! - [`names`], [`allocator`], [`wiredtiger`], [`rseq`]: what the code is;
 //! - [`summary`]: [`TargetCode`], the serializable account for the recording.
 //!
@@ -27,6 +28,7 @@ pub mod error;
 pub mod maps;
 pub mod names;
 pub mod process;
+pub mod program;
 pub mod rseq;
 pub mod summary;
 pub mod wiredtiger;

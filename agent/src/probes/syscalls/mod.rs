@@ -5,7 +5,10 @@
 //! Counters are cumulative in the kernel (slices are differences, as for the
 //! other families); rseq registrations arrive as events on a ring buffer and
 //! are drained at each slice. The caller of each rseq call is resolved to the
-//! object mapped at that address in /proc/PID/maps.
+//! object mapped at that address in /proc/PID/maps. Futex wait time is
+//! split over the slices each wait overlaps ([`credit`]).
+
+pub mod credit;
 
 use std::collections::HashMap;
 
@@ -16,8 +19,9 @@ use aya::{
 use mdiag_common::{
     hist::LOG2_BUCKETS,
     syscalls::{
-        MAP_DROPS, MAP_RSEQ_EVENTS, MAP_STATS, MAP_THREADS, NO_SYSCALL, NR_SLOTS, NR_SYSCALL_NRS,
-        RseqEvent, SLOT_NAMES, SyscallDrops, SyscallStats, ThreadSyscalls,
+        Inflight, MAP_DROPS, MAP_INFLIGHT, MAP_RSEQ_EVENTS, MAP_STATS, MAP_THREADS, NO_SYSCALL,
+        NR_SLOTS, NR_SYSCALL_NRS, RseqEvent, SLOT_FUTEX_WAIT, SLOT_FUTEX_WAITV, SLOT_NAMES,
+        SyscallDrops, SyscallStats, ThreadSyscalls,
     },
 };
 
@@ -125,6 +129,9 @@ pub struct SyscallsReader {
     threads: BpfHashMap<MapData, u32, ThreadSyscalls>,
     drops: PerCpuArray<MapData, SyscallDrops>,
     rseq: RingBuf<MapData>,
+    /// Watched syscalls in flight (their entry time), read at each cut.
+    inflight: BpfHashMap<MapData, u32, Inflight>,
+    credit: credit::WaitCredit,
     /// rseq calls drained (and their callers resolved) since the last slice.
     pending_rseq: Vec<RseqCall>,
     /// The target process, whose rseq callers are always fully resolved.
@@ -141,6 +148,8 @@ impl SyscallsReader {
             threads: super::take_map(ebpf, MAP_THREADS)?,
             drops: super::take_map(ebpf, MAP_DROPS)?,
             rseq: super::take_map(ebpf, MAP_RSEQ_EVENTS)?,
+            inflight: super::take_map(ebpf, MAP_INFLIGHT)?,
+            credit: credit::WaitCredit::default(),
             pending_rseq: Vec::new(),
             target,
             target_wrapper: None,
@@ -177,6 +186,9 @@ impl SyscallsReader {
     pub fn next_slice(&mut self) -> Result<SyscallsSlice, SyscallsError> {
         let now = self.snapshot()?;
         let mut slice = slice_between(&self.last, &now);
+        let cut_ns = super::monotonic_now_ns();
+        let waits = self.futex_waits_in_flight(&now);
+        self.credit.apply(&mut slice, &waits, cut_ns);
         self.poll();
         slice.rseq = std::mem::take(&mut self.pending_rseq);
         self.prune_exited(&now);
@@ -263,12 +275,39 @@ impl SyscallsReader {
             .collect()
     }
 
+    /// Futex waits in flight now, with their thread group (from the
+    /// thread's counters, else /proc; a thread that exited is left out).
+    fn futex_waits_in_flight(&self, now: &SyscallsSnapshot) -> Vec<credit::InflightWait> {
+        self.inflight
+            .iter()
+            .flatten()
+            .filter(|(_, e)| {
+                e.slot as usize == SLOT_FUTEX_WAIT || e.slot as usize == SLOT_FUTEX_WAITV
+            })
+            .filter_map(|(tid, e)| {
+                let tgid = match now.threads.get(&tid) {
+                    Some(t) => t.tgid,
+                    None => delta::tgid_of(tid)?,
+                };
+                Some(credit::InflightWait {
+                    tid,
+                    tgid,
+                    start_ns: e.ts_ns,
+                    in_checkpoint: e.in_checkpoint != 0,
+                })
+            })
+            .collect()
+    }
+
     fn prune_exited(&mut self, now: &SyscallsSnapshot) {
+        let mut gone = Vec::new();
         for (tid, t) in &now.threads {
             if !delta::thread_alive(t.tgid, *tid) {
                 let _ = self.threads.remove(tid);
+                gone.push(*tid);
             }
         }
+        self.credit.retain_threads(|tid| !gone.contains(&tid));
     }
 }
 
