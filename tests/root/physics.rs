@@ -26,10 +26,16 @@ pub fn assert_physical(rec: &Recording) {
             for t in &sys.threads {
                 assert!(
                     t.futex_wait_ns <= limit,
-                    "slice {i} ({} ms): thread {} blocked in futex {} ns",
+                    "slice {i} ({} ms): thread {} blocked in futex {} ns: {t:?}; its rows: {:?}",
                     s.duration_ms,
                     t.tid,
-                    t.futex_wait_ns
+                    t.futex_wait_ns,
+                    rec.slices
+                        .iter()
+                        .filter_map(|s| s.syscalls.as_ref())
+                        .flat_map(|x| x.threads.iter().filter(|r| r.tid == t.tid))
+                        .map(|r| (r.futex_waits, r.futex_wait_ns))
+                        .collect::<Vec<_>>()
                 );
                 assert!(
                     t.futex_wait_ns_in_checkpoint <= t.futex_wait_ns

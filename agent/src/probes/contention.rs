@@ -135,6 +135,13 @@ impl ContentionReader {
         })
     }
 
+    /// Starts the slices now: what was counted before is left out of the
+    /// first slice (the recording's clock starts here).
+    pub fn rebase(&mut self) -> Result<(), ContentionError> {
+        self.last = self.snapshot()?;
+        Ok(())
+    }
+
     /// The slice since the previous call; symbolizes the stacks it names.
     pub fn next_slice(&mut self) -> Result<ContentionSlice, ContentionError> {
         let now = self.snapshot()?;

@@ -223,6 +223,43 @@ impl Probes {
         })
     }
 
+    /// Starts every family's slices now, at the recording's start: counts
+    /// made between attach and this instant are left out, so the first
+    /// slice holds only its own time (every family is read at once).
+    pub fn start_clock(&mut self) {
+        let warn = |family: &str, e: &dyn std::fmt::Display| {
+            tracing::warn!(family, "could not start at the clock: {e}");
+        };
+        // Samples taken before the clock are drained and dropped; first, as
+        // it is the slow one (it may read the target's symbols): the others
+        // are quick snapshots, taken back to back just before the clock.
+        if let Some(r) = self.perf.as_mut()
+            && let Err(e) = r.next_slice()
+        {
+            warn("perf", &e);
+        }
+        if let Some(r) = self.sched.as_mut()
+            && let Err(e) = r.rebase()
+        {
+            warn("sched", &e);
+        }
+        if let Some(r) = self.softirq.as_mut()
+            && let Err(e) = r.rebase()
+        {
+            warn("softirq", &e);
+        }
+        if let Some(r) = self.syscalls.as_mut()
+            && let Err(e) = r.rebase()
+        {
+            warn("syscalls", &e);
+        }
+        if let Some(r) = self.contention.as_mut()
+            && let Err(e) = r.rebase()
+        {
+            warn(contention::FAMILY, &e);
+        }
+    }
+
     /// Status of every family and program, for the recording.
     pub fn status(&self) -> &[ProbeStatus] {
         &self.status

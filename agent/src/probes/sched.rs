@@ -75,6 +75,13 @@ impl SchedReader {
         Ok(SchedSnapshot { cpus, threads })
     }
 
+    /// Starts the slices now: what was counted before is left out of the
+    /// first slice (the recording's clock starts here).
+    pub fn rebase(&mut self) -> Result<(), SchedError> {
+        self.last = self.snapshot()?;
+        Ok(())
+    }
+
     /// The slice since the previous call (or since attach).
     pub fn next_slice(&mut self) -> Result<SchedSlice, SchedError> {
         let now = self.snapshot()?;

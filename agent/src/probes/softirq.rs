@@ -69,6 +69,13 @@ impl SoftirqReader {
         Ok(SoftirqSnapshot { cpus, irqs })
     }
 
+    /// Starts the slices now: what was counted before is left out of the
+    /// first slice (the recording's clock starts here).
+    pub fn rebase(&mut self) -> Result<(), SoftirqError> {
+        self.last = self.snapshot()?;
+        Ok(())
+    }
+
     /// The slice since the previous call (or since attach).
     pub fn next_slice(&mut self) -> Result<SoftirqSlice, SoftirqError> {
         let now = self.snapshot()?;

@@ -48,7 +48,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     let (probes, mut target, mut child, clock) = match &plan.target {
         PlannedTarget::HostWide => {
             let mut probes = Probes::attach(ProbeConfig { target_tgid: None })?;
-            let clock = Clock::now(None);
+            let clock = Clock::start(&mut probes, None);
             probes.attach_alloc(None, plan.alloc);
             (probes, None, None, clock)
         }
@@ -56,7 +56,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
             let mut probes = Probes::attach(ProbeConfig {
                 target_tgid: Some(t.pid),
             })?;
-            let clock = Clock::now(Some(t.pid));
+            let clock = Clock::start(&mut probes, Some(t.pid));
             probes.attach_alloc(Some(t.pid), plan.alloc);
             (probes, Some(t.clone()), None, clock)
         }
@@ -81,7 +81,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
                 probes.attach_before_exec(pid, exe);
             }
             probes.attach_alloc(Some(pid), plan.alloc);
-            let clock = Clock::now(Some(pid));
+            let clock = Clock::start(&mut probes, Some(pid));
             let child = held.release()?;
             let t = target::describe(pid, "spawned").unwrap_or_else(|_| Target {
                 pid,
@@ -94,8 +94,6 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
             (probes, Some(t), Some(child), clock)
         }
     };
-    // Host facts once the target is known (a spawned one has exec'd by now).
-    let mut host = host::collect(target.as_ref().map(|t| t.pid));
     tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
     // Integration tests wait for this line before starting their workload.
     // A closed standard error must not stop the recording (no eprintln!).
@@ -118,6 +116,8 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         );
     }
 
+    // Host facts once the target is known (a spawned one has exec'd by now).
+    let mut host = host::collect(target.as_ref().map(|t| t.pid));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -227,7 +227,10 @@ struct Clock {
 }
 
 impl Clock {
-    fn now(target: Option<u32>) -> Self {
+    /// Starts the recording now: every family's slices and the kernel's own
+    /// counters (`checks`) from this instant.
+    fn start(probes: &mut Probes, target: Option<u32>) -> Self {
+        probes.start_clock();
         Self {
             start: Instant::now(),
             utc: Utc::now(),
@@ -383,6 +386,19 @@ impl Session {
     /// Appends the slice [from, to); returns the number of events in it.
     /// The `last` slice also lists the checkpoints still running.
     fn take_slice(&mut self, start: Instant, from: Instant, to: Instant, last: bool) -> u64 {
+        // Syscalls first: its waits in flight are credited up to the moment
+        // it is read, closest to the slice's end.
+        let syscalls = self
+            .probes
+            .syscalls
+            .as_mut()
+            .and_then(|r| match r.next_slice() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("syscalls slice lost: {e}");
+                    None
+                }
+            });
         let sched = self
             .probes
             .sched
@@ -402,17 +418,6 @@ impl Session {
                 Ok(s) => Some(s),
                 Err(e) => {
                     tracing::warn!("softirq slice lost: {e}");
-                    None
-                }
-            });
-        let syscalls = self
-            .probes
-            .syscalls
-            .as_mut()
-            .and_then(|r| match r.next_slice() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!("syscalls slice lost: {e}");
                     None
                 }
             });

@@ -184,16 +184,40 @@ impl SyscallsReader {
 
     /// The slice since the previous call, with the rseq calls received since.
     pub fn next_slice(&mut self) -> Result<SyscallsSlice, SyscallsError> {
+        let before = self.futex_waits_in_flight(&self.last);
+        let at_ns = super::monotonic_now_ns();
         let now = self.snapshot()?;
+        let after = self.futex_waits_in_flight(&now);
         let mut slice = slice_between(&self.last, &now);
-        let cut_ns = super::monotonic_now_ns();
-        let waits = self.futex_waits_in_flight(&now);
-        self.credit.apply(&mut slice, &waits, cut_ns);
+        let cut = credit::Cut {
+            before: &before,
+            after: &after,
+            at_ns,
+        };
+        self.credit
+            .apply(&mut slice, cut, |tid| ended_waits(&now, tid));
         self.poll();
         slice.rseq = std::mem::take(&mut self.pending_rseq);
         self.prune_exited(&now);
         self.last = now;
         Ok(slice)
+    }
+
+    /// Starts the slices now: counters and waits before this instant are
+    /// left out of the first slice (rseq events received so far are kept).
+    pub fn rebase(&mut self) -> Result<(), SyscallsError> {
+        let before = self.futex_waits_in_flight(&self.last);
+        let at_ns = super::monotonic_now_ns();
+        self.last = self.snapshot()?;
+        let after = self.futex_waits_in_flight(&self.last);
+        let cut = credit::Cut {
+            before: &before,
+            after: &after,
+            at_ns,
+        };
+        let last = &self.last;
+        self.credit.begin(cut, |tid| ended_waits(last, tid));
+        Ok(())
     }
 
     /// Totals since attach, as one slice (rseq events are not drained).
@@ -309,6 +333,11 @@ impl SyscallsReader {
         }
         self.credit.retain_threads(|tid| !gone.contains(&tid));
     }
+}
+
+/// Waits `tid` has ended so far (the kernel's cumulative count).
+fn ended_waits(s: &SyscallsSnapshot, tid: u32) -> u64 {
+    s.threads.get(&tid).map_or(0, |t| t.futex_waits)
 }
 
 fn add_stats(mut a: SyscallStats, b: &SyscallStats) -> SyscallStats {
