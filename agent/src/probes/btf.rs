@@ -35,6 +35,8 @@ pub struct TaskOffsets {
     /// The CPU the task is queued on (`task_cpu()`): `thread_info.cpu` on
     /// most architectures, `cpu` on some.
     pub cpu: u32,
+    /// Where `sched_switch` programs read `prev_state` ([`prev_state_source`]).
+    pub prev_state: u32,
 }
 
 pub fn load_vmlinux() -> Result<Btf, BtfError> {
@@ -52,8 +54,40 @@ impl TaskOffsets {
             comm: field_offset(btf, "task_struct", "comm")?,
             cpu: field_offset(btf, "task_struct", "thread_info.cpu")
                 .or_else(|_| field_offset(btf, "task_struct", "cpu"))?,
+            prev_state: prev_state_source(btf)?,
         })
     }
+}
+
+/// Number of arguments of BTF tracepoint `name` (its `btf_trace_NAME`
+/// prototype, without the leading context pointer), `None` when the kernel
+/// has no such tracepoint.
+pub fn tracepoint_args(btf: &Btf, name: &str) -> Option<usize> {
+    let types = btf
+        .resolve_types_by_name(&format!("btf_trace_{name}"))
+        .ok()?;
+    types.into_iter().find_map(|ty| {
+        let Type::Typedef(td) = ty else { return None };
+        let Type::Ptr(ptr) = btf.resolve_chained_type(&td).ok()? else {
+            return None;
+        };
+        match btf.resolve_chained_type(&ptr).ok()? {
+            Type::FuncProto(fp) => Some(fp.parameters.len().saturating_sub(1)),
+            _ => None,
+        }
+    })
+}
+
+/// Where `sched_switch` programs read `prev_state` (see
+/// `mdiag_common::sched::GLOBAL_TASK_STATE_OFFSET`): 0 when the tracepoint
+/// passes it (4 arguments, Linux 5.18+), else the offset of the task's
+/// state field (`__state` since 5.14, `state` before).
+pub fn prev_state_source(btf: &Btf) -> Result<u32, BtfError> {
+    if tracepoint_args(btf, "sched_switch").unwrap_or(0) >= 4 {
+        return Ok(0);
+    }
+    field_offset(btf, "task_struct", "__state")
+        .or_else(|_| field_offset(btf, "task_struct", "state"))
 }
 
 /// Byte offset of `field` in struct `strukt`; `field` may be a dotted path
@@ -135,6 +169,24 @@ fn find_member(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tracepoint_arguments_from_this_kernel() {
+        let btf = load_vmlinux().expect("kernel BTF");
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut v = release
+            .trim()
+            .split(['.', '-'])
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+        // sched_switch gained prev_state as its fourth argument in 5.18.
+        let expected = if (major, minor) >= (5, 18) { 4 } else { 3 };
+        assert_eq!(tracepoint_args(&btf, "sched_switch"), Some(expected));
+        assert_eq!(tracepoint_args(&btf, "sched_wakeup"), Some(1));
+        assert_eq!(tracepoint_args(&btf, "no_such_tracepoint_mdiag"), None);
+        let source = prev_state_source(&btf).unwrap();
+        assert_eq!(source == 0, expected == 4);
+    }
 
     /// Needs no root: /sys/kernel/btf/vmlinux is world-readable.
     #[test]

@@ -70,8 +70,18 @@ impl Probes {
         // btf-rs's parse of the kernel BTF (tens of MiB) lives only while the
         // offsets are resolved: it is dropped before aya parses its own copy,
         // which keeps mdiag's peak RSS within its budget.
-        let (offsets, regs) = {
+        let (offsets, regs, absent) = {
             let vmlinux = btf::load_vmlinux();
+            // Tracepoints this kernel does not have: their programs fail with
+            // one line naming the kernel feature instead of a loader error.
+            let absent: Vec<&'static str> = vmlinux.as_ref().map_or_else(
+                |_| Vec::new(),
+                |b| {
+                    all_tracepoints()
+                        .filter(|tp| btf::tracepoint_args(b, tp).is_none())
+                        .collect()
+                },
+            );
             let offsets = vmlinux
                 .as_ref()
                 .map_err(ToString::to_string)
@@ -80,15 +90,15 @@ impl Probes {
                 .as_ref()
                 .map_err(ToString::to_string)
                 .and_then(|b| syscalls::regs_offsets(b).map_err(|e| e.to_string()));
-            (offsets, regs)
+            (offsets, regs, absent)
         };
         let regs_offsets = regs
             .as_ref()
             .map_or(syscalls::RegsOffsets::default(), |r| *r);
         let syscall_nrs = syscalls::syscall_numbers();
-        let (pid_off, tgid_off, comm_off, cpu_off) = match &offsets {
-            Ok(o) => (o.pid, o.tgid, o.comm, o.cpu),
-            Err(_) => (0, 0, 0, 0),
+        let (pid_off, tgid_off, comm_off, cpu_off, state_src) = match &offsets {
+            Ok(o) => (o.pid, o.tgid, o.comm, o.cpu, o.prev_state),
+            Err(_) => (0, 0, 0, 0, 0),
         };
         let target = config.target_tgid.unwrap_or(0);
         // One parse of the kernel BTF, shared by the loader and every
@@ -104,6 +114,7 @@ impl Probes {
             .override_global(sched_common::GLOBAL_TASK_TGID_OFFSET, &tgid_off, true)
             .override_global(sched_common::GLOBAL_TASK_COMM_OFFSET, &comm_off, true)
             .override_global(sched_common::GLOBAL_TASK_CPU_OFFSET, &cpu_off, true)
+            .override_global(sched_common::GLOBAL_TASK_STATE_OFFSET, &state_src, true)
             .override_global(syscalls_common::GLOBAL_SYSCALL_NRS, &syscall_nrs, true)
             .override_global(
                 syscalls_common::GLOBAL_REGS_ARG_OFFSETS,
@@ -130,6 +141,7 @@ impl Probes {
             &sched_common::TRACEPOINTS,
             &kernel_btf,
             &sched_pre,
+            &absent,
         );
         let sched = reader_if(&sched_status, 0, "sched", || {
             sched::SchedReader::new(&mut ebpf, config.target_tgid)
@@ -142,6 +154,7 @@ impl Probes {
             &softirq_common::TRACEPOINTS,
             &kernel_btf,
             &Ok(()),
+            &absent,
         );
         let softirq = reader_if(&softirq_status, 0, "softirq", || {
             softirq::SoftirqReader::new(&mut ebpf)
@@ -155,6 +168,7 @@ impl Probes {
             &syscalls_common::TRACEPOINTS,
             &kernel_btf,
             &syscalls_pre,
+            &absent,
         );
         // Both programs are needed: entries without exits would only fill the map.
         let syscalls = if syscalls_status.attached() {
@@ -180,6 +194,7 @@ impl Probes {
             &contention_common::TRACEPOINTS,
             &kernel_btf,
             &sched_pre,
+            &absent,
         );
         let contention = if contention_status.programs.iter().any(|p| p.error.is_none()) {
             contention::ContentionReader::new(&mut ebpf)
@@ -230,11 +245,10 @@ impl Probes {
         let warn = |family: &str, e: &dyn std::fmt::Display| {
             tracing::warn!(family, "could not start at the clock: {e}");
         };
-        // Samples taken before the clock are drained and dropped; first, as
-        // it is the slow one (it may read the target's symbols): the others
-        // are quick snapshots, taken back to back just before the clock.
+        // Samples taken before the clock are drained and dropped (no
+        // symbols are read: a held child still maps mdiag's own code).
         if let Some(r) = self.perf.as_mut()
-            && let Err(e) = r.next_slice()
+            && let Err(e) = r.discard()
         {
             warn("perf", &e);
         }
@@ -366,12 +380,14 @@ fn attach_family(
     tracepoints: &[(&str, &str)],
     kernel_btf: &Result<aya::Btf, String>,
     precondition: &Result<(), String>,
+    absent: &[&str],
 ) -> ProbeStatus {
     let programs = tracepoints
         .iter()
         .map(|&(prog, tracepoint)| {
             let attach_point = format!("tp_btf/{tracepoint}");
             let result = match (precondition, kernel_btf) {
+                _ if absent.contains(&tracepoint) => Err(missing_tracepoint(tracepoint)),
                 (Err(e), _) | (_, Err(e)) => Err(e.clone()),
                 (Ok(()), Ok(kbtf)) => attach_btf_tracepoint(ebpf, prog, tracepoint, kbtf),
             };
@@ -389,6 +405,27 @@ fn attach_family(
         family: family.to_owned(),
         programs,
     }
+}
+
+/// Every BTF tracepoint a family attaches to.
+fn all_tracepoints() -> impl Iterator<Item = &'static str> {
+    sched_common::TRACEPOINTS
+        .iter()
+        .chain(softirq_common::TRACEPOINTS.iter())
+        .chain(syscalls_common::TRACEPOINTS.iter())
+        .chain(contention_common::TRACEPOINTS.iter())
+        .map(|&(_, tp)| tp)
+}
+
+/// One line naming the kernel feature a program lacks.
+pub fn missing_tracepoint(tracepoint: &str) -> String {
+    let since = match tracepoint {
+        "contention_begin" | "contention_end" => {
+            " (lock:contention_* tracepoints arrived in Linux 5.19)"
+        }
+        _ => "",
+    };
+    format!("this kernel has no {tracepoint} tracepoint{since}")
 }
 
 /// Builds a family's reader when its essential program (index `essential`)

@@ -208,6 +208,12 @@ impl PerfReader {
     }
 
     /// The slice since the previous call.
+    /// Drops the samples taken so far, without reading any symbols (the
+    /// recording's clock starts now; a held child's maps are still mdiag's).
+    pub fn discard(&mut self) -> Result<(), PerfError> {
+        self.drain().map(drop)
+    }
+
     pub fn next_slice(&mut self) -> Result<PerfSlice, PerfError> {
         let drained = self.drain()?;
         let mut target_ips: Vec<(u64, u64)> = Vec::new();

@@ -30,6 +30,15 @@ pub fn log2_bucket(v: u64) -> usize {
     v >>= shift;
     r |= shift;
     r |= v >> 1;
+    // LLVM proves `r < 64` and would drop the mask below; verifiers before
+    // about 6.12 cannot prove it again and reject the map-value arithmetic
+    // that indexes a histogram with `r` ("math between map_value pointer and
+    // register with unbounded min value", seen on 5.10 and 6.1). A volatile
+    // read hides the proof from LLVM on the BPF target, so the mask stays in
+    // the emitted code and bounds the index for every verifier.
+    #[cfg(target_arch = "bpf")]
+    // SAFETY: a read of a local the function owns, through a valid reference.
+    let r = unsafe { core::ptr::read_volatile(&r) };
     (r as usize) & (LOG2_BUCKETS - 1)
 }
 

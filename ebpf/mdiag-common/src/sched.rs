@@ -34,6 +34,11 @@ pub const GLOBAL_TASK_PID_OFFSET: &str = "MDIAG_TASK_PID_OFFSET";
 pub const GLOBAL_TASK_TGID_OFFSET: &str = "MDIAG_TASK_TGID_OFFSET";
 pub const GLOBAL_TASK_COMM_OFFSET: &str = "MDIAG_TASK_COMM_OFFSET";
 pub const GLOBAL_TASK_CPU_OFFSET: &str = "MDIAG_TASK_CPU_OFFSET";
+/// Where `sched_switch`'s programs find `prev_state`: 0 = the tracepoint's
+/// fourth argument (Linux 5.18+); otherwise the byte offset in `task_struct`
+/// of the state field (`__state` since 5.14, `state` before) of `prev`, read
+/// when the tracepoint has no such argument. Chosen by user space from BTF.
+pub const GLOBAL_TASK_STATE_OFFSET: &str = "MDIAG_TASK_STATE_OFFSET";
 
 /// Capacity of the per-thread map. A full map is counted as a drop.
 pub const MAX_THREADS: u32 = 32768;

@@ -28,7 +28,7 @@ use mdiag_common::contention::{
 };
 
 use crate::{
-    sched::{MDIAG_TASK_PID_OFFSET, global, now_ns, observed, task_u32},
+    sched::{MDIAG_TASK_PID_OFFSET, global, now_ns, observed, switch_prev_state, task_u32},
     wiredtiger::checkpoint_window,
 };
 
@@ -161,9 +161,8 @@ pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
     // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
     let preempt: u64 = ctx.arg(0);
     let next: *const u8 = ctx.arg(2);
-    let prev_state: u64 = ctx.arg(3);
+    let prev_state = switch_prev_state(&ctx);
     let preempt = preempt & 0xff != 0;
-    let prev_state = prev_state as u32;
     let now = now_ns();
 
     // prev (the current task) going to sleep uninterruptibly.

@@ -35,6 +35,8 @@ static MDIAG_TASK_TGID_OFFSET: u32 = 0;
 static MDIAG_TASK_COMM_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static MDIAG_TASK_CPU_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static MDIAG_TASK_STATE_OFFSET: u32 = 0;
 
 #[map]
 static SCHED_THREADS: HashMap<u32, ThreadSched> = HashMap::with_max_entries(MAX_THREADS, 0);
@@ -86,6 +88,24 @@ pub(crate) fn task_u32(task: *const u8, offset: u32) -> Option<u32> {
     unsafe { bpf_probe_read_kernel(task.wrapping_add(offset as usize) as *const u32).ok() }
 }
 
+/// `sched_switch`'s `prev_state`: its fourth argument where the kernel has
+/// it (5.18+), else `prev->__state` (`state` before 5.14) at the switch,
+/// which is what the kernel passed on to the tracepoint's older form. The
+/// global is a constant of the loaded program, so the verifier only sees
+/// the branch this kernel takes (older verifiers reject the read of a
+/// fourth argument that does not exist).
+#[inline(always)]
+pub(crate) fn switch_prev_state(ctx: &BtfTracePointContext) -> u32 {
+    let offset = global(&MDIAG_TASK_STATE_OFFSET);
+    if offset == 0 {
+        let state: u64 = ctx.arg(3);
+        state as u32
+    } else {
+        let prev: *const u8 = ctx.arg(1);
+        task_u32(prev, offset).unwrap_or(0)
+    }
+}
+
 /// The `comm` (thread name) of `task`; zeros when it cannot be read.
 #[inline(always)]
 pub(crate) fn task_comm(task: *const u8) -> [u8; TASK_COMM_LEN] {
@@ -132,9 +152,8 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
     // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
     let preempt: u64 = ctx.arg(0);
     let next: *const u8 = ctx.arg(2);
-    let prev_state: u64 = ctx.arg(3);
+    let prev_state = switch_prev_state(&ctx);
     let preempt = preempt & 0xff != 0;
-    let prev_state = prev_state as u32;
 
     let Some(cpu) = cpu_counters() else { return 0 };
     cpu.switches += 1;
