@@ -203,6 +203,10 @@ fn thp_rules_follow_the_allocator() {
     t.thp.as_mut().unwrap().enabled = choice("never");
     t.thp.as_mut().unwrap().defrag = choice("never");
     passed(&legacy, "memory.thp_legacy_tcmalloc");
+    // Near miss: only `enabled` decides; defrag left at "always" with THP
+    // off makes no huge pages, so it is no finding.
+    tuning(&mut legacy).thp.as_mut().unwrap().defrag = choice("always");
+    passed(&legacy, "memory.thp_legacy_tcmalloc");
 }
 
 #[test]
@@ -261,6 +265,16 @@ fn rfs_rule_fires_when_net_rx_piles_on_one_cpu() {
     let mut even = rec.clone();
     set_softirq(&mut even, &[5_500; 8], &[38_000_000; 8]);
     passed(&even, "net.softirq_imbalance_rfs");
+    // Near miss, measured on a real 2-CPU host: NET_RX split 50.3 / 49.7 %
+    // is balanced although the busiest CPU holds half the time.
+    let mut two = rec.clone();
+    two.host.cpu_count = 2;
+    set_softirq(&mut two, &[24_000, 23_700], &[151_000_000, 149_200_000]);
+    passed(&two, "net.softirq_imbalance_rfs");
+    // The same 2-CPU host with three quarters on one CPU is imbalanced.
+    set_softirq(&mut two, &[36_000, 12_000], &[225_000_000, 75_000_000]);
+    let f = fired(&two, "net.softirq_imbalance_rfs");
+    assert!((num(&f, "NET_RX imbalance (busiest / mean)") - 1.5).abs() < 0.01);
 }
 
 #[test]
