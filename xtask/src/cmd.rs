@@ -9,7 +9,7 @@ use std::{
     ffi::OsStr,
     fmt,
     path::{Path, PathBuf},
-    process::{Command, ExitStatus, Output},
+    process::{Child, Command, ExitStatus, Output, Stdio},
     sync::OnceLock,
 };
 
@@ -144,10 +144,20 @@ impl Cmd {
     /// Runs with stdout captured (stderr inherited) and returns stdout; fails
     /// unless it exits with status 0.
     pub fn stdout(&mut self) -> Result<String> {
-        self.inner.stderr(std::process::Stdio::inherit());
+        self.inner.stderr(Stdio::inherit());
         let output = self.output()?;
         check(self, output.status)?;
         String::from_utf8(output.stdout).with_context(|| format!("`{self}` printed non-UTF-8"))
+    }
+
+    /// Starts it in the background with stdin from /dev/null and stdout and
+    /// stderr into `log`; the caller waits for (or kills) the child.
+    pub fn spawn_logged(&mut self, log: std::fs::File) -> Result<Child> {
+        let stderr = log.try_clone().context("duplicating the log file's handle")?;
+        self.inner.stdin(Stdio::null()).stdout(log).stderr(stderr);
+        self.inner
+            .spawn()
+            .with_context(|| format!("could not start `{self}`"))
     }
 
     /// Replaces this process with the command (Unix `exec`); returns only on

@@ -119,12 +119,15 @@ fn apt_packages() -> Result<()> {
         );
         return Ok(());
     }
-    let missing = missing_packages()?;
+    install_missing("setup", APT_PACKAGES)
+}
+
+/// Installs those of `packages` that dpkg does not report as installed, with
+/// apt-get (through sudo when not root); `who` starts each message.
+pub fn install_missing(who: &str, packages: &[&str]) -> Result<()> {
+    let missing = missing_packages(packages)?;
     if missing.is_empty() {
-        say!(
-            "setup: apt packages already installed ({})",
-            APT_PACKAGES.join(" ")
-        );
+        say!("{who}: apt packages already installed ({})", packages.join(" "));
         return Ok(());
     }
     let list = missing.join(" ");
@@ -132,7 +135,7 @@ fn apt_packages() -> Result<()> {
         &format!("installing the Debian packages {list}"),
         &format!("run `apt-get install {list}` as root, or run this as root"),
     )?;
-    say!("setup: installing apt packages: {list}");
+    say!("{who}: installing apt packages: {list}");
     let apt = |args: &[&str]| {
         let mut cmd = if sudo {
             let mut cmd = Cmd::new("sudo");
@@ -150,24 +153,24 @@ fn apt_packages() -> Result<()> {
     apt(&["install", "--no-install-recommends"])
         .args(&missing)
         .run()?;
-    let still = missing_packages()?;
+    let still = missing_packages(packages)?;
     if !still.is_empty() {
         bail!(
             "apt-get finished but these are still not installed: {}",
             still.join(" ")
         );
     }
-    say!("setup: installed apt packages: {list}");
+    say!("{who}: installed apt packages: {list}");
     Ok(())
 }
 
-/// The packages of `APT_PACKAGES` that dpkg does not report as installed.
-fn missing_packages() -> Result<Vec<&'static str>> {
+/// The packages of `packages` that dpkg does not report as installed.
+fn missing_packages<'a>(packages: &[&'a str]) -> Result<Vec<&'a str>> {
     // One query for all; unknown packages only make it exit non-zero and
     // complain on stderr, which is why the output is taken whatever the status.
     let output = Cmd::new("dpkg-query")
         .args(["-W", "-f=${Package} ${Status}\n"])
-        .args(APT_PACKAGES)
+        .args(packages)
         .output()?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let installed: Vec<&str> = stdout
@@ -178,7 +181,7 @@ fn missing_packages() -> Result<Vec<&'static str>> {
             matches!(fields.as_slice(), [_, _, "ok", "installed"]).then(|| fields[0])
         })
         .collect();
-    Ok(APT_PACKAGES
+    Ok(packages
         .iter()
         .copied()
         .filter(|p| !installed.contains(p))
