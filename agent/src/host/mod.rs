@@ -38,6 +38,16 @@ use crate::recording::{HostFacts, SysfsChoice};
 
 /// Readable only with debugfs mounted and root; absent on many hosts.
 pub const SCHED_FEATURES: &str = "/sys/kernel/debug/sched/features";
+/// The kernel's lockdown state, e.g. "none [integrity] confidentiality".
+pub const LOCKDOWN: &str = "/sys/kernel/security/lockdown";
+
+/// The active (bracketed) mode of a lockdown file's content. Pure.
+pub fn lockdown_mode(content: &str) -> Option<String> {
+    content
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+        .map(str::to_owned)
+}
 
 /// Everything about this host, plus the facts of `target` (a process id)
 /// when there is one. The cgroup limits are the target's, else mdiag's own.
@@ -55,6 +65,13 @@ pub fn collect(target: Option<u32>) -> HostFacts {
         Some(p) => p.cgroup.clone(),
         None => cgroup_facts(root, std::process::id()),
     };
+    let sched_features = std::fs::read_to_string(SCHED_FEATURES).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        std::io::ErrorKind::NotFound => {
+            "not found (debugfs not mounted, or no such file on this kernel)".to_owned()
+        }
+        _ => e.to_string(),
+    });
     HostFacts {
         hostname: hostname(),
         sched_class: sched_class(&kernel_release),
@@ -62,9 +79,11 @@ pub fn collect(target: Option<u32>) -> HostFacts {
         arch: field(|u| u.machine()),
         cpu_count: online_cpus(),
         cpu_model: cpu::cpu_model(),
-        sched_features: std::fs::read_to_string(SCHED_FEATURES)
+        sched_features: sched_features.as_ref().ok().map(|s| s.trim().to_owned()),
+        sched_features_error: sched_features.err(),
+        lockdown: std::fs::read_to_string(LOCKDOWN)
             .ok()
-            .map(|s| s.trim().to_owned()),
+            .and_then(|s| lockdown_mode(&s)),
         net: net_facts(root),
         cpu_topology: cpu_topology(root),
         memory: Some(memory_facts(root)),
@@ -197,6 +216,33 @@ fn ldd_version() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lockdown_mode_is_the_bracketed_word() {
+        assert_eq!(
+            lockdown_mode("none [integrity] confidentiality\n").as_deref(),
+            Some("integrity")
+        );
+        assert_eq!(
+            lockdown_mode("[none] integrity confidentiality").as_deref(),
+            Some("none")
+        );
+        assert_eq!(lockdown_mode(""), None);
+    }
+
+    #[test]
+    fn this_hosts_sched_features_are_read_or_say_why_not() {
+        let h = collect(None);
+        assert_eq!(
+            h.sched_features.is_some(),
+            h.sched_features_error.is_none(),
+            "{h:?}"
+        );
+        // This CI machine is locked down (integrity): debugfs refuses reads.
+        if h.lockdown.as_deref() == Some("integrity") {
+            assert_eq!(h.sched_features_error.as_deref(), Some("permission denied"));
+        }
+    }
 
     #[test]
     fn choice_files() {

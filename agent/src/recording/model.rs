@@ -76,6 +76,15 @@ pub struct HostFacts {
     pub cpu_model: String,
     /// Contents of /sys/kernel/debug/sched/features when readable.
     pub sched_features: Option<String>,
+    /// Why it was not readable ("permission denied", "not found", ...), or
+    /// `None` when it was (or in files of older versions).
+    #[serde(default)]
+    pub sched_features_error: Option<String>,
+    /// The kernel's lockdown mode (the bracketed word of
+    /// /sys/kernel/security/lockdown: "none", "integrity", "confidentiality"),
+    /// `None` when that file is absent.
+    #[serde(default)]
+    pub lockdown: Option<String>,
     /// Receive packet / flow steering state (RPS/RFS), `None` when unreadable.
     #[serde(default)]
     pub net: Option<NetFacts>,

@@ -173,8 +173,9 @@ fn oversubscribed_sched() -> SchedSlice {
         voluntary: 280,
         involuntary: 2600,
         preempted: 2560,
-        wakeups: 300,
-        wakeup_preemptions: 0,
+        // 40 per thread (testdata::conn_thread): a quarter of the involuntary.
+        wakeups: 800,
+        wakeup_preemptions: 640,
         migrations: 0,
         // 2880 delays: 240 short (4-8 µs), the rest 1-8 ms, 20 above 8 ms.
         runq_hist_log2_ns: testdata::hist(&[(12, 240), (20, 400), (21, 1600), (22, 620), (23, 20)]),

@@ -353,6 +353,21 @@ fn host_facts(rec: &Recording, kernel: Option<&Version>) -> FactGroup {
             "WAKEUP_PREEMPTION",
         )),
     );
+    g.insert(
+        "sched_features_error".into(),
+        text(h.sched_features_error.clone().unwrap_or_default()),
+    );
+    g.insert(
+        "lockdown".into(),
+        text(h.lockdown.clone().unwrap_or_default()),
+    );
+    // Writes to debugfs (the scheduler features) are refused in any lockdown
+    // mode but "none"; the file may also be absent or unreadable.
+    let locked = h.lockdown.as_deref().is_some_and(|m| m != "none");
+    g.insert(
+        "sched_features_writable".into(),
+        FactValue::Bool(h.sched_features.is_some() && !locked),
+    );
     g.insert("net_readable".into(), FactValue::Bool(h.net.is_some()));
     g
 }

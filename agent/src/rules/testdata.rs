@@ -115,7 +115,7 @@ pub(crate) fn conn_thread(tid: u32, vol: u64, invol: u64) -> ThreadSlice {
         runq_delay_ns: (vol + invol) * 3_000_000,
         runq_delays: vol + invol,
         oncpu_ns: 500_000_000,
-        wakeup_preempted: 0,
+        wakeup_preempted: 40,
         migrations: 0,
         wakeup_preempting: 0,
     }
@@ -131,8 +131,9 @@ pub fn oversubscribed() -> Recording {
         voluntary: 70,
         involuntary: 650,
         preempted: 640,
-        wakeups: 75,
-        wakeup_preemptions: 0,
+        // A quarter of the involuntary switches went to a task just woken.
+        wakeups: 200,
+        wakeup_preemptions: 160,
         migrations: 0,
         // 720 delays: 60 short (4-8 µs), the rest 1-8 ms, 5 above 8 ms.
         runq_hist_log2_ns: hist(&[(12, 60), (20, 100), (21, 400), (22, 155), (23, 5)]),
