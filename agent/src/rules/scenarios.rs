@@ -283,6 +283,18 @@ fn swappiness_numa_and_open_files_basics() {
     tuning(&mut rec).vm.swappiness = Some(60);
     let f = fired(&rec, "host.swappiness");
     assert_eq!(num(&f, "vm.swappiness"), 60.0);
+    // The revert restores the value this host had, not a default.
+    let mut thirty = rec.clone();
+    tuning(&mut thirty).vm.swappiness = Some(30);
+    let f = fired(&thirty, "host.swappiness");
+    assert!(
+        f.fix
+            .revert
+            .iter()
+            .any(|c| c.ends_with("sysctl -w vm.swappiness=30")),
+        "{:?}",
+        f.fix.revert
+    );
     // Near miss: no swap at all.
     tuning(&mut rec).swap_total_bytes = Some(0);
     passed(&rec, "host.swappiness");
