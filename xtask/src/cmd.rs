@@ -153,7 +153,9 @@ impl Cmd {
     /// Starts it in the background with stdin from /dev/null and stdout and
     /// stderr into `log`; the caller waits for (or kills) the child.
     pub fn spawn_logged(&mut self, log: std::fs::File) -> Result<Child> {
-        let stderr = log.try_clone().context("duplicating the log file's handle")?;
+        let stderr = log
+            .try_clone()
+            .context("duplicating the log file's handle")?;
         self.inner.stdin(Stdio::null()).stdout(log).stderr(stderr);
         self.inner
             .spawn()

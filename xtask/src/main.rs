@@ -12,6 +12,7 @@ mod cmd;
 mod run;
 mod setup;
 mod test;
+mod vm;
 
 /// Prints one `xtask:` line on stderr.
 #[macro_export]
@@ -76,6 +77,10 @@ enum Command {
         #[command(flatten)]
         setup: SetupArgs,
     },
+    /// Boot Debian kernels (5.10, 6.1, 6.12) in QEMU (TCG, no KVM) with an
+    /// mdiag binary and check which probe families load there; fails when a
+    /// family that the expectation table wants on a kernel did not attach.
+    VmMatrix(vm::VmArgs),
 }
 
 #[derive(Args)]
@@ -106,6 +111,7 @@ fn main() -> ExitCode {
         Command::BenchOverhead { bench, setup } => {
             setup.setup().and_then(|()| bench::bench(&bench))
         }
+        Command::VmMatrix(args) => vm::vm_matrix(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

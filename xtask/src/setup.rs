@@ -127,7 +127,10 @@ fn apt_packages() -> Result<()> {
 pub fn install_missing(who: &str, packages: &[&str]) -> Result<()> {
     let missing = missing_packages(packages)?;
     if missing.is_empty() {
-        say!("{who}: apt packages already installed ({})", packages.join(" "));
+        say!(
+            "{who}: apt packages already installed ({})",
+            packages.join(" ")
+        );
         return Ok(());
     }
     let list = missing.join(" ");
