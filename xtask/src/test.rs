@@ -2,7 +2,9 @@
 //!
 //! Tiers: `lint` (rustfmt, clippy), `unit` (everything but the root suite),
 //! `root` (the integration suite in `tests/`, which loads real BPF and needs
-//! root) and `bench-build` (benchmarks still compile). Cargo's own output goes
+//! root), `vm` (the kernel matrix: the same binary booted on Debian's 5.10,
+//! 6.1 and 6.12 kernels in QEMU, see `vm/`) and `bench-build` (benchmarks
+//! still compile). Cargo's own output goes
 //! straight through; xtask adds a failure line and a timed summary on stderr.
 use std::time::{Duration, Instant};
 
@@ -23,18 +25,28 @@ pub enum Tier {
     Unit,
     /// The integration suite in tests/ against a real mdiag binary, as root.
     Root,
+    /// `cargo xtask vm-matrix` with the debug binary: every family that a
+    /// kernel supports loads on 5.10, 6.1 and 6.12 (QEMU, TCG).
+    Vm,
     /// `cargo bench --no-run`: benchmarks keep compiling.
     BenchBuild,
 }
 
 impl Tier {
-    const ALL: [Tier; 4] = [Tier::Lint, Tier::Unit, Tier::Root, Tier::BenchBuild];
+    const ALL: [Tier; 5] = [
+        Tier::Lint,
+        Tier::Unit,
+        Tier::Root,
+        Tier::Vm,
+        Tier::BenchBuild,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Tier::Lint => "lint",
             Tier::Unit => "unit",
             Tier::Root => "root",
+            Tier::Vm => "vm",
             Tier::BenchBuild => "bench-build",
         }
     }
@@ -58,6 +70,7 @@ impl Tier {
                 .args(["test", "--workspace", "--exclude", "mdiag-tests"])
                 .run(),
             Tier::Root => root(),
+            Tier::Vm => vm(),
             Tier::BenchBuild => Cmd::cargo()
                 .args(["bench", "--workspace", "--no-run"])
                 .run(),
@@ -91,6 +104,22 @@ fn root() -> Result<()> {
         )
         .args(["test", "-p", "mdiag-tests", "--", "--test-threads=1"])
         .run()
+}
+
+/// The vm tier: the kernel matrix on the debug binary the root tier tested.
+fn vm() -> Result<()> {
+    #[derive(clap::Parser)]
+    struct VmCli {
+        #[command(flatten)]
+        vm: crate::vm::VmArgs,
+    }
+    let bin = build(false)?;
+    let cli = <VmCli as clap::Parser>::try_parse_from([
+        std::ffi::OsStr::new("vm-matrix"),
+        std::ffi::OsStr::new("--bin"),
+        bin.as_os_str(),
+    ])?;
+    crate::vm::vm_matrix(&cli.vm)
 }
 
 enum Outcome {

@@ -1,0 +1,286 @@
+//! The guest's run: QEMU booting a kernel with the initramfs, its serial
+//! console into a log file, and that log read back into what the guest did
+//! (its release, each recording's exit status, `ctxt` lines and report JSON,
+//! whether the init script reached its end).
+//!
+//! Why a parser of markers: the console is the only way out of the guest
+//! (no network, no disk), and it also carries firmware escapes and kernel
+//! messages, which may land between any two lines the guest prints.
+use std::{
+    fs::File,
+    path::Path,
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+
+use crate::{cmd::Cmd, say};
+
+/// How long one VM may run (TCG is slow, but a boot with both recordings
+/// takes well under a minute on a 2-CPU machine).
+pub(super) const VM_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Runs QEMU until the guest powers off (or [`VM_TIMEOUT`]), its console
+/// into `log`.
+pub(super) fn boot(vmlinuz: &Path, initrd: &Path, log: &Path) -> Result<()> {
+    let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let mut cmd = Cmd::new("qemu-system-x86_64");
+    // TCG, not KVM: it runs anywhere (KVM is not usable on every machine
+    // that runs this).
+    cmd.args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2"])
+        .args(["-nographic", "-no-reboot", "-nic", "none"])
+        .arg("-kernel")
+        .arg(vmlinuz)
+        .arg("-initrd")
+        .arg(initrd)
+        // A soft lockup panics, and the panic ends QEMU (-no-reboot): a hung
+        // guest then stops within half a minute, with a stack on the console.
+        .args(["-append", "console=ttyS0 quiet panic=-1 softlockup_panic=1"]);
+    let mut child = cmd.spawn_logged(file)?;
+    let deadline = Instant::now() + VM_TIMEOUT;
+    loop {
+        if child
+            .try_wait()
+            .with_context(|| format!("waiting for `{cmd}`"))?
+            .is_some()
+        {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            say!(
+                "vm-matrix: QEMU still runs after {} s; stopping it",
+                VM_TIMEOUT.as_secs()
+            );
+            child.kill().with_context(|| format!("stopping `{cmd}`"))?;
+            child
+                .wait()
+                .with_context(|| format!("waiting for `{cmd}`"))?;
+            return Ok(());
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What the guest printed.
+#[derive(Debug, Default)]
+pub(super) struct GuestLog {
+    /// `uname -r` of the guest.
+    pub(super) release: Option<String>,
+    /// The init script reached its end.
+    pub(super) finished: bool,
+    runs: Vec<RunLog>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct RunLog {
+    name: String,
+    /// (`ctxt`, uptime in seconds) when the probes were attached, and as
+    /// long after as the recording lasts.
+    pub(super) ctxt_start: Option<(u64, f64)>,
+    pub(super) ctxt_end: Option<(u64, f64)>,
+    pub(super) record_exit: Option<i32>,
+    /// Lines of mdiag's own log, printed when something failed.
+    pub(super) log: Vec<String>,
+    /// The report JSON, when explain ran to its end.
+    pub(super) json: Option<String>,
+    pub(super) explain_exit: Option<i32>,
+}
+
+impl GuestLog {
+    fn run_mut(&mut self, name: &str) -> &mut RunLog {
+        let pos = match self.runs.iter().position(|r| r.name == name) {
+            Some(pos) => pos,
+            None => {
+                self.runs.push(RunLog {
+                    name: name.to_owned(),
+                    ..RunLog::default()
+                });
+                self.runs.len() - 1
+            }
+        };
+        &mut self.runs[pos]
+    }
+
+    pub(super) fn run(&self, name: &str) -> Option<&RunLog> {
+        self.runs.iter().find(|r| r.name == name)
+    }
+}
+
+/// A kernel message on the console ("[   12.345678] ..."), which may come
+/// between any two lines the guest prints.
+fn is_kernel_message(line: &str) -> bool {
+    line.trim_start()
+        .strip_prefix('[')
+        .and_then(|r| r.split_once(']'))
+        .is_some_and(|(t, _)| {
+            let t = t.trim();
+            !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
+}
+
+/// Reads the marker lines of [`INIT`] from a serial console log (which also
+/// holds firmware escape sequences and kernel messages).
+///
+/// [`INIT`]: super::initramfs::INIT
+pub(super) fn parse_log(text: &str) -> GuestLog {
+    let mut guest = GuestLog::default();
+    // The run whose JSON is being read, and the JSON so far.
+    let mut json: Option<(String, String)> = None;
+    for line in text.lines() {
+        let line = line.trim_end_matches('\r');
+        let marker = line.find("MDIAG-VM-").map(|pos| &line[pos..]);
+        let words: Vec<&str> = marker
+            .map(|m| m.split_whitespace().collect())
+            .unwrap_or_default();
+        if let Some((run, buf)) = json.as_mut() {
+            match words.first().copied() {
+                Some("MDIAG-VM-JSON-END") => {
+                    let r = guest.run_mut(run);
+                    r.json = Some(std::mem::take(buf));
+                    r.explain_exit = words.get(2).and_then(|w| w.parse().ok());
+                    json = None;
+                }
+                Some("MDIAG-VM-END") => {
+                    guest.finished = true;
+                    json = None;
+                }
+                _ if is_kernel_message(line) => {}
+                _ => {
+                    buf.push_str(line);
+                    buf.push('\n');
+                }
+            }
+            continue;
+        }
+        match words.as_slice() {
+            ["MDIAG-VM-BEGIN", release, ..] => guest.release = Some((*release).to_owned()),
+            ["MDIAG-VM-CTXT", run, when, ctxt, uptime, ..] => {
+                let (Ok(ctxt), Ok(uptime)) = (ctxt.parse(), uptime.parse()) else {
+                    continue;
+                };
+                let r = guest.run_mut(run);
+                match *when {
+                    "start" => r.ctxt_start = Some((ctxt, uptime)),
+                    "end" => r.ctxt_end = Some((ctxt, uptime)),
+                    _ => {}
+                }
+            }
+            ["MDIAG-VM-RECORD", run, rc, ..] => guest.run_mut(run).record_exit = rc.parse().ok(),
+            ["MDIAG-VM-LOG", run, ..] => {
+                let prefix = format!("MDIAG-VM-LOG {run} ");
+                let text = marker
+                    .and_then(|m| m.strip_prefix(&prefix))
+                    .unwrap_or_default()
+                    .to_owned();
+                guest.run_mut(run).log.push(text);
+            }
+            ["MDIAG-VM-JSON-BEGIN", run, ..] => json = Some(((*run).to_owned(), String::new())),
+            ["MDIAG-VM-END", ..] => guest.finished = true,
+            _ => {}
+        }
+    }
+    guest
+}
+
+/// Why a guest may have stopped: the first few kernel lines that say
+/// something went wrong (a lockup, a stall, a panic, an oops), else the
+/// console's last lines.
+pub(super) fn console_trouble(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let signs = [
+        "BUG:",
+        "Kernel panic",
+        "Oops",
+        "self-detected stall",
+        "RIP:",
+    ];
+    let mut trouble: Vec<String> = Vec::new();
+    for l in &lines {
+        if signs.iter().any(|s| l.contains(s)) && !trouble.iter().any(|t| t == l) {
+            trouble.push((*l).to_owned());
+        }
+    }
+    if trouble.is_empty() {
+        trouble = lines[lines.len().saturating_sub(8)..]
+            .iter()
+            .map(|l| (*l).to_owned())
+            .collect();
+    }
+    trouble.truncate(8);
+    trouble
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::vm::{
+        fixtures::{console, probes, report},
+        status::{Status, statuses},
+    };
+
+    #[test]
+    fn a_console_log_becomes_runs() {
+        let log = console(
+            &report(probes(None, false), 200.0),
+            &report(probes(None, true), 0.0),
+        );
+        let guest = parse_log(&log);
+        assert!(guest.finished);
+        assert_eq!(guest.release.as_deref(), Some("6.1.0-56-cloud-amd64"));
+        let host = guest.run("host-wide").unwrap();
+        assert_eq!(host.ctxt_start, Some((1000, 10.5)));
+        assert_eq!(host.ctxt_end, Some((1615, 13.58)));
+        assert_eq!(host.record_exit, Some(0));
+        assert_eq!(host.explain_exit, Some(0));
+        let json: Value = serde_json::from_str(host.json.as_deref().unwrap()).unwrap();
+        let st = statuses(&json).unwrap();
+        assert_eq!(st["sched"], Status::Attached);
+        assert!(matches!(
+            st["contention"],
+            Status::Partly {
+                attached: 1,
+                programs: 3,
+                ..
+            }
+        ));
+        let spawned: Value =
+            serde_json::from_str(guest.run("spawned").unwrap().json.as_deref().unwrap()).unwrap();
+        assert!(matches!(
+            statuses(&spawned).unwrap()["wiredtiger"],
+            Status::NotApplicable(_)
+        ));
+        assert!(!parse_log("MDIAG-VM-BEGIN 6.1\nMDIAG-VM-JSON-BEGIN host-wide\n{").finished);
+    }
+
+    #[test]
+    fn a_hung_guest_shows_why() {
+        let log = "MDIAG-VM-BEGIN 5.10.0-32-cloud-amd64\r\n\
+                   [   39.8] rcu: INFO: rcu_sched self-detected stall on CPU\r\n\
+                   [   40.5] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [mdiag:274]\r\n\
+                   [   68.5] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [mdiag:274]\r\n";
+        assert_eq!(
+            console_trouble(log),
+            [
+                "[   39.8] rcu: INFO: rcu_sched self-detected stall on CPU",
+                "[   40.5] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [mdiag:274]",
+                "[   68.5] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [mdiag:274]",
+            ]
+        );
+        assert_eq!(console_trouble("a\nb\n\nc\n"), ["a", "b", "c"]);
+        assert!(!parse_log(log).finished);
+    }
+
+    #[test]
+    fn kernel_messages_are_recognised() {
+        assert!(is_kernel_message("[   23.887611] reboot: Power down"));
+        assert!(!is_kernel_message("  [1, 2]"));
+        assert!(!is_kernel_message("[]"));
+    }
+}
