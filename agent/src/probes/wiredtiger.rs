@@ -192,25 +192,51 @@ fn attach_found(
 }
 
 /// When to look for WiredTiger in the target again: whenever the set of
-/// files it maps executable has changed (a `dlopen`), checked at every poll
-/// of the record loop. Reading `/proc/PID/maps` costs tens of µs; the
-/// symbols are only parsed when it changed.
+/// files it maps executable has changed (a `dlopen`). The maps are read at
+/// every poll of the record loop (50 ms) during the target's first
+/// [`FAST_FOR`], when programs load their libraries, then once per
+/// [`SLOW_EVERY`], so a long recording of a target without WiredTiger does
+/// not read a large maps file 20 times a second. The symbols are only parsed
+/// when the mappings changed.
 #[derive(Debug, Default)]
 pub struct Retry {
     last: Option<u64>,
+    first_check: Option<std::time::Instant>,
+    last_check: Option<std::time::Instant>,
 }
 
+/// How long after the first check the maps are read at every poll.
+pub const FAST_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often they are read after that.
+pub const SLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Retry {
-    /// True when `pid`'s executable file mappings differ from the last call's
-    /// (and on the first call).
+    /// True when `pid`'s executable file mappings differ from the last
+    /// reading's (and on the first call); false when not due yet.
     pub fn mappings_changed(&mut self, pid: u32) -> bool {
+        let now = std::time::Instant::now();
+        if !self.due(now) {
+            return false;
+        }
+        self.first_check.get_or_insert(now);
+        self.last_check = Some(now);
         let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
             return false;
         };
-        let now = exec_mappings_fingerprint(&maps);
-        let changed = self.last != Some(now);
-        self.last = Some(now);
+        let print = exec_mappings_fingerprint(&maps);
+        let changed = self.last != Some(print);
+        self.last = Some(print);
         changed
+    }
+
+    /// Whether the maps should be read at `now`. Pure in its fields.
+    pub fn due(&self, now: std::time::Instant) -> bool {
+        match (self.first_check, self.last_check) {
+            (Some(first), Some(last)) => {
+                now.duration_since(first) < FAST_FOR || now.duration_since(last) >= SLOW_EVERY
+            }
+            _ => true,
+        }
     }
 }
 
@@ -442,6 +468,20 @@ mod tests {
         assert!(not_applicable(&status([Some(na), Some(na)])));
         assert!(!not_applicable(&status([None, None])));
         assert!(!not_applicable(&status([Some("attach: EPERM"), Some(na)])));
+    }
+
+    #[test]
+    fn the_maps_are_read_often_at_first_then_once_a_second() {
+        let t0 = std::time::Instant::now();
+        let s = |secs: f64| t0 + std::time::Duration::from_secs_f64(secs);
+        let mut r = Retry::default();
+        assert!(r.due(t0));
+        r.first_check = Some(t0);
+        r.last_check = Some(s(9.9));
+        assert!(r.due(s(9.95)), "still in the first 10 s");
+        r.last_check = Some(s(10.2));
+        assert!(!r.due(s(10.7)));
+        assert!(r.due(s(11.2)));
     }
 
     #[test]
