@@ -91,7 +91,7 @@ fn assert_detached() {
 }
 
 #[test]
-fn pid_mode_recording_matches_kernel_and_explain_ranks_preemption_first() {
+fn pid_mode_recording_matches_kernel_and_oversubscription_alone_is_no_wakeup_preemption() {
     let _serial = mdiag_tests::serial();
     require_root();
     let dir = tempfile::tempdir().unwrap();
@@ -170,26 +170,33 @@ fn pid_mode_recording_matches_kernel_and_explain_ranks_preemption_first() {
     );
     let json: serde_json::Value = serde_json::from_slice(&explained.stdout).expect("JSON report");
     crate::physics::assert_physical_report(&json);
-    // Host settings rules may fire too on this machine (e.g. its dirty-page
-    // thresholds); the oversubscription must be found and ranked by score.
+    // Findings are ranked by score (host settings rules may fire too on this
+    // machine, e.g. its dirty-page thresholds).
     let findings = json["findings"].as_array().expect("findings");
-    let sched = findings
-        .iter()
-        .find(|f| f["rule_id"] == "sched.wakeup_preemption")
-        .unwrap_or_else(|| panic!("wakeup preemption not found: {json:#}"));
-    let score = sched["score"].as_f64().unwrap();
-    for f in findings {
-        let higher = f["score"].as_f64().unwrap() > score;
-        assert_eq!(
-            higher,
-            f["rank"].as_u64() < sched["rank"].as_u64(),
-            "ranks follow scores: {json:#}"
-        );
+    for (i, f) in findings.iter().enumerate() {
+        assert_eq!(f["rank"].as_u64(), Some(i as u64 + 1), "{json:#}");
+        if let Some(next) = findings.get(i + 1) {
+            assert!(f["score"].as_f64() >= next["score"].as_f64(), "{json:#}");
+        }
     }
-    // The summary printed by `record` names the same finding.
+    // Spinners that outnumber the CPUs are switched out when their time
+    // slice ends, not by tasks waking up: a real near miss of the wakeup
+    // preemption rule, which needs wakeup preemptions proper.
+    let facts = &json["facts"]["sched"];
+    let share = facts["involuntary_share"].as_f64().unwrap();
+    let wakeup_share = facts["wakeup_preemption_share"].as_f64().unwrap();
     assert!(
-        stdout.to_lowercase().contains("preempt"),
-        "summary: {stdout}"
+        share >= 0.25,
+        "the spinners were not oversubscribed: {facts:#}"
+    );
+    assert!(wakeup_share < 0.2, "{facts:#}");
+    assert!(
+        json["passed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["rule_id"] == "sched.wakeup_preemption"),
+        "wakeup preemption should be assessed and pass: {json:#}"
     );
     assert_detached();
 }
