@@ -39,6 +39,18 @@ struct Credited {
     ended_before: u64,
 }
 
+impl Credited {
+    /// `w` credited up to `at_ns`, its thread having ended `ended` waits.
+    fn up_to(w: &InflightWait, at_ns: u64, ended: u64) -> Self {
+        Self {
+            start_ns: w.start_ns,
+            until_ns: at_ns.max(w.start_ns),
+            in_checkpoint: w.in_checkpoint,
+            ended_before: ended,
+        }
+    }
+}
+
 /// What has been credited, per thread: at most one entry per waiting thread,
 /// so bounded by the kernel's in-flight map.
 #[derive(Debug, Default)]
@@ -76,15 +88,8 @@ impl WaitCredit {
     pub fn begin(&mut self, cut: Cut<'_>, ended: impl Fn(u32) -> u64) {
         self.credited.clear();
         for w in cut.spanning() {
-            self.credited.insert(
-                w.tid,
-                Credited {
-                    start_ns: w.start_ns,
-                    until_ns: cut.at_ns.max(w.start_ns),
-                    in_checkpoint: w.in_checkpoint,
-                    ended_before: ended(w.tid),
-                },
-            );
+            self.credited
+                .insert(w.tid, Credited::up_to(w, cut.at_ns, ended(w.tid)));
         }
     }
 
@@ -134,15 +139,8 @@ impl WaitCredit {
             }
             let add = cut.at_ns.saturating_sub(w.start_ns);
             adjust(slice, w.tid, w.tgid, w.in_checkpoint, add, 0);
-            self.credited.insert(
-                w.tid,
-                Credited {
-                    start_ns: w.start_ns,
-                    until_ns: cut.at_ns.max(w.start_ns),
-                    in_checkpoint: w.in_checkpoint,
-                    ended_before: ended(w.tid),
-                },
-            );
+            self.credited
+                .insert(w.tid, Credited::up_to(w, cut.at_ns, ended(w.tid)));
         }
         slice.threads.sort_by_key(|t| t.tid);
     }
