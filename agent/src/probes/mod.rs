@@ -242,35 +242,46 @@ impl Probes {
     /// made between attach and this instant are left out, so the first
     /// slice holds only its own time (every family is read at once).
     pub fn start_clock(&mut self) {
-        let warn = |family: &str, e: &dyn std::fmt::Display| {
-            tracing::warn!(family, "could not start at the clock: {e}");
-        };
+        let text = |e: &dyn std::fmt::Display| e.to_string();
         // Samples taken before the clock are drained and dropped (no
-        // symbols are read: a held child still maps mdiag's own code).
-        if let Some(r) = self.perf.as_mut()
-            && let Err(e) = r.discard()
-        {
-            warn("perf", &e);
-        }
-        if let Some(r) = self.sched.as_mut()
-            && let Err(e) = r.rebase()
-        {
-            warn("sched", &e);
-        }
-        if let Some(r) = self.softirq.as_mut()
-            && let Err(e) = r.rebase()
-        {
-            warn("softirq", &e);
-        }
-        if let Some(r) = self.syscalls.as_mut()
-            && let Err(e) = r.rebase()
-        {
-            warn("syscalls", &e);
-        }
-        if let Some(r) = self.contention.as_mut()
-            && let Err(e) = r.rebase()
-        {
-            warn(contention::FAMILY, &e);
+        // symbols are read: a held child still maps mdiag's own code);
+        // first, then the quick snapshots back to back.
+        let results = [
+            (
+                "perf",
+                self.perf
+                    .as_mut()
+                    .map(|r| r.discard().map_err(|e| text(&e))),
+            ),
+            (
+                "sched",
+                self.sched
+                    .as_mut()
+                    .map(|r| r.rebase().map_err(|e| text(&e))),
+            ),
+            (
+                "softirq",
+                self.softirq
+                    .as_mut()
+                    .map(|r| r.rebase().map_err(|e| text(&e))),
+            ),
+            (
+                "syscalls",
+                self.syscalls
+                    .as_mut()
+                    .map(|r| r.rebase().map_err(|e| text(&e))),
+            ),
+            (
+                contention::FAMILY,
+                self.contention
+                    .as_mut()
+                    .map(|r| r.rebase().map_err(|e| text(&e))),
+            ),
+        ];
+        for (family, result) in results {
+            if let Some(Err(e)) = result {
+                tracing::warn!(family, "could not start at the clock: {e}");
+            }
         }
     }
 

@@ -184,10 +184,10 @@ impl SyscallsReader {
 
     /// The slice since the previous call, with the rseq calls received since.
     pub fn next_slice(&mut self) -> Result<SyscallsSlice, SyscallsError> {
-        let before = self.futex_waits_in_flight(&self.last);
+        let before = self.futex_waits_in_flight();
         let at_ns = super::monotonic_now_ns();
         let now = self.snapshot()?;
-        let after = self.futex_waits_in_flight(&now);
+        let after = self.waits_after(&before, &now);
         let mut slice = slice_between(&self.last, &now);
         let cut = credit::Cut {
             before: &before,
@@ -206,10 +206,10 @@ impl SyscallsReader {
     /// Starts the slices now: counters and waits before this instant are
     /// left out of the first slice (rseq events received so far are kept).
     pub fn rebase(&mut self) -> Result<(), SyscallsError> {
-        let before = self.futex_waits_in_flight(&self.last);
+        let before = self.futex_waits_in_flight();
         let at_ns = super::monotonic_now_ns();
         self.last = self.snapshot()?;
-        let after = self.futex_waits_in_flight(&self.last);
+        let after = self.waits_after(&before, &self.last);
         let cut = credit::Cut {
             before: &before,
             after: &after,
@@ -299,26 +299,45 @@ impl SyscallsReader {
             .collect()
     }
 
-    /// Futex waits in flight now, with their thread group (from the
-    /// thread's counters, else /proc; a thread that exited is left out).
-    fn futex_waits_in_flight(&self, now: &SyscallsSnapshot) -> Vec<credit::InflightWait> {
+    /// Futex waits in flight now, thread group not yet known (0).
+    fn futex_waits_in_flight(&self) -> Vec<credit::InflightWait> {
         self.inflight
             .iter()
             .flatten()
             .filter(|(_, e)| {
                 e.slot as usize == SLOT_FUTEX_WAIT || e.slot as usize == SLOT_FUTEX_WAITV
             })
-            .filter_map(|(tid, e)| {
-                let tgid = match now.threads.get(&tid) {
-                    Some(t) => t.tgid,
-                    None => delta::tgid_of(tid)?,
-                };
-                Some(credit::InflightWait {
-                    tid,
-                    tgid,
-                    start_ns: e.ts_ns,
-                    in_checkpoint: e.in_checkpoint != 0,
-                })
+            .map(|(tid, e)| credit::InflightWait {
+                tid,
+                tgid: 0,
+                start_ns: e.ts_ns,
+                in_checkpoint: e.in_checkpoint != 0,
+            })
+            .collect()
+    }
+
+    /// The waits in flight after the counters were read into `now`. Only
+    /// those also in flight `before` the read are ever credited, so only
+    /// theirs get a thread group (from the counters, else /proc; a wait
+    /// whose thread exited is dropped).
+    fn waits_after(
+        &self,
+        before: &[credit::InflightWait],
+        now: &SyscallsSnapshot,
+    ) -> Vec<credit::InflightWait> {
+        self.futex_waits_in_flight()
+            .into_iter()
+            .filter_map(|mut w| {
+                let spanning = before
+                    .iter()
+                    .any(|b| b.tid == w.tid && b.start_ns == w.start_ns);
+                if spanning {
+                    w.tgid = match now.threads.get(&w.tid) {
+                        Some(t) => t.tgid,
+                        None => delta::tgid_of(w.tid)?,
+                    };
+                }
+                Some(w)
             })
             .collect()
     }
