@@ -26,6 +26,42 @@ pub const MAX_SAMPLE_KEYS: u32 = 65536;
 /// The ip under which kernel-mode samples are counted.
 pub const KERNEL_IP: u64 = 0;
 
+/// s390x: the PSW mask's problem-state bit (`PSW_MASK_PSTATE` in the
+/// kernel's arch/s390/include/asm/ptrace.h, 64-bit value), set while the CPU
+/// runs user code.
+pub const S390X_PSW_MASK_PSTATE: u64 = 0x0001_0000_0000_0000;
+/// aarch64: `PSR_MODE_MASK` of `pstate`; the mode is EL0t (0) in user code.
+pub const AARCH64_PSR_MODE_MASK: u64 = 0xf;
+
+/// The user ip of a sample from x86_64 registers: `rip` when the code
+/// segment selector's privilege level (RPL, the low two bits) is ring 3.
+#[inline(always)]
+pub fn x86_64_user_ip(cs: u64, rip: u64) -> u64 {
+    if cs & 3 == 3 { rip } else { KERNEL_IP }
+}
+
+/// The user ip of a sample from aarch64 registers: `pc` when `pstate`'s
+/// mode is EL0t.
+#[inline(always)]
+pub fn aarch64_user_ip(pstate: u64, pc: u64) -> u64 {
+    if pstate & AARCH64_PSR_MODE_MASK == 0 {
+        pc
+    } else {
+        KERNEL_IP
+    }
+}
+
+/// The user ip of a sample from the s390x PSW (`psw.mask`, `psw.addr`):
+/// the address when the problem-state bit is set (the kernel's `user_mode`).
+#[inline(always)]
+pub fn s390x_user_ip(psw_mask: u64, psw_addr: u64) -> u64 {
+    if psw_mask & S390X_PSW_MASK_PSTATE != 0 {
+        psw_addr
+    } else {
+        KERNEL_IP
+    }
+}
+
 /// Key of the sample map: one process and one user instruction pointer.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -66,6 +102,25 @@ mod user {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_or_kernel_from_registers() {
+        let ip = 0x7f00_0000_1234;
+        // x86_64: __USER_CS is 0x33 (RPL 3), __KERNEL_CS 0x10 (RPL 0).
+        assert_eq!(x86_64_user_ip(0x33, ip), ip);
+        assert_eq!(x86_64_user_ip(0x10, ip), KERNEL_IP);
+        // aarch64: PSR_MODE_EL0t 0x0 (with flags above the mode bits), EL1h 0x5.
+        assert_eq!(aarch64_user_ip(0x6000_0000, ip), ip);
+        assert_eq!(aarch64_user_ip(0x6000_0005, ip), KERNEL_IP);
+        // s390x: a user PSW (DAT, I/O, EXT, machine check, problem state,
+        // primary space, 64-bit addressing) and a kernel one (the same
+        // without problem state, home space).
+        assert_eq!(s390x_user_ip(0x0705_0001_8000_0000, ip), ip);
+        assert_eq!(s390x_user_ip(0x0704_c001_8000_0000, ip), KERNEL_IP);
+        // The problem-state bit alone decides, not the other mask bits.
+        assert_eq!(s390x_user_ip(S390X_PSW_MASK_PSTATE, ip), ip);
+        assert_eq!(s390x_user_ip(!S390X_PSW_MASK_PSTATE, ip), KERNEL_IP);
+    }
 
     #[test]
     fn layouts() {

@@ -86,6 +86,30 @@ pub struct Inflight {
     pub sp_word: u64,
 }
 
+/// s390x `mmap` (number 90, the kernel's `old_mmap`): its one argument
+/// points to this block in user memory holding the six arguments of mmap(2)
+/// (`struct mmap_arg_struct`, arch/s390/kernel/sys_s390.c, all `unsigned
+/// long`). The kernel side reads it at entry so that `Inflight::args` holds
+/// mmap(2)'s arguments on every architecture.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MmapArgStruct {
+    pub addr: u64,
+    pub len: u64,
+    pub prot: u64,
+    pub flags: u64,
+    pub fd: u64,
+    pub offset: u64,
+}
+
+impl MmapArgStruct {
+    /// The first four arguments, as `Inflight::args` holds them.
+    #[inline(always)]
+    pub fn args(&self) -> [u64; 4] {
+        [self.addr, self.len, self.prot, self.flags]
+    }
+}
+
 /// Per CPU and slot (a `PerCpuArray` indexed by slot).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,6 +192,7 @@ const _: () = assert!(core::mem::size_of::<SyscallStats>() == 32 + 8 * LOG2_BUCK
 const _: () = assert!(core::mem::size_of::<ThreadSyscalls>() == 56);
 const _: () = assert!(core::mem::size_of::<RseqEvent>() == 64);
 const _: () = assert!(core::mem::size_of::<SyscallDrops>() == 24);
+const _: () = assert!(core::mem::size_of::<MmapArgStruct>() == 48);
 
 #[cfg(feature = "user")]
 mod user {
@@ -220,5 +245,23 @@ mod tests {
         assert_eq!(core::mem::offset_of!(SyscallStats, hist), 32);
         assert_eq!(SLOT_NAMES[SLOT_RSEQ], "rseq");
         assert_eq!(FUTEX_CMD_MASK & (128 | 9), 9);
+        // The kernel's copy_from_user of struct mmap_arg_struct: the length
+        // is the second unsigned long.
+        assert_eq!(core::mem::offset_of!(MmapArgStruct, len), 8);
+        assert_eq!(core::mem::offset_of!(MmapArgStruct, offset), 40);
+    }
+
+    #[test]
+    fn mmap_arg_struct_gives_mmap_args_in_order() {
+        let a = MmapArgStruct {
+            addr: 0x7f00_0000_0000,
+            len: 1 << 21,
+            prot: 3,
+            flags: 0x22,
+            fd: u64::MAX,
+            offset: 0,
+        };
+        // args[1] is the length that the exit program sums for SLOT_MMAP.
+        assert_eq!(a.args(), [0x7f00_0000_0000, 1 << 21, 3, 0x22]);
     }
 }

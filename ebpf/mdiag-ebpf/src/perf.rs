@@ -35,7 +35,8 @@ fn add_one(c: *mut u64) {
 
 /// The user instruction pointer of the interrupted task, or `KERNEL_IP` when
 /// it was interrupted in kernel mode. Reads the context directly (the
-/// verifier rewrites these loads to the sampled registers).
+/// verifier rewrites these loads to the sampled registers); the user-or-kernel
+/// decision is the pure helper of `mdiag_common::perf` for each architecture.
 #[allow(unexpected_cfgs)]
 #[inline(always)]
 fn user_ip(ctx: &PerfEventContext) -> u64 {
@@ -49,8 +50,7 @@ fn user_ip(ctx: &PerfEventContext) -> u64 {
                 core::ptr::read_volatile(&raw const (*regs).rip),
             )
         };
-        // Ring 3 in the code segment selector's RPL: user mode.
-        if cs & 3 == 3 { ip } else { KERNEL_IP }
+        mdiag_common::perf::x86_64_user_ip(cs, ip)
     }
     #[cfg(bpf_target_arch = "aarch64")]
     {
@@ -62,10 +62,27 @@ fn user_ip(ctx: &PerfEventContext) -> u64 {
                 core::ptr::read_volatile(&raw const (*regs).pc),
             )
         };
-        // PSR_MODE_MASK 0xf; EL0t (user) is 0.
-        if pstate & 0xf == 0 { pc } else { KERNEL_IP }
+        mdiag_common::perf::aarch64_user_ip(pstate, pc)
     }
-    #[cfg(not(any(bpf_target_arch = "x86_64", bpf_target_arch = "aarch64")))]
+    #[cfg(bpf_target_arch = "s390x")]
+    {
+        // bpf_user_pt_regs_t is user_pt_regs { args[1], psw { mask, addr },
+        // gprs[16] }: the PSW of the interrupted code at offsets 8 and 16.
+        // SAFETY: ctx access at constant offsets inside bpf_user_pt_regs_t.
+        let (mask, addr) = unsafe {
+            let psw = &raw const (*ctx.ctx).regs.psw;
+            (
+                core::ptr::read_volatile(&raw const (*psw).mask),
+                core::ptr::read_volatile(&raw const (*psw).addr),
+            )
+        };
+        mdiag_common::perf::s390x_user_ip(mask, addr)
+    }
+    #[cfg(not(any(
+        bpf_target_arch = "x86_64",
+        bpf_target_arch = "aarch64",
+        bpf_target_arch = "s390x"
+    )))]
     {
         // Other architectures: no user ip yet; samples still count per task.
         let _ = ctx;

@@ -4,6 +4,10 @@
 //! Cost control: the first thing each program does is drop tasks that are
 //! not observed, then syscalls that are not watched; only watched calls of
 //! observed tasks touch a map.
+//!
+//! `Inflight::args` holds the watched call's first four arguments as the
+//! C library documents them, on every architecture: s390x's `mmap` passes
+//! them in a block in user memory (`mmap_args`).
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel, bpf_probe_read_user},
@@ -85,6 +89,29 @@ fn user_stack_word(sp: u64) -> u64 {
     unsafe { bpf_probe_read_user(sp as *const u64).unwrap_or(0) }
 }
 
+/// mmap(2)'s first four arguments from the registers of an `mmap` call.
+/// On s390x that call is `old_mmap`, whose one argument points to a
+/// `struct mmap_arg_struct` in user memory holding all six: the block is
+/// read from there at entry (all zero when it cannot be read without a page
+/// fault, so the call's length is not counted; glibc builds the block on the
+/// stack, which is resident). Elsewhere the registers hold them.
+#[allow(unexpected_cfgs)]
+#[inline(always)]
+fn mmap_args(regs_args: [u64; 4]) -> [u64; 4] {
+    #[cfg(bpf_target_arch = "s390x")]
+    {
+        // SAFETY: bpf_probe_read_user fails cleanly on any bad user address.
+        let block = unsafe {
+            bpf_probe_read_user(regs_args[0] as *const mdiag_common::syscalls::MmapArgStruct)
+        };
+        block.map(|b| b.args()).unwrap_or([0; 4])
+    }
+    #[cfg(not(bpf_target_arch = "s390x"))]
+    {
+        regs_args
+    }
+}
+
 #[btf_tracepoint(function = "sys_enter")]
 pub fn mdiag_sys_enter(ctx: BtfTracePointContext) -> i32 {
     // TP_PROTO(struct pt_regs *regs, long id)
@@ -102,6 +129,9 @@ pub fn mdiag_sys_enter(ctx: BtfTracePointContext) -> i32 {
         // SAFETY: volatile read of a loader-patched read-only global.
         let off = unsafe { core::ptr::read_volatile(&MDIAG_REGS_ARG_OFFSETS[i]) };
         *a = read_reg(regs, off);
+    }
+    if slot == SLOT_MMAP {
+        args = mmap_args(args);
     }
     if slot == SLOT_FUTEX_WAIT {
         let op = args[1] & FUTEX_CMD_MASK;

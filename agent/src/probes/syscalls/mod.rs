@@ -9,6 +9,9 @@
 //! split over the slices each wait overlaps ([`credit`]).
 
 pub mod credit;
+mod numbers;
+
+pub use numbers::syscall_numbers;
 
 use std::collections::HashMap;
 
@@ -19,9 +22,9 @@ use aya::{
 use mdiag_common::{
     hist::LOG2_BUCKETS,
     syscalls::{
-        Inflight, MAP_DROPS, MAP_INFLIGHT, MAP_RSEQ_EVENTS, MAP_STATS, MAP_THREADS, NO_SYSCALL,
-        NR_SLOTS, NR_SYSCALL_NRS, RseqEvent, SLOT_FUTEX_WAIT, SLOT_FUTEX_WAITV, SLOT_NAMES,
-        SyscallDrops, SyscallStats, ThreadSyscalls,
+        Inflight, MAP_DROPS, MAP_INFLIGHT, MAP_RSEQ_EVENTS, MAP_STATS, MAP_THREADS, NR_SLOTS,
+        RseqEvent, SLOT_FUTEX_WAIT, SLOT_FUTEX_WAITV, SLOT_NAMES, SyscallDrops, SyscallStats,
+        ThreadSyscalls,
     },
 };
 
@@ -40,26 +43,6 @@ pub enum SyscallsError {
         source: aya::maps::MapError,
     },
 }
-
-/// Syscall numbers of the watched slots on the architecture mdiag runs on,
-/// indexed by slot.
-pub fn syscall_numbers() -> [u64; NR_SYSCALL_NRS] {
-    let nr = |n: libc::c_long| u64::try_from(n).unwrap_or(NO_SYSCALL);
-    [
-        nr(libc::SYS_mmap),
-        nr(libc::SYS_munmap),
-        nr(libc::SYS_madvise),
-        nr(libc::SYS_brk),
-        nr(libc::SYS_mremap),
-        nr(libc::SYS_futex),
-        NO_SYSCALL, // futex_wake: same number as futex_wait, told apart by the operation
-        FUTEX_WAITV,
-        nr(libc::SYS_rseq),
-    ]
-}
-
-/// futex_waitv(2) has number 449 on every architecture (asm-generic table).
-const FUTEX_WAITV: u64 = 449;
 
 /// Byte offsets in `struct pt_regs` of what the programs read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -473,16 +456,6 @@ pub fn slice_between(before: &SyscallsSnapshot, after: &SyscallsSnapshot) -> Sys
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mdiag_common::syscalls::{SLOT_FUTEX_WAIT, SLOT_MMAP, SLOT_RSEQ};
-
-    #[test]
-    fn numbers_follow_the_slots() {
-        let nrs = syscall_numbers();
-        assert_eq!(nrs[SLOT_MMAP], libc::SYS_mmap as u64);
-        assert_eq!(nrs[SLOT_FUTEX_WAIT], libc::SYS_futex as u64);
-        assert_eq!(nrs[SLOT_RSEQ], libc::SYS_rseq as u64);
-        assert_eq!(SLOT_NAMES.len(), nrs.len());
-    }
 
     #[test]
     fn regs_offsets_from_this_kernel() {
