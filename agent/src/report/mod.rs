@@ -16,6 +16,8 @@ pub mod contention;
 mod contract;
 #[cfg(test)]
 mod golden;
+#[cfg(test)]
+mod golden_recordings;
 pub mod host_settings;
 pub mod html;
 pub mod json;

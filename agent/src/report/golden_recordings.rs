@@ -1,0 +1,55 @@
+//! The golden scenarios of [`super::golden`] as recording files, committed in
+//! `agent/testdata/recordings/`: real inputs for the CLI, so that `mdiag
+//! explain FILE` can be run on them by every build (the `cross` tier runs the
+//! aarch64 and s390x binaries on them under qemu-user and compares their
+//! output with x86_64's byte for byte), and a check that recordings written
+//! by an earlier mdiag of the same format version still read back exactly.
+//!
+//! The test fails when a file no longer decodes to its scenario (the model or
+//! the scenario changed): rewrite them with
+//! `MDIAG_UPDATE_RECORDINGS=1 cargo test -p mdiag --lib report::golden_recordings`
+//! and commit the files with the change.
+
+use std::path::PathBuf;
+
+use super::golden::{baseline_with_alloc_windows, busy, probe_failures};
+use crate::recording::io::{read_file, write_atomic};
+use crate::recording::model::Recording;
+
+/// (file stem, scenario).
+fn scenarios() -> [(&'static str, Recording); 3] {
+    [
+        ("baseline", baseline_with_alloc_windows()),
+        ("busy", busy()),
+        ("probe-failures", probe_failures()),
+    ]
+}
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/recordings")
+}
+
+#[test]
+fn committed_recordings_are_the_golden_scenarios() {
+    let update = std::env::var_os("MDIAG_UPDATE_RECORDINGS").is_some_and(|v| v == "1");
+    for (name, scenario) in scenarios() {
+        let path = dir().join(format!("{name}.mdiag"));
+        if update {
+            std::fs::create_dir_all(dir()).expect("create testdata/recordings");
+            write_atomic(&scenario, &path).expect("write the recording");
+        }
+        let read = read_file(&path).unwrap_or_else(|e| {
+            panic!(
+                "{e}; write it with MDIAG_UPDATE_RECORDINGS=1 cargo test -p mdiag --lib \
+                 report::golden_recordings"
+            )
+        });
+        assert!(
+            read == scenario,
+            "{} no longer reads back as the {name} scenario; if the change is intended, \
+             rewrite it with MDIAG_UPDATE_RECORDINGS=1 cargo test -p mdiag --lib \
+             report::golden_recordings",
+            path.display()
+        );
+    }
+}
