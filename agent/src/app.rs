@@ -137,13 +137,10 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
     let (recording, source) = match (&args.file, &args.ftdc) {
         // FTDC alone: its samples become a recording of their own.
         (None, Some(dir)) => {
-            let keep = if args.from.is_some() || args.to.is_some() {
-                crate::mongo::ftdc::MAX_KEEP
-            } else {
-                crate::mongo::ftdc::DEFAULT_KEEP
-            };
-            let read =
-                crate::mongo::ftdc::read(dir, args.from, args.to, keep).map_err(AppError::usage)?;
+            let window = args.from.is_some() || args.to.is_some();
+            let mut read =
+                crate::mongo::ftdc::read(dir, args.from, args.to, crate::mongo::ftdc::MAX_KEEP)
+                    .map_err(AppError::usage)?;
             for e in &read.errors {
                 say!("mdiag: skipped: {e}");
             }
@@ -151,7 +148,7 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
                 return Err(AppError::usage(anyhow::anyhow!(
                     "{}: no serverStatus samples{}; check the directory, or widen --from/--to",
                     dir.display(),
-                    if args.from.is_some() || args.to.is_some() {
+                    if window {
                         " in the chosen time window"
                     } else {
                         ""
@@ -160,10 +157,16 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
             }
             if read.dropped > 0 {
                 say!(
-                    "mdiag: explaining the newest {} FTDC samples ({} older ones left out; choose others with --from/--to)",
+                    "mdiag: explaining the newest {} FTDC samples ({} older ones left out: at most one day at a time; choose others with --from/--to)",
                     read.samples.len(),
                     read.dropped
                 );
+            }
+            if let Some(trimmed) =
+                crate::mongo::ftdc_window::keep_newest_run(&mut read.samples, !window)
+            {
+                read.dropped += trimmed.dropped;
+                say!("mdiag: {}", trimmed.describe());
             }
             (
                 crate::mongo::ftdc::recording_from_ftdc(&read),

@@ -15,9 +15,8 @@ use super::status::{FtdcColumns, ServerStatusSample};
 use crate::ftdc::{FtdcDir, FtdcDoc, FtdcError};
 use crate::recording::{FORMAT_NAME, FORMAT_VERSION, HostFacts, Recording, Slice};
 
-/// Samples kept by default (FTDC alone without --from/--to): the newest hour.
-pub const DEFAULT_KEEP: usize = 3600;
-/// Samples kept at most with --from/--to (one day at mongod's 1 Hz).
+/// Samples read at most (one day at mongod's 1 Hz); without --from/--to the
+/// newest hour of them is explained ([`super::ftdc_window`]).
 pub const MAX_KEEP: usize = 86_400;
 /// A recording slice takes the FTDC sample nearest its middle, if this close.
 pub const JOIN_TOLERANCE_MS: i64 = 1000;

@@ -15,6 +15,7 @@
 
 pub mod conn;
 pub mod ftdc;
+pub mod ftdc_window;
 pub mod info;
 pub mod model;
 pub mod poll;
