@@ -8,6 +8,8 @@
 pub mod app;
 pub mod cli;
 pub mod compare;
+#[cfg(test)]
+pub(crate) mod emulation;
 pub mod explain;
 pub mod export;
 pub mod ftdc;

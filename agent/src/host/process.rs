@@ -314,6 +314,12 @@ Max realtime timeout      unlimited            unlimited            us
 
     #[test]
     fn facts_of_a_child_process() {
+        if crate::emulation::skip_under_emulation(
+            "facts_of_a_child_process",
+            "a child started under qemu-user is the emulator's process, with the emulator's environment",
+        ) {
+            return;
+        }
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .env("GLIBC_TUNABLES", "glibc.pthread.rseq=0")

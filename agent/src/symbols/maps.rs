@@ -333,6 +333,12 @@ mod tests {
 
     #[test]
     fn own_process_main_first_and_libc_found() {
+        if crate::emulation::skip_under_emulation(
+            "own_process_main_first_and_libc_found",
+            "/proc/self/maps under qemu-user are the emulator's mappings",
+        ) {
+            return;
+        }
         let maps = Maps::of(std::process::id()).unwrap();
         let main = maps.main().expect("main executable mapped");
         assert!(main.is_main);

@@ -88,6 +88,12 @@ fn marker_function_for_symbolize(x: u64) -> u64 {
 
 #[test]
 fn malloc_file_offset_and_runtime_address_round_trip_in_own_process() {
+    if crate::emulation::skip_under_emulation(
+        "malloc_file_offset_and_runtime_address_round_trip_in_own_process",
+        "/proc/self/maps under qemu-user are the emulator's mappings",
+    ) {
+        return;
+    }
     let process = ProcessSymbols::load(std::process::id(), ObjectCache::global()).unwrap();
     assert!(process.main().is_some(), "main executable first");
     let libc = process.require("libc.so.6").unwrap();
@@ -170,6 +176,12 @@ unsafe extern "C" {
 
 #[test]
 fn glibc_rseq_symbols_are_found_and_readable_in_own_process() {
+    if crate::emulation::skip_under_emulation(
+        "glibc_rseq_symbols_are_found_and_readable_in_own_process",
+        "/proc/self/maps and /proc/self/mem under qemu-user are the emulator's",
+    ) {
+        return;
+    }
     let process = ProcessSymbols::load(std::process::id(), ObjectCache::global()).unwrap();
     let rseq = find_rseq_symbols(&process);
     let size = rseq.rseq_size.clone().expect("__rseq_size (glibc >= 2.35)");

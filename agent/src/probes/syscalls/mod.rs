@@ -459,6 +459,12 @@ mod tests {
 
     #[test]
     fn regs_offsets_from_this_kernel() {
+        if crate::emulation::skip_under_emulation(
+            "regs_offsets_from_this_kernel",
+            "/sys/kernel/btf/vmlinux is the emulating host's kernel",
+        ) {
+            return;
+        }
         let btf = super::super::btf::load_vmlinux().expect("kernel BTF");
         let r = regs_offsets(&btf).unwrap();
         #[cfg(target_arch = "x86_64")]
