@@ -121,6 +121,11 @@ impl Cmd {
         self
     }
 
+    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Self {
+        self.inner.env_remove(key);
+        self
+    }
+
     /// Runs with inherited stdio and fails unless it exits with status 0.
     pub fn run(&mut self) -> Result<()> {
         let status = self.status()?;

@@ -7,8 +7,10 @@ use std::{ffi::OsString, process::ExitCode};
 
 use clap::{Args, Parser, Subcommand};
 
+mod arch;
 mod bench;
 mod cmd;
+mod cross;
 mod run;
 mod setup;
 mod test;
@@ -35,11 +37,16 @@ enum Command {
     /// Install what building and testing need (Debian packages, rustup
     /// toolchains, bpf-linker); only what is missing, and fast when nothing is.
     Setup,
-    /// Set up, then build mdiag.
+    /// Set up, then build mdiag (for another architecture with --target).
     Build {
         /// Build with the release profile.
         #[arg(long)]
         release: bool,
+        /// Cross-build for this architecture: x86_64 (the host), aarch64 or
+        /// s390x (or their Rust triples); installs the cross C toolchain and
+        /// the Rust target first. The binary lands in target/<triple>/.
+        #[arg(long, value_name = "ARCH", value_parser = arch::parse_arch)]
+        target: Option<&'static arch::Arch>,
         #[command(flatten)]
         setup: SetupArgs,
     },
@@ -81,6 +88,14 @@ enum Command {
     /// mdiag binary and check which probe families load there; fails when a
     /// family that the expectation table wants on a kernel did not attach.
     VmMatrix(vm::VmArgs),
+    /// Build mdiag for x86_64, aarch64 and s390x and check that the foreign
+    /// builds (under qemu-user) print exactly what x86_64's does for explain,
+    /// compare and export of the golden recordings and the FTDC fixtures;
+    /// then run the library's unit tests for s390x (big-endian).
+    CrossCheck {
+        #[command(flatten)]
+        setup: SetupArgs,
+    },
 }
 
 #[derive(Args)]
@@ -103,15 +118,22 @@ impl SetupArgs {
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Setup => setup::setup(),
-        Command::Build { release, setup } => {
-            setup.setup().and_then(|()| run::build(release).map(drop))
-        }
+        Command::Build {
+            release,
+            target,
+            setup,
+        } => setup.setup().and_then(|()| {
+            let bin = arch::build(target.unwrap_or(arch::host()), release)?;
+            say!("built {}", bin.display());
+            Ok(())
+        }),
         Command::Run { debug, setup, args } => setup.setup().and_then(|()| run::run(!debug, &args)),
         Command::Test { tiers, setup } => test::test(&tiers, setup.skip_setup),
         Command::BenchOverhead { bench, setup } => {
             setup.setup().and_then(|()| bench::bench(&bench))
         }
         Command::VmMatrix(args) => vm::vm_matrix(&args),
+        Command::CrossCheck { setup } => setup.setup().and_then(|()| cross::cross()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

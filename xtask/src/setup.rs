@@ -201,6 +201,11 @@ struct Toolchain {
     components: Vec<String>,
 }
 
+/// The name of the toolchain pinned by `rust-toolchain.toml` (e.g. `1.98.0`).
+pub fn user_toolchain_name() -> Result<String> {
+    Ok(user_toolchain()?.name)
+}
+
 /// The toolchain pinned by `rust-toolchain.toml`.
 fn user_toolchain() -> Result<Toolchain> {
     let path = workspace_root().join("rust-toolchain.toml");

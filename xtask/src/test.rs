@@ -2,7 +2,8 @@
 //!
 //! Tiers: `lint` (rustfmt, clippy), `unit` (everything but the root suite),
 //! `root` (the integration suite in `tests/`, which loads real BPF and needs
-//! root), `vm` (the kernel matrix: the same binary booted on Debian's 5.10,
+//! root), `cross` (aarch64 and s390x builds agree with x86_64's, see
+//! `cross.rs`), `vm` (the kernel matrix: the same binary booted on Debian's 5.10,
 //! 6.1 and 6.12 kernels in QEMU, see `vm/`) and `bench-build` (benchmarks
 //! still compile). Cargo's own output goes
 //! straight through; xtask adds a failure line and a timed summary on stderr.
@@ -25,18 +26,24 @@ pub enum Tier {
     Unit,
     /// The integration suite in tests/ against a real mdiag binary, as root.
     Root,
-    /// `cargo xtask vm-matrix` with the debug binary: every family that a
-    /// kernel supports loads on 5.10, 6.1 and 6.12 (QEMU, TCG).
+    /// `cargo xtask cross-check`: the aarch64 and s390x builds print what
+    /// x86_64's prints (qemu-user), and the unit tests pass on s390x.
+    Cross,
+    /// `cargo xtask vm-matrix` with the debug binaries: every family that a
+    /// kernel supports loads on x86_64 5.10, 6.1 and 6.12, aarch64 6.1 and
+    /// 6.12, and s390x 6.12 (QEMU, TCG; a few minutes).
     Vm,
-    /// `cargo bench --no-run`: benchmarks keep compiling.
+    /// `cargo test --benches --no-run`: benchmarks keep compiling and
+    /// linking (in the dev profile; `cargo bench` builds them optimised).
     BenchBuild,
 }
 
 impl Tier {
-    const ALL: [Tier; 5] = [
+    const ALL: [Tier; 6] = [
         Tier::Lint,
         Tier::Unit,
         Tier::Root,
+        Tier::Cross,
         Tier::Vm,
         Tier::BenchBuild,
     ];
@@ -46,6 +53,7 @@ impl Tier {
             Tier::Lint => "lint",
             Tier::Unit => "unit",
             Tier::Root => "root",
+            Tier::Cross => "cross",
             Tier::Vm => "vm",
             Tier::BenchBuild => "bench-build",
         }
@@ -70,9 +78,14 @@ impl Tier {
                 .args(["test", "--workspace", "--exclude", "mdiag-tests"])
                 .run(),
             Tier::Root => root(),
+            Tier::Cross => crate::cross::cross(),
             Tier::Vm => vm(),
+            // The dev profile: the benches compile and link against the
+            // crates the unit tier already built, in a minute instead of a
+            // ten-minute release build of everything (clippy in `lint` has
+            // checked their code already).
             Tier::BenchBuild => Cmd::cargo()
-                .args(["bench", "--workspace", "--no-run"])
+                .args(["test", "--workspace", "--benches", "--no-run"])
                 .run(),
         }
     }
@@ -106,7 +119,9 @@ fn root() -> Result<()> {
         .run()
 }
 
-/// The vm tier: the kernel matrix on the debug binary the root tier tested.
+/// The vm tier: the kernel matrix on the debug binary the root tier tested
+/// (x86_64) and the debug cross builds the cross tier ran (aarch64, s390x;
+/// `vm_matrix` builds those itself, a no-op when they are fresh).
 fn vm() -> Result<()> {
     #[derive(clap::Parser)]
     struct VmCli {

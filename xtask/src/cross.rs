@@ -1,0 +1,453 @@
+//! The `cross` test tier: mdiag built for aarch64 and s390x says exactly what
+//! the x86_64 build says.
+//!
+//! Why: an SRE may run `explain` on a laptop for a recording made on an s390x
+//! mainframe, or the other way round; and big-endian s390x is where byte-order
+//! mistakes in decoding (zstd, BSON, FTDC's varints, our own JSON) show. So
+//! every case of [`cases`] (explain of the committed golden recordings in
+//! every format and ranked for other architectures, compare, export and
+//! explain of real FTDC fixtures, `--help`, bad input, and a real recording
+//! made here when running as root) is run by the x86_64 binary natively and
+//! by the aarch64 and s390x binaries under qemu-user, and their stdout,
+//! stderr and exit status must be identical byte for byte. Outputs are kept
+//! in `<target>/cross/<arch>/<case>.{out,err}`.
+//!
+//! Then the library's unit tests run for s390x under qemu-user
+//! (`MDIAG_EMULATED=qemu-user` tells the few tests that read the host's
+//! `/proc` or BTF to skip, loudly).
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Output,
+    time::Instant,
+};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{
+    arch::{ARCHES, Arch, build, host},
+    cmd::{Cmd, is_root, target_dir, workspace_root},
+    say,
+};
+
+/// What the library's tests read to know they run under an emulator, and
+/// where they list the tests they skip there (agent/src/emulation.rs).
+const EMULATED_ENV: &str = "MDIAG_EMULATED";
+const SKIP_LOG_ENV: &str = "MDIAG_SKIP_LOG";
+
+/// One invocation of mdiag.
+#[derive(Debug, Clone)]
+struct Case {
+    name: String,
+    args: Vec<String>,
+}
+
+fn case(name: impl Into<String>, args: &[&str]) -> Case {
+    Case {
+        name: name.into(),
+        args: args.iter().map(|&a| a.to_owned()).collect(),
+    }
+}
+
+/// The real FTDC fixtures (../shared/fixtures, see its README), if present.
+fn ftdc_fixture() -> Option<PathBuf> {
+    let dir = workspace_root().join("../shared/fixtures/ftdc/mongod-7.0.0-rc6");
+    dir.is_dir().then_some(dir)
+}
+
+/// Every case, in order. `real` is a recording made on this host, if any.
+fn cases(real: Option<&Path>) -> Result<Vec<Case>> {
+    let mut cases = vec![
+        case("help", &["--help"]),
+        case("explain-help", &["explain", "--help"]),
+        case("export-help", &["export", "--help"]),
+        case("compare-help", &["compare", "--help"]),
+        case("record-help", &["record", "--help"]),
+        case(
+            "explain-missing-file",
+            &["explain", "no-such-recording.mdiag"],
+        ),
+        case("explain-not-a-recording", &["explain", "Cargo.toml"]),
+        case(
+            "explain-bad-arch",
+            &["explain", "--arch", "sparc", "x.mdiag"],
+        ),
+    ];
+    let recordings = workspace_root().join("agent/testdata/recordings");
+    let mut files: Vec<PathBuf> = fs::read_dir(&recordings)
+        .with_context(|| format!("listing {}", recordings.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "mdiag"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no golden recordings in {}", recordings.display());
+    }
+    let rel = |p: &Path| {
+        p.strip_prefix(workspace_root())
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let mut explained: Vec<(String, String)> = files
+        .iter()
+        .map(|f| {
+            let stem = f
+                .file_stem()
+                .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+            (stem, rel(f))
+        })
+        .collect();
+    if let Some(real) = real {
+        explained.push((
+            "host-recording".to_owned(),
+            real.to_string_lossy().into_owned(),
+        ));
+    }
+    for (stem, file) in &explained {
+        for format in ["terminal", "markdown", "json", "html"] {
+            cases.push(case(
+                format!("explain-{stem}-{format}"),
+                &["explain", "--color", "never", "-f", format, file],
+            ));
+        }
+        for arch in ["aarch64", "s390x"] {
+            cases.push(case(
+                format!("explain-{stem}-ranked-{arch}"),
+                &["explain", "-f", "json", "--arch", arch, file],
+            ));
+        }
+    }
+    if let [first, second, ..] = explained.as_slice() {
+        for format in ["text", "json"] {
+            cases.push(case(
+                format!("compare-{}-{}-{format}", first.0, second.0),
+                &["compare", "-f", format, &first.1, &second.1],
+            ));
+        }
+    }
+    if let Some(dir) = ftdc_fixture() {
+        let dir = dir.to_string_lossy().into_owned();
+        let interim = format!("{dir}/metrics.interim");
+        // The big file decodes in ~30 s under qemu in a debug build: a
+        // one-minute window for export, ten for explain, and the small
+        // interim file whole.
+        let (from, to) = ("2024-04-16 14:00:00", "2024-04-16 14:01:00");
+        cases.extend([
+            case("export-interim", &["export", &interim]),
+            case(
+                "export-interim-filtered",
+                &[
+                    "export",
+                    "--dates-as-ms",
+                    "--no-metadata",
+                    "--metrics",
+                    "serverStatus.tcmalloc,serverStatus.wiredTiger.cache*",
+                    &interim,
+                ],
+            ),
+            case(
+                "export-dir-window",
+                &["export", "--from", from, "--to", to, &dir],
+            ),
+            case(
+                "explain-ftdc-interim-terminal",
+                &["explain", "--color", "never", "--ftdc", &interim],
+            ),
+            case(
+                "explain-ftdc-window-json",
+                &[
+                    "explain",
+                    "-f",
+                    "json",
+                    "--ftdc",
+                    &dir,
+                    "--from",
+                    from,
+                    "--to",
+                    "2024-04-16 14:10:00",
+                ],
+            ),
+        ]);
+    } else {
+        say!("cross: no ../shared/fixtures: the FTDC cases are left out");
+    }
+    Ok(cases)
+}
+
+/// A recording of this host (a few seconds, host-wide) by the x86_64 build,
+/// when running as root; `None` (said) otherwise.
+fn record_here(bin: &Path, dir: &Path) -> Result<Option<PathBuf>> {
+    if !is_root() {
+        say!("cross: not root, so no real recording is explained (golden ones only)");
+        return Ok(None);
+    }
+    let out = dir.join("host.mdiag");
+    let _ = fs::remove_file(&out);
+    Cmd::new(bin)
+        .args([
+            "record",
+            "--host-wide",
+            "--duration",
+            "2s",
+            "--no-progress",
+            "-o",
+        ])
+        .arg(&out)
+        .run()
+        .context("recording this host for the cross check")?;
+    Ok(Some(out))
+}
+
+/// The result of one case on one architecture.
+#[derive(Debug, PartialEq, Eq)]
+struct Run {
+    status: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+fn run_case(arch: &Arch, bin: &Path, case: &Case, out_dir: &Path) -> Result<Run> {
+    let mut cmd = arch.runner(bin);
+    cmd.args(&case.args)
+        .env("TZ", "UTC")
+        .env("LC_ALL", "C")
+        .env("COLUMNS", "100")
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("RUST_BACKTRACE");
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output()?;
+    fs::write(out_dir.join(format!("{}.out", case.name)), &stdout)?;
+    fs::write(out_dir.join(format!("{}.err", case.name)), &stderr)?;
+    Ok(Run {
+        status: status.code(),
+        stdout,
+        stderr,
+    })
+}
+
+/// Where two outputs first differ, as a short human line.
+fn first_difference(name: &str, ours: &[u8], theirs: &[u8]) -> Option<String> {
+    if ours == theirs {
+        return None;
+    }
+    let ours_text = String::from_utf8_lossy(ours);
+    let theirs_text = String::from_utf8_lossy(theirs);
+    let mut a = ours_text.lines();
+    let mut b = theirs_text.lines();
+    let mut line = 1;
+    loop {
+        match (a.next(), b.next()) {
+            (Some(x), Some(y)) if x == y => line += 1,
+            (x, y) => {
+                let show = |s: Option<&str>| match s {
+                    Some(s) => format!("{:?}", s.chars().take(160).collect::<String>()),
+                    None => "(end)".to_owned(),
+                };
+                return Some(format!(
+                    "{name} line {line}: x86_64 {} / this {}",
+                    show(x),
+                    show(y)
+                ));
+            }
+        }
+    }
+}
+
+/// Compares one architecture's runs with the host's.
+fn differences(case: &Case, host_run: &Run, run: &Run) -> Vec<String> {
+    let mut out = Vec::new();
+    if host_run.status != run.status {
+        out.push(format!(
+            "exit status {:?} on x86_64, {:?} here",
+            host_run.status, run.status
+        ));
+    }
+    out.extend(first_difference("stdout", &host_run.stdout, &run.stdout));
+    out.extend(first_difference("stderr", &host_run.stderr, &run.stderr));
+    out.into_iter()
+        .map(|d| format!("{}: {d}", case.name))
+        .collect()
+}
+
+/// The cross tier.
+pub fn cross() -> Result<()> {
+    let started = Instant::now();
+    let mut bins = Vec::new();
+    for arch in ARCHES {
+        bins.push((arch, build(arch, false)?));
+    }
+    let dir = target_dir()?.join("cross");
+    fs::create_dir_all(&dir)?;
+    let host_bin = &bins[0].1;
+    let real = record_here(host_bin, &dir)?;
+    let cases = cases(real.as_deref())?;
+    say!(
+        "cross: {} cases on {} (built in {} s)",
+        cases.len(),
+        ARCHES.iter().map(|a| a.name).collect::<Vec<_>>().join(", "),
+        started.elapsed().as_secs()
+    );
+    // One thread per architecture: qemu-user runs one guest thread at a time.
+    let results: Vec<(&Arch, Result<Vec<Run>>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = bins
+            .iter()
+            .map(|(arch, bin)| {
+                let cases = &cases;
+                let out_dir = dir.join(arch.name);
+                s.spawn(move || {
+                    let runs = fs::create_dir_all(&out_dir)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|()| {
+                            cases
+                                .iter()
+                                .map(|c| {
+                                    run_case(arch, bin, c, &out_dir)
+                                        .with_context(|| format!("{} on {}", c.name, arch.name))
+                                })
+                                .collect()
+                        });
+                    (*arch, runs)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| (host(), Err(anyhow::anyhow!("a runner thread panicked"))))
+            })
+            .collect()
+    });
+    let mut runs_by_arch = Vec::new();
+    for (arch, runs) in results {
+        runs_by_arch.push((arch, runs?));
+    }
+    let (_, host_runs) = &runs_by_arch[0];
+    let mut failures = Vec::new();
+    for (arch, runs) in &runs_by_arch[1..] {
+        let diffs: Vec<String> = cases
+            .iter()
+            .zip(host_runs.iter().zip(runs))
+            .flat_map(|(c, (h, r))| differences(c, h, r))
+            .collect();
+        if diffs.is_empty() {
+            say!(
+                "cross: {}: all {} cases identical to x86_64's",
+                arch.name,
+                cases.len()
+            );
+        } else {
+            for d in &diffs {
+                say!("cross: {}: {d}", arch.name);
+            }
+            failures.push(format!("{}: {} differences", arch.name, diffs.len()));
+        }
+    }
+    // The cases must exercise something: the golden reports must have findings.
+    let busy_json = cases
+        .iter()
+        .position(|c| c.name == "explain-busy-json")
+        .map(|i| &host_runs[i]);
+    match busy_json {
+        Some(run)
+            if run.status == Some(0)
+                && String::from_utf8_lossy(&run.stdout).contains("\"rule_id\"") => {}
+        _ => failures.push("explain-busy-json did not produce findings on x86_64".to_owned()),
+    }
+    if !failures.is_empty() {
+        bail!(
+            "cross builds disagree with x86_64 ({}); outputs in {}",
+            failures.join("; "),
+            dir.display()
+        );
+    }
+    unit_tests_big_endian()?;
+    say!("cross: done in {} s", started.elapsed().as_secs());
+    Ok(())
+}
+
+/// The library's unit tests built for s390x and run under qemu-user.
+fn unit_tests_big_endian() -> Result<()> {
+    let Some(arch) = ARCHES.iter().find(|a| a.big_endian) else {
+        bail!("no big-endian architecture in the table");
+    };
+    say!(
+        "cross: the library's unit tests on {} under qemu-user",
+        arch.name
+    );
+    let log = target_dir()?.join("cross").join("skipped-tests.txt");
+    let _ = fs::remove_file(&log);
+    let mut cmd = Cmd::cargo();
+    cmd.args(["test", "-p", "mdiag", "--lib"]);
+    arch.cargo_args(&mut cmd);
+    let result = cmd
+        .env(EMULATED_ENV, "qemu-user")
+        .env(SKIP_LOG_ENV, &log)
+        .run();
+    let skipped = fs::read_to_string(&log).unwrap_or_default();
+    let skipped: Vec<&str> = skipped.lines().collect();
+    say!(
+        "cross: {} unit tests skipped on {} under qemu-user (they read the host's /proc or BTF):",
+        skipped.len(),
+        arch.name
+    );
+    for s in &skipped {
+        say!("  skipped: {s}");
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_difference_names_the_line() {
+        assert_eq!(first_difference("stdout", b"a\nb\n", b"a\nb\n"), None);
+        let d = first_difference("stdout", b"a\nb\nc\n", b"a\nB\nc\n").unwrap();
+        assert!(d.starts_with("stdout line 2:"), "{d}");
+        let d = first_difference("stdout", b"a\n", b"a\nextra\n").unwrap();
+        assert!(d.contains("(end)"), "{d}");
+        // A trailing byte alone (no new line) still differs.
+        assert!(first_difference("stdout", b"a", b"a\n").is_some());
+    }
+
+    #[test]
+    fn a_differing_exit_status_is_a_difference() {
+        let c = case("x", &[]);
+        let run = |status| Run {
+            status,
+            stdout: b"same".to_vec(),
+            stderr: Vec::new(),
+        };
+        assert!(differences(&c, &run(Some(0)), &run(Some(0))).is_empty());
+        let d = differences(&c, &run(Some(0)), &run(Some(2)));
+        assert_eq!(d.len(), 1);
+        assert!(d[0].starts_with("x: exit status"), "{d:?}");
+    }
+
+    #[test]
+    fn every_golden_recording_is_explained_in_every_format() {
+        let cases = cases(None).unwrap();
+        for stem in ["baseline", "busy", "probe-failures"] {
+            for format in ["terminal", "markdown", "json", "html"] {
+                let name = format!("explain-{stem}-{format}");
+                assert!(cases.iter().any(|c| c.name == name), "missing {name}");
+            }
+        }
+        let mut names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(
+            before,
+            names.len(),
+            "case names are unique (they name files)"
+        );
+    }
+}
