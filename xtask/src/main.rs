@@ -11,6 +11,7 @@ mod arch;
 mod bench;
 mod cmd;
 mod cross;
+mod release;
 mod run;
 mod setup;
 mod test;
@@ -39,7 +40,9 @@ enum Command {
     Setup,
     /// Set up, then build mdiag (for another architecture with --target).
     Build {
-        /// Build with the release profile.
+        /// Build the release binary: optimised, linked against glibc 2.17's
+        /// symbol versions with cargo-zigbuild (runs on RHEL 8, Amazon Linux
+        /// 2 and newer), in target/<triple>/release/.
         #[arg(long)]
         release: bool,
         /// Cross-build for this architecture: x86_64 (the host), aarch64 or
@@ -123,7 +126,12 @@ fn main() -> ExitCode {
             target,
             setup,
         } => setup.setup().and_then(|()| {
-            let bin = arch::build(target.unwrap_or(arch::host()), release)?;
+            let arch = target.unwrap_or(arch::host());
+            let bin = if release {
+                release::build(arch)?
+            } else {
+                arch::build(arch, false)?
+            };
             say!("built {}", bin.display());
             Ok(())
         }),
