@@ -1,10 +1,14 @@
-//! apt for the kernel matrix: which package of a kernel line is newest, its
-//! download into `<vm>/debs/`, and its extraction into `<vm>/kernels/`.
+//! apt for the kernel matrix: which package of a kernel line is newest, the
+//! download of it (and of a guest's busybox) into `<vm>/debs/`, and their
+//! extraction into `<vm>/kernels/` and `<vm>/busybox/`.
 //!
-//! Why a private apt state: 5.10 comes from Debian 11, which the host's
-//! sources need not have. For such a suite apt runs on `<vm>/apt/<suite>/`
-//! (its own sources.list on the host's Debian mirror, its own lists and
-//! cache), so the host's apt state is never touched. Finished downloads and
+//! Why private apt states: 5.10 comes from Debian 11 and s390x's kernel from
+//! bookworm-backports, which the host's sources need not have, and the
+//! packages of another architecture are not in the host's lists. For such a
+//! source apt runs on `<vm>/apt/<name>/` (its own lists and cache; for an
+//! extra suite also its own sources.list on the host's Debian mirror; for
+//! another architecture `APT::Architecture`), so the host's apt state is
+//! never touched (no `dpkg --add-architecture`). Finished downloads and
 //! extractions are kept and skipped next time; unfinished ones go to a
 //! scratch directory first, so they are never taken for finished ones.
 use std::{
@@ -15,21 +19,59 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use super::Line;
+use super::{Line, guest::Guest, mirror::host_mirror};
 use crate::{
     cmd::{Cmd, need_sudo},
     say,
 };
 
-/// Where Debian's archive keys are (for the private apt sources).
-const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
-const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
+/// Where apt looks for a package: a suite's sources (`None`: the host's),
+/// for one Debian architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Source {
+    suite: Option<&'static str>,
+    deb_arch: &'static str,
+    /// Not the host's architecture: apt is told which one.
+    foreign: bool,
+}
 
-/// apt, for the host's sources or a private state per extra suite.
+impl Source {
+    fn new(suite: Option<&'static str>, guest: &'static Guest) -> Self {
+        Self {
+            suite,
+            deb_arch: guest.deb_arch,
+            foreign: guest.arch().is_ok_and(|a| !a.is_host()),
+        }
+    }
+
+    /// The private state's directory name under `<vm>/apt/`, `None` for the
+    /// host's own state.
+    fn state_name(self) -> Option<String> {
+        match (self.suite, self.foreign) {
+            (None, false) => None,
+            (Some(suite), false) => Some(suite.to_owned()),
+            (Some(suite), true) => Some(format!("{suite}-{}", self.deb_arch)),
+            (None, true) => Some(format!("host-{}", self.deb_arch)),
+        }
+    }
+
+    fn describe(self) -> String {
+        let suite = self
+            .suite
+            .map_or("the host's sources".to_owned(), |s| format!("suite {s}"));
+        if self.foreign {
+            format!("{suite}, {}", self.deb_arch)
+        } else {
+            suite
+        }
+    }
+}
+
+/// apt, for the host's sources or a private state per extra source.
 pub(super) struct Apt {
     vm_dir: PathBuf,
-    /// Sources (`None`: the host's) already updated in this run.
-    updated: BTreeSet<Option<&'static str>>,
+    /// Sources already updated in this run.
+    updated: BTreeSet<Source>,
 }
 
 impl Apt {
@@ -40,94 +82,101 @@ impl Apt {
         }
     }
 
-    /// `apt-get` or `apt-cache` for `suite`'s sources.
-    fn cmd(&self, program: &str, suite: Option<&str>) -> Result<Cmd> {
+    /// `apt-get` or `apt-cache` for `source`.
+    fn cmd(&self, program: &str, source: Source) -> Result<Cmd> {
         let mut cmd = Cmd::new(program);
         cmd.arg("-q");
-        if let Some(suite) = suite {
-            let state = self.private_state(suite)?;
-            let opt = |k: &str, v: &Path| format!("{k}={}", v.display());
-            cmd.args([
-                "-o",
-                &opt("Dir::Etc::SourceList", &state.join("sources.list")),
-            ])
-            .args(["-o", "Dir::Etc::SourceParts=/dev/null"])
-            .args(["-o", &opt("Dir::State::Lists", &state.join("lists"))])
-            // Its package cache too, so the host's is not rebuilt from these lists.
-            .args(["-o", &opt("Dir::Cache", &state.join("cache"))]);
+        let opt = |k: &str, v: &Path| format!("{k}={}", v.display());
+        if let Some(state) = self.private_state(source)? {
+            if source.suite.is_some() {
+                cmd.args([
+                    "-o",
+                    &opt("Dir::Etc::SourceList", &state.join("sources.list")),
+                ])
+                .args(["-o", "Dir::Etc::SourceParts=/dev/null"]);
+            }
+            cmd.args(["-o", &opt("Dir::State::Lists", &state.join("lists"))])
+                // Its package cache too, so the host's is not rebuilt from these lists.
+                .args(["-o", &opt("Dir::Cache", &state.join("cache"))]);
+        }
+        if source.foreign {
+            cmd.args(["-o", &format!("APT::Architecture={}", source.deb_arch)])
+                .args(["-o", &format!("APT::Architectures={}", source.deb_arch)]);
         }
         Ok(cmd)
     }
 
-    /// `<vm>/apt/<suite>/`, with a sources.list for `suite` on the host's
-    /// Debian mirror.
-    fn private_state(&self, suite: &str) -> Result<PathBuf> {
-        let state = self.vm_dir.join("apt").join(suite);
+    /// `<vm>/apt/<name>/` of `source` (with a sources.list on the host's
+    /// Debian mirror for an extra suite), `None` for the host's own state.
+    fn private_state(&self, source: Source) -> Result<Option<PathBuf>> {
+        let Some(name) = source.state_name() else {
+            return Ok(None);
+        };
+        let state = self.vm_dir.join("apt").join(name);
         for sub in ["lists/partial", "cache"] {
             fs::create_dir_all(state.join(sub))
                 .with_context(|| format!("creating {}", state.join(sub).display()))?;
         }
-        let mirror = host_mirror();
-        let sources = format!(
-            "deb [signed-by={}] {} {suite} main\n",
-            mirror.signed_by, mirror.uri
-        );
-        let path = state.join("sources.list");
-        if fs::read_to_string(&path).ok().as_deref() != Some(sources.as_str()) {
-            fs::write(&path, &sources).with_context(|| format!("writing {}", path.display()))?;
+        if let Some(suite) = source.suite {
+            let mirror = host_mirror();
+            let sources = format!(
+                "deb [signed-by={}] {} {suite} main\n",
+                mirror.signed_by, mirror.uri
+            );
+            let path = state.join("sources.list");
+            if fs::read_to_string(&path).ok().as_deref() != Some(sources.as_str()) {
+                fs::write(&path, &sources)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
         }
-        Ok(state)
+        Ok(Some(state))
     }
 
-    fn update(&mut self, suite: Option<&'static str>) -> Result<()> {
-        say!(
-            "vm-matrix: apt-get update ({})",
-            suite.map_or("the host's sources".to_owned(), |s| format!(
-                "private state for {s}"
-            ))
-        );
-        let mut cmd = if suite.is_none()
+    fn update(&mut self, source: Source) -> Result<()> {
+        say!("vm-matrix: apt-get update ({})", source.describe());
+        let mut cmd = if source.state_name().is_none()
             && need_sudo("apt-get update", "run `apt-get update` as root first")?
         {
             let mut cmd = Cmd::new("sudo");
             cmd.arg("apt-get");
             cmd
         } else {
-            self.cmd("apt-get", suite)?
+            self.cmd("apt-get", source)?
         };
         cmd.arg("update").run()?;
-        self.updated.insert(suite);
+        self.updated.insert(source);
         Ok(())
     }
 
     /// The newest package of `line`, updating the sources once when nothing
     /// matches.
     fn newest(&mut self, line: &Line) -> Result<String> {
+        let source = Source::new(line.suite, line.guest);
         loop {
             for pattern in line.patterns {
                 let out = self
-                    .cmd("apt-cache", line.suite)?
+                    .cmd("apt-cache", source)?
                     .args(["search", "--names-only", pattern])
                     .stdout()?;
                 if let Some(package) = newest_package(&out) {
                     return Ok(package);
                 }
             }
-            if self.updated.contains(&line.suite) {
+            if self.updated.contains(&source) {
                 bail!(
-                    "apt-cache finds no package matching {} (suite {})",
+                    "apt-cache finds no package matching {} ({})",
                     line.patterns.join(" or "),
-                    line.suite.unwrap_or("of the host")
+                    source.describe()
                 );
             }
-            self.update(line.suite)?;
+            self.update(source)?;
         }
     }
 
-    /// `<vm>/debs/<package>_….deb`, downloaded unless it is there.
-    fn download(&self, line: &Line, package: &str) -> Result<PathBuf> {
+    /// `<vm>/debs/<package>_…_<arch>.deb`, downloaded unless it is there.
+    fn download(&self, source: Source, who: &str, package: &str) -> Result<PathBuf> {
         let debs = self.vm_dir.join("debs");
-        if let Some(deb) = find_deb(&debs, package)? {
+        if let Some(deb) = find_deb(&debs, package, source.deb_arch)? {
             return Ok(deb);
         }
         // Into a scratch directory first, so that a broken download is
@@ -138,24 +187,52 @@ impl Apt {
                 .with_context(|| format!("removing {}", partial.display()))?;
         }
         fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
-        say!("vm-matrix {}: downloading {package}", line.name);
-        self.cmd("apt-get", line.suite)?
+        say!(
+            "vm-matrix {who}: downloading {package} ({})",
+            source.deb_arch
+        );
+        self.cmd("apt-get", source)?
             // As root apt would drop to _apt, who cannot write here.
             .args(["-o", "APT::Sandbox::User=root", "download", package])
             .current_dir(&partial)
             .run()?;
-        let got = find_deb(&partial, package)?
+        let got = find_deb(&partial, package, source.deb_arch)?
             .with_context(|| format!("apt-get download left no {package}_*.deb"))?;
         let name = got.file_name().context("a .deb without a file name")?;
         let deb = debs.join(name);
         fs::rename(&got, &deb).with_context(|| format!("moving {}", got.display()))?;
         Ok(deb)
     }
+
+    /// The package `pick` names, downloaded; when that fails on lists not
+    /// updated in this run (the mirror may have dropped the package the
+    /// lists still name), after an update, once more.
+    fn fetch(
+        &mut self,
+        source: Source,
+        who: &str,
+        pick: impl Fn(&mut Self) -> Result<String>,
+    ) -> Result<(String, PathBuf)> {
+        let package = pick(self)?;
+        match self.download(source, who, &package) {
+            Ok(deb) => Ok((package, deb)),
+            Err(e) if !self.updated.contains(&source) => {
+                say!("vm-matrix {who}: {e:#}; updating the package lists and trying again");
+                self.update(source)?;
+                let package = pick(self)?;
+                let deb = self.download(source, who, &package)?;
+                Ok((package, deb))
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
 
-/// The `.deb` of `package` in `dir` (the highest version when several).
-fn find_deb(dir: &Path, package: &str) -> Result<Option<PathBuf>> {
+/// The `.deb` of `package` for `deb_arch` in `dir` (the highest version when
+/// several).
+fn find_deb(dir: &Path, package: &str, deb_arch: &str) -> Result<Option<PathBuf>> {
     let prefix = format!("{package}_");
+    let suffix = format!("_{deb_arch}.deb");
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -165,7 +242,7 @@ fn find_deb(dir: &Path, package: &str) -> Result<Option<PathBuf>> {
     for entry in entries {
         let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with(&prefix) && name.ends_with(".deb") {
+        if name.starts_with(&prefix) && name.ends_with(&suffix) {
             found.push(path);
         }
     }
@@ -173,8 +250,7 @@ fn find_deb(dir: &Path, package: &str) -> Result<Option<PathBuf>> {
 }
 
 /// The newest package in `apt-cache search` output ("name - description"
-/// lines): the one whose version numbers (between `linux-image-` and
-/// `-cloud`) are highest, compared as numbers.
+/// lines): the one whose version numbers are highest, compared as numbers.
 fn newest_package(apt_cache_output: &str) -> Option<String> {
     apt_cache_output
         .lines()
@@ -185,126 +261,79 @@ fn newest_package(apt_cache_output: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// "linux-image-6.12.117+deb12-cloud-amd64-unsigned" → [6, 12, 117, 12].
+/// The numbers of a kernel package's version, which is the words after
+/// `linux-image-` up to the flavour (the first word that starts with a
+/// letter): "linux-image-6.12.117+deb12-cloud-amd64-unsigned" → [6, 12,
+/// 117, 12], "linux-image-6.12.95+deb12-s390x" → [6, 12, 95, 12].
 fn version_key(package: &str) -> Vec<u64> {
     let v = package.strip_prefix("linux-image-").unwrap_or(package);
-    let v = v.split("-cloud").next().unwrap_or(v);
-    v.split(|c: char| !c.is_ascii_digit())
+    v.split('-')
+        .take_while(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+        .flat_map(|w| w.split(|c: char| !c.is_ascii_digit()))
         .filter_map(|n| n.parse().ok())
         .collect()
 }
 
-struct Mirror {
-    uri: String,
-    signed_by: String,
-}
-
-/// The host's main Debian mirror (not the security one), from
-/// `/etc/apt/sources.list.d/debian.sources` or `/etc/apt/sources.list`.
-fn host_mirror() -> Mirror {
-    let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
-    mirror_from_deb822(&read("/etc/apt/sources.list.d/debian.sources"))
-        .or_else(|| mirror_from_list(&read("/etc/apt/sources.list")))
-        .unwrap_or_else(|| Mirror {
-            uri: DEFAULT_MIRROR.to_owned(),
-            signed_by: DEBIAN_KEYRING.to_owned(),
-        })
-}
-
-fn is_security(uri: &str, suites: &str) -> bool {
-    uri.contains("security") || suites.split_whitespace().all(|s| s.ends_with("-security"))
-}
-
-/// The first deb822 stanza with a `deb` type and a non-security source.
-fn mirror_from_deb822(text: &str) -> Option<Mirror> {
-    text.split("\n\n").find_map(|stanza| {
-        let field = |name: &str| {
-            stanza.lines().find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
-            })
-        };
-        let uri = field("URIs")?.split_whitespace().next()?;
-        let types = field("Types").unwrap_or("deb");
-        let suites = field("Suites").unwrap_or("");
-        if !types.split_whitespace().any(|t| t == "deb") || is_security(uri, suites) {
-            return None;
-        }
-        // A path; an inline key block does not fit in a one-line source.
-        let signed_by = field("Signed-By")
-            .filter(|s| s.starts_with('/'))
-            .unwrap_or(DEBIAN_KEYRING);
-        Some(Mirror {
-            uri: uri.to_owned(),
-            signed_by: signed_by.to_owned(),
-        })
-    })
-}
-
-/// The first non-security `deb URI SUITE …` line of a one-line sources.list.
-fn mirror_from_list(text: &str) -> Option<Mirror> {
-    text.lines().find_map(|l| {
-        let mut words = l.split_whitespace();
-        if words.next()? != "deb" {
-            return None;
-        }
-        let mut uri = words.next()?;
-        if uri.starts_with('[') {
-            // Options: "[a=b c=d]", one word or several.
-            if !uri.ends_with(']') {
-                words.find(|w| w.ends_with(']'))?;
-            }
-            uri = words.next()?;
-        }
-        let suite = words.next()?;
-        (!is_security(uri, suite)).then(|| Mirror {
-            uri: uri.to_owned(),
-            signed_by: DEBIAN_KEYRING.to_owned(),
-        })
-    })
-}
-
-/// The package and kernel image of `line`: the newest package, downloaded
-/// and extracted unless that is done already.
-pub(super) fn kernel(line: &Line, apt: &mut Apt, dir: &Path) -> Result<(String, PathBuf)> {
-    let mut package = apt.newest(line)?;
-    let deb = match apt.download(line, &package) {
-        Ok(deb) => deb,
-        // The index may be older than the mirror, which dropped the package.
-        Err(e) if !apt.updated.contains(&line.suite) => {
-            say!(
-                "vm-matrix {}: {e:#}; updating the package lists and trying again",
-                line.name
-            );
-            apt.update(line.suite)?;
-            package = apt.newest(line)?;
-            apt.download(line, &package)?
-        }
-        Err(e) => return Err(e),
-    };
-    let name = package.strip_prefix("linux-image-").unwrap_or(&package);
-    let root = dir.join("kernels").join(name);
-    if let Some(vmlinuz) = find_vmlinuz(&root)? {
-        say!("vm-matrix {}: {package} already extracted", line.name);
-        return Ok((package, vmlinuz));
-    }
-    let partial = dir.join("kernels").join(format!("{name}.partial"));
+/// Unpacks `deb` into `root` (through a scratch directory beside it, so a
+/// broken extraction is never taken for a finished one).
+fn extract(deb: &Path, root: &Path) -> Result<()> {
+    let name = root
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("an extraction directory without a name")?;
+    let partial = root.with_file_name(format!("{name}.partial"));
     if partial.exists() {
         fs::remove_dir_all(&partial).with_context(|| format!("removing {}", partial.display()))?;
     }
     fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
     Cmd::new("dpkg-deb")
         .arg("-x")
-        .arg(&deb)
+        .arg(deb)
         .arg(&partial)
         .run()?;
     if root.exists() {
-        fs::remove_dir_all(&root).with_context(|| format!("removing {}", root.display()))?;
+        fs::remove_dir_all(root).with_context(|| format!("removing {}", root.display()))?;
     }
-    fs::rename(&partial, &root).with_context(|| format!("renaming {}", partial.display()))?;
+    fs::rename(&partial, root).with_context(|| format!("renaming {}", partial.display()))
+}
+
+/// The package and kernel image of `line`: the newest package, downloaded
+/// and extracted unless that is done already.
+pub(super) fn kernel(line: &Line, apt: &mut Apt, dir: &Path) -> Result<(String, PathBuf)> {
+    let source = Source::new(line.suite, line.guest);
+    let (package, deb) = apt.fetch(source, line.name, |apt| apt.newest(line))?;
+    let name = package.strip_prefix("linux-image-").unwrap_or(&package);
+    let root = dir.join("kernels").join(name);
+    if let Some(vmlinuz) = find_vmlinuz(&root)? {
+        say!("vm-matrix {}: {package} already extracted", line.name);
+        return Ok((package, vmlinuz));
+    }
+    extract(&deb, &root)?;
     let vmlinuz =
         find_vmlinuz(&root)?.with_context(|| format!("{} has no boot/vmlinuz-*", deb.display()))?;
     Ok((package, vmlinuz))
+}
+
+/// The static busybox of `guest`'s architecture, from Debian's
+/// `busybox-static` for it (the host's suite), downloaded and extracted
+/// unless that is done already.
+pub(super) fn busybox(guest: &'static Guest, apt: &mut Apt, dir: &Path) -> Result<PathBuf> {
+    const PACKAGE: &str = "busybox-static";
+    let source = Source::new(None, guest);
+    let (_, deb) = apt.fetch(source, guest.name, |_| Ok(PACKAGE.to_owned()))?;
+    let stem = deb
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .context("a .deb without a name")?;
+    let root = dir.join("busybox").join(stem);
+    let bin = root.join("bin/busybox");
+    if !bin.is_file() {
+        extract(&deb, &root)?;
+    }
+    if !bin.is_file() {
+        bail!("{} has no bin/busybox", deb.display());
+    }
+    Ok(bin)
 }
 
 fn find_vmlinuz(root: &Path) -> Result<Option<PathBuf>> {
@@ -330,6 +359,7 @@ fn find_vmlinuz(root: &Path) -> Result<Option<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vm::guest::{AARCH64, S390X, X86_64};
 
     const APT_CACHE_61: &str = "\
 linux-image-6.1.0-47-cloud-amd64-unsigned - Linux 6.1 for x86-64 cloud
@@ -358,38 +388,48 @@ linux-image-6.12.111+deb12-cloud-amd64-unsigned - Linux 6.12 for x86-64 cloud
             version_key("linux-image-5.10.0-32-cloud-amd64"),
             vec![5, 10, 0, 32]
         );
+        // The flavour's digits ("s390x") are not the version's.
+        assert_eq!(
+            version_key("linux-image-6.12.95+deb12-s390x"),
+            vec![6, 12, 95, 12]
+        );
     }
 
     #[test]
-    fn the_main_mirror_is_found_not_the_security_one() {
-        let deb822 = "\
-Types: deb
-# http://snapshot.debian.org/archive/debian-security/20250520T000000Z
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+    fn each_source_has_its_own_state() {
+        let host = Source::new(None, &X86_64);
+        assert_eq!(host.state_name(), None);
+        assert_eq!(
+            Source::new(Some("bullseye"), &X86_64)
+                .state_name()
+                .as_deref(),
+            Some("bullseye")
+        );
+        let arm = Source::new(None, &AARCH64);
+        assert!(arm.foreign);
+        assert_eq!(arm.state_name().as_deref(), Some("host-arm64"));
+        assert_eq!(
+            Source::new(Some("bookworm-backports"), &S390X)
+                .state_name()
+                .as_deref(),
+            Some("bookworm-backports-s390x")
+        );
+    }
 
-Types: deb
-URIs: http://mirror.example/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /etc/apt/keyrings/mine.gpg
-";
-        let m = mirror_from_deb822(deb822).unwrap();
-        assert_eq!(m.uri, "http://mirror.example/debian");
-        assert_eq!(m.signed_by, "/etc/apt/keyrings/mine.gpg");
-        let list = "# comment\ndeb http://security.debian.org/ bookworm-security main\n\
-                    deb [arch=amd64 signed-by=/k.gpg] http://ftp.de.debian.org/debian bookworm main\n";
-        assert_eq!(
-            mirror_from_list(list).unwrap().uri,
-            "http://ftp.de.debian.org/debian"
-        );
-        let list = "deb [trusted=yes] http://m.example/debian bookworm main\n";
-        assert_eq!(
-            mirror_from_list(list).unwrap().uri,
-            "http://m.example/debian"
-        );
-        assert!(mirror_from_deb822("").is_none());
+    #[test]
+    fn debs_are_found_per_architecture() {
+        let dir = std::env::temp_dir().join(format!("mdiag-vm-debs-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        for name in [
+            "busybox-static_1%3a1.35.0-4+deb12u1+b1_amd64.deb",
+            "busybox-static_1%3a1.35.0-4+deb12u1+b1_s390x.deb",
+        ] {
+            fs::write(dir.join(name), "").unwrap();
+        }
+        let found = find_deb(&dir, "busybox-static", "s390x").unwrap().unwrap();
+        assert!(found.to_string_lossy().ends_with("_s390x.deb"));
+        assert_eq!(find_deb(&dir, "busybox-static", "arm64").unwrap(), None);
+        assert_eq!(find_deb(&dir, "busybox", "amd64").unwrap(), None);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -15,30 +15,27 @@ use std::{
 
 use anyhow::{Context, Result};
 
+use super::guest::Guest;
 use crate::{cmd::Cmd, say};
 
-/// How long one VM may run (TCG is slow, but a boot with both recordings
-/// takes well under a minute on a 2-CPU machine).
-pub(super) const VM_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// Runs QEMU until the guest powers off (or [`VM_TIMEOUT`]), its console
-/// into `log`.
-pub(super) fn boot(vmlinuz: &Path, initrd: &Path, log: &Path) -> Result<()> {
+/// Runs QEMU for `guest` until the guest powers off (or the guest's
+/// timeout), its console into `log`.
+pub(super) fn boot(guest: &Guest, vmlinuz: &Path, initrd: &Path, log: &Path) -> Result<()> {
     let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let mut cmd = Cmd::new("qemu-system-x86_64");
+    let mut cmd = Cmd::new(guest.qemu);
     // TCG, not KVM: it runs anywhere (KVM is not usable on every machine
-    // that runs this).
-    cmd.args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2"])
+    // that runs this, and never for another architecture).
+    cmd.args(guest.machine)
+        .args(["-accel", "tcg", "-m", "1024", "-smp", "2"])
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
         .arg(vmlinuz)
         .arg("-initrd")
         .arg(initrd)
-        // A soft lockup panics, and the panic ends QEMU (-no-reboot): a hung
-        // guest then stops within half a minute, with a stack on the console.
-        .args(["-append", "console=ttyS0 quiet panic=-1 softlockup_panic=1"]);
+        .arg("-append")
+        .arg(guest.append());
     let mut child = cmd.spawn_logged(file)?;
-    let deadline = Instant::now() + VM_TIMEOUT;
+    let deadline = Instant::now() + guest.timeout;
     loop {
         if child
             .try_wait()
@@ -50,7 +47,7 @@ pub(super) fn boot(vmlinuz: &Path, initrd: &Path, log: &Path) -> Result<()> {
         if Instant::now() >= deadline {
             say!(
                 "vm-matrix: QEMU still runs after {} s; stopping it",
-                VM_TIMEOUT.as_secs()
+                guest.timeout.as_secs()
             );
             child.kill().with_context(|| format!("stopping `{cmd}`"))?;
             child
@@ -67,6 +64,9 @@ pub(super) fn boot(vmlinuz: &Path, initrd: &Path, log: &Path) -> Result<()> {
 pub(super) struct GuestLog {
     /// `uname -r` of the guest.
     pub(super) release: Option<String>,
+    /// Its uptime when the init script started: how long the kernel took
+    /// to boot.
+    pub(super) booted: Option<f64>,
     /// The init script reached its end.
     pub(super) finished: bool,
     runs: Vec<RunLog>,
@@ -154,7 +154,10 @@ pub(super) fn parse_log(text: &str) -> GuestLog {
             continue;
         }
         match words.as_slice() {
-            ["MDIAG-VM-BEGIN", release, ..] => guest.release = Some((*release).to_owned()),
+            ["MDIAG-VM-BEGIN", release, rest @ ..] => {
+                guest.release = Some((*release).to_owned());
+                guest.booted = rest.first().and_then(|u| u.parse().ok());
+            }
             ["MDIAG-VM-CTXT", run, when, ctxt, uptime, ..] => {
                 let (Ok(ctxt), Ok(uptime)) = (ctxt.parse(), uptime.parse()) else {
                     continue;
@@ -197,7 +200,11 @@ pub(super) fn console_trouble(text: &str) -> Vec<String> {
         "Kernel panic",
         "Oops",
         "self-detected stall",
+        "Unable to handle kernel",
+        // Where the kernel was: x86_64, aarch64, s390x.
         "RIP:",
+        "pc :",
+        "Krnl PSW",
     ];
     let mut trouble: Vec<String> = Vec::new();
     for l in &lines {
@@ -234,6 +241,7 @@ mod tests {
         let guest = parse_log(&log);
         assert!(guest.finished);
         assert_eq!(guest.release.as_deref(), Some("6.1.0-56-cloud-amd64"));
+        assert_eq!(guest.booted, Some(4.25));
         let host = guest.run("host-wide").unwrap();
         assert_eq!(host.ctxt_start, Some((1000, 10.5)));
         assert_eq!(host.ctxt_end, Some((1615, 13.58)));

@@ -15,7 +15,12 @@ pub(super) fn report(probes: Vec<Value>, switches_per_s: f64) -> String {
     serde_json::json!({
         "report_version": 1,
         "probes": probes,
-        "measurements": {"sched": {"switches_per_s": switches_per_s, "duration_s": 3.0}},
+        "measurements": {
+            "sched": {"switches_per_s": switches_per_s, "duration_s": 3.0},
+            "perf": {"duration_s": 3.0, "target_samples": 296, "top_symbols": [
+                {"symbol": "?", "object": "/bin/busybox", "share": 0.98},
+                {"symbol": "?", "object": "[kernel]", "share": 0.02}]},
+        },
     })
     .to_string()
 }
@@ -25,7 +30,7 @@ pub(super) fn report(probes: Vec<Value>, switches_per_s: f64) -> String {
 pub(super) fn console(host_json: &str, spawned_json: &str) -> String {
     let host_json = host_json.replacen(',', ",\n[   12.345678] random: crng init done\n", 1);
     format!(
-        "SeaBIOS\r\n\x1bc\x1b[?7l\x1b[2JMDIAG-VM-BEGIN 6.1.0-56-cloud-amd64\r\n\
+        "SeaBIOS\r\n\x1bc\x1b[?7l\x1b[2JMDIAG-VM-BEGIN 6.1.0-56-cloud-amd64 4.25\r\n\
          MDIAG-VM-CTXT host-wide start 1000 10.50\r\n\
          MDIAG-VM-CTXT host-wide end 1615 13.58\r\n\
          MDIAG-VM-RECORD host-wide 0\r\n\

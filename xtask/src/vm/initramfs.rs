@@ -1,35 +1,47 @@
-//! The guest's initramfs: static busybox with its applets, the mdiag binary
-//! (stripped) with the shared libraries `ldd` names, and the init script
-//! [`INIT`], packed by `cpio` (newc) and `gzip`.
+//! The guest's initramfs, one per architecture: static busybox with its
+//! applets, the mdiag binary (stripped) with its shared libraries, and the
+//! init script [`INIT`], packed by `cpio` (newc) and `gzip`.
+//!
+//! The libraries: for the host's architecture those `ldd` names; for another
+//! one `ldd` cannot run the binary, so they are the `DT_NEEDED` closure
+//! (`readelf -d`) found in the cross glibc's `<sysroot>/lib` and put in the
+//! guest's `/lib` (which the dynamic loader searches), the loader itself at
+//! its `PT_INTERP` path (`readelf -l`).
 //!
 //! Why tools and not a crate: no new dependency, so the workspace's
 //! `Cargo.lock` stays as it is. It is rebuilt on every run, from the current
-//! binary; the staged tree stays in `<vm>/initramfs/root/` to look at.
+//! binary; the staged tree stays in `<vm>/initramfs/<arch>/root/` to look at.
 use std::{
     fs,
     path::{Path, PathBuf},
     time::Instant,
 };
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
-use crate::{cmd::Cmd, say};
+use super::guest::Guest;
+use crate::{arch::Arch, cmd::Cmd, say};
 
-/// Where busybox-static puts its binary.
-const BUSYBOX: &str = "/bin/busybox";
 /// Busybox applets that [`INIT`] calls by name.
 const APPLETS: &[&str] = &[
     "sh", "mount", "cat", "grep", "cut", "sleep", "tail", "sed", "poweroff",
 ];
 /// The recordings [`INIT`] makes, in order.
 pub(super) const RUNS: [&str; 2] = ["host-wide", "spawned"];
+/// The executable of the target of the `spawned` recording.
+pub(super) const SPAWNED_PROGRAM: &str = "busybox";
 
 /// The guest's `/init`. It prints marker lines (`MDIAG-VM-…`) and, between
 /// `MDIAG-VM-JSON-BEGIN` and `-END`, the report JSON; [`parse_log`] reads them.
-/// The `ctxt` lines bracket each recording: from the moment mdiag says its
-/// probes are attached (its clock starts then; mdiag's output comes through a
-/// pipe, so the shell sees the line at once) to as long after as it records
-/// (waiting for its exit instead would count the writing of the file too).
+/// The `ctxt` lines bracket a window inside each recording: from the moment
+/// mdiag says its probes are attached (its clock starts then; mdiag's output
+/// comes through a pipe, so the shell sees the line at once) to half a
+/// second before it stops recording. Not to its end: right after it, mdiag
+/// detaches its probes and writes the file, a burst of switches (RCU grace
+/// periods, worker threads) that the shell's late `sleep` would partly count
+/// under TCG, where it overshoots by up to a fifth of a second; and not to a
+/// whole second, where mdiag cuts a slice. The verdict compares the rates of
+/// the two windows.
 ///
 /// [`parse_log`]: super::console::parse_log
 pub(super) const INIT: &str = r#"#!/bin/sh
@@ -41,10 +53,12 @@ mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
-echo "MDIAG-VM-BEGIN $(cat /proc/sys/kernel/osrelease)"
+read -r up rest </proc/uptime
+echo "MDIAG-VM-BEGIN $(cat /proc/sys/kernel/osrelease) $up"
 cd /tmp
-# How long each recording lasts, in seconds.
-secs=3
+# How long each recording lasts, and the ctxt window in it, in seconds.
+secs=4
+window=3.5
 
 # ctxt RUN WHEN: context switches since boot, and the uptime; with shell
 # builtins only, so that reading them switches no more than it has to.
@@ -55,14 +69,14 @@ ctxt() {
 }
 
 # watch RUN: copies mdiag's output (stdin) to /tmp/RUN.log; when it says the
-# probes are attached, the ctxt lines: now, and as long after as it records.
+# probes are attached, the ctxt lines: now, and half a second before it stops.
 watch() {
     while IFS= read -r l; do
         echo "$l" >>/tmp/$1.log
         case $l in
         *"probes attached"*)
             ctxt $1 start
-            (sleep $secs; ctxt $1 end) &
+            (sleep $window; ctxt $1 end) &
             ;;
         esac
     done
@@ -93,16 +107,25 @@ record() {
 }
 
 record host-wide --host-wide
-record spawned -- /bin/busybox sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done'
+# A target on a CPU in user space all along (mdiag stops it at the end; the
+# bound only ends it should mdiag not): the perf check counts its samples.
+record spawned -- /bin/busybox sh -c 'i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done'
 echo MDIAG-VM-END
 poweroff -f
 "#;
 
-/// Stages the guest's root in `<vm>/initramfs/root` and packs it into
-/// `<vm>/initramfs/initrd.gz`.
-pub(super) fn build_initramfs(dir: &Path, bin: &Path) -> Result<PathBuf> {
+/// Stages `guest`'s root in `<vm>/initramfs/<arch>/root` from `busybox` and
+/// `bin` (both of that architecture) and packs it into
+/// `<vm>/initramfs/<arch>/initrd.gz`.
+pub(super) fn build_initramfs(
+    dir: &Path,
+    guest: &Guest,
+    busybox: &Path,
+    bin: &Path,
+) -> Result<PathBuf> {
     let started = Instant::now();
-    let base = dir.join("initramfs");
+    let arch = guest.arch()?;
+    let base = dir.join("initramfs").join(guest.name);
     let root = base.join("root");
     if root.exists() {
         fs::remove_dir_all(&root).with_context(|| format!("removing {}", root.display()))?;
@@ -111,7 +134,7 @@ pub(super) fn build_initramfs(dir: &Path, bin: &Path) -> Result<PathBuf> {
         fs::create_dir_all(root.join(sub))
             .with_context(|| format!("creating {}", root.join(sub).display()))?;
     }
-    copy_into(&root, Path::new(BUSYBOX), "bin/busybox")?;
+    copy_into(&root, busybox, "bin/busybox")?;
     for applet in APPLETS {
         let link = root.join("bin").join(applet);
         std::os::unix::fs::symlink("busybox", &link)
@@ -119,15 +142,14 @@ pub(super) fn build_initramfs(dir: &Path, bin: &Path) -> Result<PathBuf> {
     }
     // Stripped: the debug binary is mostly debug info, which the guest
     // would have to hold in RAM.
-    Cmd::new("strip")
+    Cmd::new(strip_tool(arch))
         .arg("-o")
         .arg(root.join("bin/mdiag"))
         .arg(bin)
         .run()?;
-    let ldd = Cmd::new("ldd").arg(bin).stdout()?;
-    for lib in shared_libraries(&ldd) {
-        let relative = lib.strip_prefix("/").unwrap_or(&lib).to_owned();
-        copy_into(&root, &lib, &relative)?;
+    for (from, to) in libraries(arch, bin)? {
+        let relative = to.strip_prefix("/").unwrap_or(&to).to_owned();
+        copy_into(&root, &from, &relative)?;
     }
     write_executable(&root.join("init"), INIT)?;
     let initrd = base.join("initrd.gz");
@@ -144,7 +166,8 @@ pub(super) fn build_initramfs(dir: &Path, bin: &Path) -> Result<PathBuf> {
         .with_context(|| format!("reading {}", initrd.display()))?
         .len();
     say!(
-        "vm-matrix: initramfs {} ({} MB, with {}) in {} s",
+        "vm-matrix {}: initramfs {} ({} MB, with {}) in {} s",
+        guest.name,
         initrd.display(),
         size / 1_000_000,
         bin.display(),
@@ -169,6 +192,81 @@ fn write_executable(path: &Path, text: &str) -> Result<()> {
     fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     fs::set_permissions(path, fs::Permissions::from_mode(0o755))
         .with_context(|| format!("making {} executable", path.display()))
+}
+
+/// The `strip` that reads `arch`'s objects: the host's, or the cross
+/// binutils' (`aarch64-linux-gnu-strip` beside `aarch64-linux-gnu-gcc`).
+fn strip_tool(arch: &Arch) -> String {
+    arch.cross_gcc
+        .and_then(|gcc| gcc.strip_suffix("gcc"))
+        .map_or("strip".to_owned(), |prefix| format!("{prefix}strip"))
+}
+
+/// The shared libraries `bin` needs: (where they are here, where they go in
+/// the guest).
+fn libraries(arch: &Arch, bin: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
+    let Some(sysroot) = arch.sysroot else {
+        let ldd = Cmd::new("ldd").arg(bin).stdout()?;
+        return Ok(shared_libraries(&ldd)
+            .into_iter()
+            .map(|l| (l.clone(), l))
+            .collect());
+    };
+    let lib_dir = Path::new(sysroot).join("lib");
+    let readelf = |args: &str, file: &Path| Cmd::new("readelf").arg(args).arg(file).stdout();
+    let interp = interpreter(&readelf("-l", bin)?)
+        .with_context(|| format!("{} names no program interpreter", bin.display()))?;
+    let interp_name = interp
+        .file_name()
+        .context("a program interpreter without a file name")?;
+    let mut out = vec![(lib_dir.join(interp_name), interp.clone())];
+    // The DT_NEEDED closure.
+    let mut todo = needed(&readelf("-d", bin)?);
+    let mut seen: Vec<String> = Vec::new();
+    while let Some(name) = todo.pop() {
+        if seen.contains(&name) {
+            continue;
+        }
+        let from = lib_dir.join(&name);
+        if !from.is_file() {
+            bail!(
+                "{} needs {name}, which is not in {} (is libc6-*-cross installed?)",
+                bin.display(),
+                lib_dir.display()
+            );
+        }
+        todo.extend(needed(&readelf("-d", &from)?));
+        let to = Path::new("/lib").join(&name);
+        if to != interp {
+            out.push((from, to));
+        }
+        seen.push(name);
+    }
+    Ok(out)
+}
+
+/// The `NEEDED` names in `readelf -d` output
+/// (`0x… (NEEDED)  Shared library: [libc.so.6]`).
+fn needed(readelf_d: &str) -> Vec<String> {
+    readelf_d
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once('[')?;
+            let (name, _) = rest.split_once(']')?;
+            Some(name.to_owned())
+        })
+        .collect()
+}
+
+/// The program interpreter in `readelf -l` output
+/// (`[Requesting program interpreter: /lib/ld64.so.1]`).
+fn interpreter(readelf_l: &str) -> Option<PathBuf> {
+    readelf_l.lines().find_map(|l| {
+        let (_, rest) = l.split_once("program interpreter:")?;
+        let path = rest.trim().trim_end_matches(']').trim();
+        path.starts_with('/').then(|| PathBuf::from(path))
+    })
 }
 
 /// The files a dynamic executable needs, from `ldd`'s output: each
@@ -206,5 +304,32 @@ mod tests {
             ]
             .map(PathBuf::from)
         );
+    }
+
+    #[test]
+    fn readelf_output_gives_needed_and_interpreter() {
+        let d = "\
+Dynamic section at offset 0x1a1e2c0 contains 30 entries:
+  Tag        Type                         Name/Value
+ 0x0000000000000001 (NEEDED)             Shared library: [libgcc_s.so.1]
+ 0x0000000000000001 (NEEDED)             Shared library: [libc.so.6]
+ 0x0000000000000001 (NEEDED)             Shared library: [ld64.so.1]
+ 0x000000000000000c (INIT)               0x1e3000
+";
+        assert_eq!(needed(d), ["libgcc_s.so.1", "libc.so.6", "ld64.so.1"]);
+        let l = "  INTERP         0x0000000000000238 0x0000000000000238\n\
+                 \x20     [Requesting program interpreter: /lib/ld-linux-aarch64.so.1]\n";
+        assert_eq!(
+            interpreter(l),
+            Some(PathBuf::from("/lib/ld-linux-aarch64.so.1"))
+        );
+        assert_eq!(interpreter("no interp\n"), None);
+    }
+
+    #[test]
+    fn strip_comes_from_the_cross_binutils() {
+        let arch = |name| crate::arch::parse_arch(name).unwrap();
+        assert_eq!(strip_tool(arch("x86_64")), "strip");
+        assert_eq!(strip_tool(arch("s390x")), "s390x-linux-gnu-strip");
     }
 }

@@ -3,40 +3,56 @@
 //!
 //! Why: a BPF program that the development host's kernel accepts can still be
 //! refused by an older verifier, or miss a tracepoint, on the kernels people
-//! run. So each kernel line ([`LINES`]: 5.10 from Debian 11, 6.1 and 6.12 from
-//! Debian 12, the small `cloud-amd64` flavour, which has BTF) is booted under
-//! QEMU's TCG emulator (no KVM needed) with a tiny initramfs: static busybox,
-//! the mdiag binary with its shared libraries, and an init script ([`INIT`])
-//! that records twice — host-wide, and with a spawned busybox loop as target
-//! so that the per-process families are tried too — then prints `mdiag
-//! explain --format json` of each recording between marker lines on the
-//! serial console and powers off. The host parses the console log into one
-//! verdict per probe family and compares them with [`EXPECTATIONS`] (which
-//! `--expect` overrides). It also checks the host-wide recording's total of
-//! context switches against the guest's `/proc/stat` `ctxt`.
+//! run, or on another architecture (other registers, a big-endian BPF object
+//! on s390x). So each kernel line ([`LINES`]: x86_64 5.10, 6.1 and 6.12,
+//! aarch64 6.1 and 6.12, s390x 6.12, all Debian packages with BTF, and
+//! s390x 6.1, Debian 12's own, without BTF) is booted
+//! under QEMU's TCG emulator (no KVM needed) with a tiny initramfs of its
+//! architecture ([`GUESTS`]): static busybox, the mdiag binary built for
+//! that architecture with its shared libraries, and an init script
+//! ([`INIT`]) that records twice — host-wide, and with a spawned busybox
+//! loop as target so that the per-process families are tried too — then
+//! prints `mdiag explain --format json` of each recording between marker
+//! lines on the serial console and powers off. The host parses the console
+//! log into one verdict per probe family and compares them with
+//! [`EXPECTATIONS`] (which `--expect` overrides). It also checks numbers
+//! against ground truth: the host-wide recording's rate of context switches
+//! against the guest's `/proc/stat` `ctxt`, and that `perf` puts the
+//! spawned spinning target's samples in its program.
+//!
+//! The binaries: the host's is `--bin` or `<target>/debug/mdiag` (built
+//! beforehand); another architecture's is built here by `arch::build` (debug;
+//! the cross toolchain is installed if missing) unless `--bin ARCH=PATH`
+//! gives it.
 //!
 //! Everything lives under `<target>/vm/`: `debs/` (downloaded packages),
-//! `kernels/<package>/` (extracted), `apt/<suite>/` (a private apt state for
-//! a suite the host's sources do not have: the host's apt state is never
-//! touched by it), `initramfs/` (rebuilt every run, from the current binary),
-//! and `<kernel>.log` (the serial console of that kernel's last boot).
+//! `kernels/<package>/` and `busybox/<package>/` (extracted), `apt/<name>/`
+//! (a private apt state for a suite the host's sources do not have, or for
+//! another architecture: the host's apt state is never touched by it),
+//! `initramfs/<arch>/` (rebuilt every run, from the current binary), and
+//! `<kernel>.log` (the serial console of that kernel's last boot).
 //! Downloads and extractions that are already done are skipped.
 //!
 //! The initramfs is a newc cpio archive made by the `cpio` tool from a staged
-//! tree (`initramfs/root/`, left there to look at) and compressed by `gzip`:
-//! no new crate, so the workspace's `Cargo.lock` stays as it is.
+//! tree (`initramfs/<arch>/root/`, left there to look at) and compressed by
+//! `gzip`: no new crate, so the workspace's `Cargo.lock` stays as it is.
 //!
 //! The code, one job per file: this one is the command (its arguments, the
-//! kernel lines, the flow per kernel); `apt.rs` finds, downloads and extracts
-//! the kernel packages; `initramfs.rs` builds the guest's root (and holds
-//! [`INIT`]); `console.rs` boots QEMU and reads its serial log; `expect.rs` is
-//! the expectation table; `status.rs` turns a report's probes into a status
-//! per family; `verdict.rs` judges a kernel and prints its table
-//! (`fixtures.rs` holds test data shared by their tests).
+//! flow per architecture and per kernel); `lines.rs` the kernel lines;
+//! `guest.rs` how each architecture boots; `apt.rs` finds, downloads and
+//! extracts the packages (`mirror.rs`: the host's Debian mirror);
+//! `initramfs.rs` builds the guest's root (and holds [`INIT`]); `console.rs`
+//! boots QEMU and reads its serial log; `expect.rs` is the expectation table;
+//! `status.rs` turns a report's probes into a status per family; `checks.rs`
+//! holds the ground-truth checks; `verdict.rs` judges a kernel and prints its
+//! table (`fixtures.rs` holds test data
+//! shared by their tests).
 //!
 //! [`INIT`]: initramfs::INIT
 //! [`EXPECTATIONS`]: expect::EXPECTATIONS
+//! [`GUESTS`]: guest::GUESTS
 use std::{
+    collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
     time::Instant,
@@ -46,93 +62,70 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::{
+    arch,
     cmd::{find_in_path, target_dir},
     say,
     setup::install_missing,
 };
 
 mod apt;
+mod checks;
 mod console;
 mod expect;
 #[cfg(test)]
 mod fixtures;
+mod guest;
 mod initramfs;
+mod lines;
+mod mirror;
 mod status;
 mod verdict;
 
-use apt::{Apt, kernel};
-use console::{VM_TIMEOUT, boot, console_trouble, parse_log};
+use apt::{Apt, busybox, kernel};
+use console::{boot, console_trouble, parse_log};
 use expect::{Need, parse_expect};
+use guest::{GUESTS, Guest};
 use initramfs::build_initramfs;
+pub use lines::{LINES, Line, parse_line};
 use verdict::{Verdict, judge};
 
-/// Host packages the matrix needs: the guest's shell and tools, the archive
-/// tool, and the emulator.
-const HOST_PACKAGES: &[&str] = &["busybox-static", "cpio", "qemu-system-x86"];
-
-// ------------------------------------------------------------ kernels ----
-
-/// One kernel line: which Debian package builds it and where apt finds it.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Line {
-    /// What `--kernel` takes, and the log's name.
-    pub name: &'static str,
-    /// Upstream major.minor, for [`EXPECTATIONS`](expect::EXPECTATIONS).
-    pub version: (u32, u32),
-    /// `None`: the host's apt sources have it; else the Debian suite to add
-    /// in a private apt state.
-    pub suite: Option<&'static str>,
-    /// `apt-cache search --names-only` patterns, tried in order until one
-    /// matches (the unsigned image first; a signed one boots the same way
-    /// under QEMU's `-kernel`).
-    pub patterns: &'static [&'static str],
-}
-
-pub const LINES: &[Line] = &[
-    Line {
-        name: "5.10",
-        version: (5, 10),
-        suite: Some("bullseye"),
-        patterns: &[
-            r"^linux-image-5\.10\.0-[0-9]+-cloud-amd64-unsigned$",
-            r"^linux-image-5\.10\.0-[0-9]+-cloud-amd64$",
-        ],
-    },
-    Line {
-        name: "6.1",
-        version: (6, 1),
-        suite: None,
-        patterns: &[r"^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$"],
-    },
-    Line {
-        name: "6.12",
-        version: (6, 12),
-        suite: None,
-        patterns: &[r"^linux-image-6\.12\.[0-9]+\+deb12-cloud-amd64-unsigned$"],
-    },
-];
-
-fn parse_line(s: &str) -> Result<&'static Line, String> {
-    LINES.iter().find(|l| l.name == s).ok_or_else(|| {
-        let names: Vec<&str> = LINES.iter().map(|l| l.name).collect();
-        format!("unknown kernel {s:?}; one of: {}", names.join(", "))
-    })
-}
+/// Host packages the matrix needs besides each architecture's emulator: the
+/// archive tool.
+const HOST_PACKAGES: &[&str] = &["cpio"];
 
 // -------------------------------------------------------------- entry ----
 
 #[derive(Args)]
 pub struct VmArgs {
-    /// Kernel to boot (repeatable): 5.10, 6.1 or 6.12; all three when not given.
+    /// Kernel to boot (repeatable): 5.10, 6.1, 6.12 (x86_64), aarch64-6.1,
+    /// aarch64-6.12, s390x-6.12 or s390x-6.1 (no BTF); all of them when not
+    /// given.
     #[arg(long = "kernel", value_name = "NAME", value_parser = parse_line)]
     kernels: Vec<&'static Line>,
-    /// The mdiag binary to test [default: <target>/debug/mdiag; build it first].
-    #[arg(long, value_name = "PATH")]
-    bin: Option<PathBuf>,
+    /// The mdiag binary to test (repeatable): PATH for the host's
+    /// architecture [default: <target>/debug/mdiag; build it first],
+    /// ARCH=PATH for another one [default: built here, debug].
+    #[arg(long = "bin", value_name = "[ARCH=]PATH", value_parser = parse_bin)]
+    bins: Vec<(&'static str, PathBuf)>,
     /// Override the expectation table for FAMILY on every kernel
-    /// (repeatable); NEED is attached, partly, not-applicable or any.
+    /// (repeatable); NEED is attached, attached-if-tried, partly,
+    /// not-applicable or any.
     #[arg(long = "expect", value_name = "FAMILY=NEED", value_parser = parse_expect)]
     expect: Vec<(String, Need)>,
+}
+
+/// `--bin`: `ARCH=PATH`, or a `PATH` for the host's architecture.
+fn parse_bin(s: &str) -> Result<(&'static str, PathBuf), String> {
+    if let Some((arch, path)) = s.split_once('=')
+        && let Some(guest) = GUESTS.iter().find(|g| g.name == arch)
+    {
+        return Ok((guest.name, PathBuf::from(path)));
+    }
+    let host = GUESTS
+        .iter()
+        .find(|g| g.arch().is_ok_and(|a| a.is_host()))
+        .ok_or("no guest architecture is the host's")?;
+    Ok((host.name, PathBuf::from(s)))
 }
 
 pub fn vm_matrix(args: &VmArgs) -> Result<()> {
@@ -145,18 +138,43 @@ pub fn vm_matrix(args: &VmArgs) -> Result<()> {
     if lines.is_empty() {
         lines = LINES.iter().collect();
     }
-    let bin = mdiag_binary(args.bin.as_deref())?;
     if find_in_path("apt-get").is_none() {
         bail!("vm-matrix needs Debian's apt-get (it boots Debian kernels from Debian packages)");
     }
-    install_missing("vm-matrix", HOST_PACKAGES)?;
+    let mut guests: Vec<&'static Guest> = Vec::new();
+    for line in &lines {
+        if !guests.contains(&line.guest) {
+            guests.push(line.guest);
+        }
+    }
+    let mut packages = HOST_PACKAGES.to_vec();
+    packages.extend(guests.iter().map(|g| g.qemu_package));
+    install_missing("vm-matrix", &packages)?;
     let dir = target_dir()?.join("vm");
-    let initrd = build_initramfs(&dir, &bin).context("building the initramfs")?;
     let mut apt = Apt::new(&dir);
+    // Each architecture's initramfs, or why there is none.
+    let mut initrds: BTreeMap<&str, Result<PathBuf, String>> = BTreeMap::new();
+    for guest in guests {
+        let started = Instant::now();
+        let initrd = prepare(guest, &args.bins, &mut apt, &dir)
+            .with_context(|| format!("preparing the {} guest", guest.name))
+            .map_err(|e| format!("{e:#}"));
+        say!(
+            "vm-matrix {}: guest {} in {} s",
+            guest.name,
+            if initrd.is_ok() { "ready" } else { "FAILED" },
+            started.elapsed().as_secs()
+        );
+        initrds.insert(guest.name, initrd);
+    }
     let mut summary = Vec::new();
     for line in lines {
         let started = Instant::now();
-        let verdict = check_kernel(line, &mut apt, &dir, &initrd, &args.expect);
+        let verdict = match initrds.get(line.guest.name) {
+            Some(Ok(initrd)) => check_kernel(line, &mut apt, &dir, initrd, &args.expect),
+            Some(Err(e)) => Err(anyhow::anyhow!("{e}")),
+            None => Err(anyhow::anyhow!("no guest for {}", line.guest.name)),
+        };
         let took = started.elapsed();
         let failures = match verdict {
             Ok(v) => {
@@ -180,7 +198,7 @@ pub fn vm_matrix(args: &VmArgs) -> Result<()> {
         } else {
             format!("FAIL: {}", failures.join("; "))
         };
-        say!("  {name:<5} {:>4} s  {what}", took.as_secs());
+        say!("  {name:<12} {:>4} s  {what}", took.as_secs());
     }
     let failed: Vec<&str> = summary
         .iter()
@@ -194,16 +212,35 @@ pub fn vm_matrix(args: &VmArgs) -> Result<()> {
     }
 }
 
-/// `--bin`, or the debug binary, made absolute (commands run elsewhere).
-fn mdiag_binary(bin: Option<&Path>) -> Result<PathBuf> {
-    let bin = match bin {
-        Some(b) => b.to_owned(),
-        None => target_dir()?.join("debug/mdiag"),
+/// `guest`'s initramfs: its mdiag binary, its busybox, packed.
+fn prepare(
+    guest: &'static Guest,
+    bins: &[(&str, PathBuf)],
+    apt: &mut Apt,
+    dir: &Path,
+) -> Result<PathBuf> {
+    let bin = mdiag_binary(guest, bins)?;
+    let busybox = busybox(guest, apt, dir)?;
+    build_initramfs(dir, guest, &busybox, &bin).context("building the initramfs")
+}
+
+/// `guest`'s mdiag binary, made absolute (commands run elsewhere): `--bin`
+/// for it, else the host's debug binary, or another architecture's built now.
+fn mdiag_binary(guest: &Guest, bins: &[(&str, PathBuf)]) -> Result<PathBuf> {
+    let arch = guest.arch()?;
+    let bin = match bins.iter().rev().find(|(a, _)| *a == guest.name) {
+        Some((_, b)) => b.to_owned(),
+        None if arch.is_host() => target_dir()?.join("debug/mdiag"),
+        None => {
+            say!("vm-matrix {}: building mdiag for it (debug)", guest.name);
+            arch::build(arch, false)?
+        }
     };
     fs::canonicalize(&bin).with_context(|| {
         format!(
-            "no mdiag binary at {} (build it with `cargo xtask build`, or give --bin)",
-            bin.display()
+            "no mdiag binary at {} (build it with `cargo xtask build [--target {}]`, or give --bin)",
+            bin.display(),
+            guest.name
         )
     })
 }
@@ -219,14 +256,15 @@ fn check_kernel(
     let (package, vmlinuz) = kernel(line, apt, dir)?;
     let log = dir.join(format!("{}.log", line.name));
     say!(
-        "vm-matrix {}: booting {} under QEMU/TCG (up to {} s); console in {}",
+        "vm-matrix {}: booting {} under {} (TCG, up to {} s); console in {}",
         line.name,
         vmlinuz.display(),
-        VM_TIMEOUT.as_secs(),
+        line.guest.qemu,
+        line.guest.timeout.as_secs(),
         log.display()
     );
     let booted = Instant::now();
-    boot(&vmlinuz, initrd, &log)?;
+    boot(line.guest, &vmlinuz, initrd, &log)?;
     let vm_time = booted.elapsed();
     let bytes = fs::read(&log).with_context(|| format!("reading {}", log.display()))?;
     let text = String::from_utf8_lossy(&bytes);
@@ -241,4 +279,26 @@ fn check_kernel(
         verdict.console = console_trouble(&text);
     }
     Ok(verdict)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bin_takes_an_architecture_or_is_the_host_s() {
+        assert_eq!(
+            parse_bin("s390x=/t/mdiag"),
+            Ok(("s390x", PathBuf::from("/t/mdiag")))
+        );
+        assert_eq!(
+            parse_bin("target/debug/mdiag"),
+            Ok(("x86_64", PathBuf::from("target/debug/mdiag")))
+        );
+        // Not an architecture before the `=`: all of it is the path.
+        assert_eq!(
+            parse_bin("/a=b/mdiag"),
+            Ok(("x86_64", PathBuf::from("/a=b/mdiag")))
+        );
+    }
 }

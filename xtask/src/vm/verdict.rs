@@ -1,9 +1,6 @@
 //! The verdict on one kernel: each family's status in each recording
-//! against the expectation table, the host-wide recording's switch total
-//! against the guest's `/proc/stat`, and the table printed from them.
-//!
-//! Why both checks: a family that attaches may still measure wrong, and the
-//! context switch total is the one number the guest's kernel counts too.
+//! against the expectation table, the ground-truth checks (`checks.rs`), and
+//! the table printed from them.
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::Duration,
@@ -13,62 +10,13 @@ use serde_json::Value;
 
 use super::{
     Line,
+    checks::{PerfCheck, SwitchCheck, perf_check, switch_check},
     console::{GuestLog, RunLog},
     expect::{EXPECTATIONS, Expectation, Need, need_for},
-    initramfs::RUNS,
+    initramfs::{RUNS, SPAWNED_PROGRAM},
     status::{Status, statuses, summarize},
 };
 use crate::say;
-
-/// How far the recorded switch total may be from `/proc/stat`'s.
-const SWITCH_TOLERANCE: f64 = 0.10;
-
-/// The host-wide recording's switches against the guest's `/proc/stat`.
-#[derive(Debug, PartialEq)]
-enum SwitchCheck {
-    Skipped(String),
-    Done {
-        /// Switches in the recording: `switches_per_s × duration_s`.
-        recorded: f64,
-        /// Its `duration_s`.
-        secs: f64,
-        /// How much `ctxt` grew in the guest's window, and how long that was.
-        ctxt: u64,
-        window: f64,
-        /// |recorded − expected| / expected, where expected is `ctxt` scaled
-        /// from the guest's window to the recording's duration (the two
-        /// windows start within a poll of each other, but the guest's sleep
-        /// may run long under TCG).
-        off: f64,
-    },
-}
-
-fn switch_check(run: &RunLog, report: Option<&Value>) -> SwitchCheck {
-    let sched = report.map(|r| &r["measurements"]["sched"]);
-    let (Some(per_s), Some(secs)) = (
-        sched.and_then(|s| s["switches_per_s"].as_f64()),
-        sched.and_then(|s| s["duration_s"].as_f64()),
-    ) else {
-        return SwitchCheck::Skipped("the recording has no sched measurements".into());
-    };
-    let (Some((start, t0)), Some((end, t1))) = (run.ctxt_start, run.ctxt_end) else {
-        return SwitchCheck::Skipped("the guest printed no ctxt lines".into());
-    };
-    let ctxt = end.saturating_sub(start);
-    let window = t1 - t0;
-    if ctxt == 0 || window <= 0.0 {
-        return SwitchCheck::Skipped("/proc/stat ctxt or the uptime did not move".into());
-    }
-    let recorded = per_s * secs;
-    let expected = ctxt as f64 * secs / window;
-    SwitchCheck::Done {
-        recorded,
-        secs,
-        ctxt,
-        window,
-        off: (recorded - expected).abs() / expected,
-    }
-}
 
 struct Row {
     family: String,
@@ -83,11 +31,14 @@ pub(super) struct Verdict {
     line: &'static str,
     package: String,
     release: Option<String>,
+    /// The guest's uptime when its init started.
+    booted: Option<f64>,
     vm_time: Duration,
     /// Runs whose recording or report failed, and why.
     run_errors: Vec<(String, String)>,
     rows: Vec<Row>,
     switches: SwitchCheck,
+    perf: PerfCheck,
     /// Why the kernel fails; empty when it passes.
     pub(super) failures: Vec<String>,
     /// Console lines worth showing when the VM did not finish.
@@ -159,18 +110,24 @@ fn judge_with(
     let mut run_errors = Vec::new();
     let mut per_run = Vec::new();
     let mut switches = SwitchCheck::Skipped("no host-wide report".into());
+    let mut perf = PerfCheck::Skipped("no spawned report".into());
     for name in RUNS {
         let run = guest.run(name);
         let (statuses, report) = run_statuses(run);
-        if name == "host-wide"
-            && let Some(run) = run
-        {
-            let sched = statuses.as_ref().ok().and_then(|m| m.get("sched"));
-            switches = if sched == Some(&Status::Attached) {
-                switch_check(run, report.as_ref())
-            } else {
-                SwitchCheck::Skipped("sched did not attach".into())
-            };
+        let attached =
+            |family| statuses.as_ref().ok().and_then(|m| m.get(family)) == Some(&Status::Attached);
+        match (name, run) {
+            ("host-wide", Some(run)) if attached("sched") => {
+                switches = switch_check(run, report.as_ref());
+            }
+            ("host-wide", Some(_)) => {
+                switches = SwitchCheck::Skipped("sched did not attach".into());
+            }
+            ("spawned", Some(_)) if attached("perf") => {
+                perf = perf_check(report.as_ref(), SPAWNED_PROGRAM);
+            }
+            ("spawned", Some(_)) => perf = PerfCheck::Skipped("perf did not attach".into()),
+            _ => {}
         }
         if let Err(e) = &statuses {
             run_errors.push((name.to_owned(), e.clone()));
@@ -198,7 +155,7 @@ fn judge_with(
     let mut failures = Vec::new();
     let mut rows = Vec::new();
     for family in families {
-        let need = need_for(table, overrides, &family, line.version);
+        let need = need_for(table, overrides, &family, line);
         let cells: Vec<Status> = per_run
             .iter()
             .map(|r| match r {
@@ -220,22 +177,18 @@ fn judge_with(
             });
         }
     }
-    if let SwitchCheck::Done { off, .. } = switches
-        && off > SWITCH_TOLERANCE
-    {
-        failures.push(format!(
-            "recorded switches {:.0} % off /proc/stat",
-            off * 100.0
-        ));
-    }
+    failures.extend(switches.failure());
+    failures.extend(perf.failure());
     Verdict {
         line: line.name,
         package,
         release: guest.release.clone(),
+        booted: guest.booted,
         vm_time,
         run_errors,
         rows,
         switches,
+        perf,
         failures,
         console: Vec::new(),
     }
@@ -245,11 +198,12 @@ impl Verdict {
     /// The table and its notes, on stderr.
     pub(super) fn print(&self) {
         say!(
-            "vm-matrix {}: {} (uname -r {}), VM ran {} s",
+            "vm-matrix {}: {} (uname -r {}), VM ran {} s (the kernel booted in {})",
             self.line,
             self.package,
             self.release.as_deref().unwrap_or("?"),
-            self.vm_time.as_secs()
+            self.vm_time.as_secs(),
+            self.booted.map_or("?".to_owned(), |b| format!("{b:.0} s"))
         );
         for line in self.table() {
             say!("  {line}");
@@ -311,25 +265,8 @@ impl Verdict {
                 }
             }
         }
-        out.push(match &self.switches {
-            SwitchCheck::Skipped(why) => format!("switch check: skipped ({why})"),
-            SwitchCheck::Done {
-                recorded,
-                secs,
-                ctxt,
-                window,
-                off,
-            } => format!(
-                "switch check: recorded {recorded:.0} in {secs:.2} s, /proc/stat ctxt +{ctxt} \
-                 in {window:.2} s: {:.1} % apart ({})",
-                off * 100.0,
-                if *off <= SWITCH_TOLERANCE {
-                    "ok"
-                } else {
-                    "FAIL"
-                }
-            ),
-        });
+        out.push(self.switches.line());
+        out.push(self.perf.line());
         out
     }
 }
@@ -362,6 +299,14 @@ mod tests {
             Duration::ZERO,
         );
         assert_eq!(v.failures, ["contention is not attached"]);
+        assert!(matches!(v.perf, PerfCheck::Done { samples: 296, .. }));
+        assert!(
+            v.table()
+                .iter()
+                .any(|l| l.starts_with("perf check: ") && l.ends_with("(ok)")),
+            "{:?}",
+            v.table()
+        );
         // 200/s × 3 s = 600 against ctxt +615 in 3.08 s, 599 in 3 s.
         assert!(matches!(v.switches, SwitchCheck::Done { ctxt: 615, off, .. } if off < 0.01));
         // 300 recorded where the kernel counted 599 fails.
@@ -441,7 +386,10 @@ mod tests {
         assert!(v.failures.contains(&"sched is not attached".to_owned()));
         // wiredtiger and alloc may be absent, but not without a recording.
         assert!(v.failures.contains(&"wiredtiger is not n/a".to_owned()));
-        assert!(!v.failures.iter().any(|f| f.starts_with("alloc")));
+        assert!(
+            v.failures
+                .contains(&"alloc is not attached or -".to_owned())
+        );
         assert_eq!(
             v.run_errors[0],
             (
