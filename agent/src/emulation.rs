@@ -29,14 +29,13 @@ pub(crate) fn skip_under_emulation(test: &str, why: &str) -> bool {
         "SKIPPED under {}: {test}: {why}",
         emulator.to_string_lossy()
     );
-    if let Some(log) = std::env::var_os(SKIP_LOG_ENV) {
-        if let Ok(mut f) = std::fs::OpenOptions::new()
+    if let Some(log) = std::env::var_os(SKIP_LOG_ENV)
+        && let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
-        {
-            let _ = writeln!(f, "{test}: {why}");
-        }
+    {
+        let _ = writeln!(f, "{test}: {why}");
     }
     true
 }

@@ -3,10 +3,11 @@
 //! Tiers: `lint` (rustfmt, clippy), `unit` (everything but the root suite),
 //! `root` (the integration suite in `tests/`, which loads real BPF and needs
 //! root), `cross` (aarch64 and s390x builds agree with x86_64's, see
-//! `cross.rs`), `vm` (the kernel matrix: the same binary booted on Debian's 5.10,
-//! 6.1 and 6.12 kernels in QEMU, see `vm/`) and `bench-build` (benchmarks
-//! still compile). Cargo's own output goes
-//! straight through; xtask adds a failure line and a timed summary on stderr.
+//! `cross.rs`), `vm` (the kernel matrix: each architecture's binary booted on
+//! Debian's kernels in QEMU, x86_64 5.10, 6.1 and 6.12, aarch64 6.1 and 6.12,
+//! s390x 6.1 and 6.12, see `vm/`) and `bench-build` (benchmarks still compile
+//! and link). Cargo's own output goes straight through; xtask adds a failure
+//! line and a timed summary on stderr.
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
