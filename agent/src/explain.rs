@@ -90,6 +90,16 @@ pub fn explain(
         }
     }
     ranking::rank(&mut findings);
+    let recorded_config = recording
+        .mongod
+        .as_ref()
+        .and_then(|m| m.info.as_ref())
+        .map(|i| i.wt_config_string.clone().unwrap_or_default());
+    crate::rules::config_files::combine_wiredtiger_config(
+        &mut findings,
+        rules,
+        recorded_config.as_deref(),
+    );
 
     Ok(Report {
         report_version: REPORT_VERSION,
@@ -174,6 +184,25 @@ fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str, facts: &Facts) 
             summary: def.fix.summary.trim().to_string(),
             // {{group.fact}} placeholders filled from this recording.
             commands: fill_all(&def.fix.commands, facts),
+            files: def
+                .fix
+                .files
+                .iter()
+                .map(|f| crate::report::FixFile {
+                    path: f.path.clone(),
+                    how: f.how.trim().to_string(),
+                    // A configString addition stays as given here; it is
+                    // combined with the others after ranking.
+                    content: placeholders::fill(
+                        f.wiredtiger_config
+                            .as_deref()
+                            .unwrap_or(&f.content)
+                            .trim_matches('\n'),
+                        facts,
+                    ),
+                    language: f.language.clone(),
+                })
+                .collect(),
             revert: fill_all(&def.fix.revert, facts),
             risk: def.fix.risk.trim().to_string(),
             verify: placeholders::fill(def.fix.verify.trim(), facts),

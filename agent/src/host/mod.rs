@@ -91,7 +91,15 @@ pub fn collect(target: Option<u32>) -> HostFacts {
         cgroup,
         target_process,
         db_path: target.map(db_path_facts),
+        page_size: page_size(),
     }
+}
+
+/// The kernel's base page size, bytes.
+pub fn page_size() -> Option<u64> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(n).ok().filter(|n| *n > 0)
 }
 
 /// The host's name ("unknown" when it cannot be read).

@@ -2,7 +2,10 @@
 //! the serverStatus samples (through the same parser as live polls) and the
 //! metadata (buildInfo, getCmdLineOpts, hostInfo), either turned into a
 //! recording of their own (FTDC alone, no eBPF) or joined second by second
-//! to a recording by wall-clock time.
+//! to a recording by wall-clock time. A recording of FTDC alone also gets the
+//! host facts mongod's hostInfo names (memory and its limit, page size, the
+//! data directory's mount), so rules on them are assessed; everything else
+//! about the host stays unknown and its rules not assessed.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -13,6 +16,7 @@ use super::info;
 use super::model::{FtdcSource, MongodInfo, MongodRecording, MongodSlice};
 use super::status::{FtdcColumns, ServerStatusSample};
 use crate::ftdc::{FtdcDir, FtdcDoc, FtdcError};
+use crate::recording::model::{CgroupFacts, DbPathFacts, MemoryFacts};
 use crate::recording::{FORMAT_NAME, FORMAT_VERSION, HostFacts, Recording, Slice};
 
 /// Samples read at most (one day at mongod's 1 Hz); without --from/--to the
@@ -172,6 +176,10 @@ pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
         cpu_model: "unknown".into(),
         ..Default::default()
     };
+    let host = match &info {
+        Some(i) => host_from_info(host, i),
+        None => host,
+    };
     let ms = |t: DateTime<Utc>| u64::try_from((t - first).num_milliseconds()).unwrap_or(0);
     let samples: Vec<&FtdcSample> = read.samples.iter().collect();
     let slices = samples
@@ -228,6 +236,42 @@ pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
         kernel_stacks: Vec::new(),
         mongod: Some(mongod),
     }
+}
+
+/// The host facts mongod's own hostInfo and getCmdLineOpts give (the FTDC
+/// metadata describes the host mongod ran on): memory and its limit, page
+/// size, and the data directory's mount. Everything else stays unknown, so
+/// rules that need it are not assessed.
+fn host_from_info(mut host: HostFacts, i: &MongodInfo) -> HostFacts {
+    const MIB: u64 = 1 << 20;
+    let mb = |v: Option<i64>| v.and_then(|m| u64::try_from(m).ok()).filter(|m| *m > 0);
+    if let Some(total) = mb(i.host_mem_mb) {
+        host.memory = Some(MemoryFacts {
+            mem_total_bytes: Some(total * MIB),
+            ..Default::default()
+        });
+        if let Some(limit) = mb(i.host_mem_limit_mb).filter(|l| *l < total) {
+            host.cgroup = Some(CgroupFacts {
+                memory_max: Some((limit * MIB).to_string()),
+                ..Default::default()
+            });
+        }
+    }
+    host.page_size = i.page_size.and_then(|p| u64::try_from(p).ok());
+    if let Some(mount) = &i.db_path_mount {
+        let found_by = if i.db_path.is_some() {
+            "FTDC: getCmdLineOpts storage.dbPath, its mount from hostInfo mountInfo"
+        } else {
+            "FTDC: mongod's default dbPath (none set), its mount from hostInfo mountInfo"
+        };
+        host.db_path = Some(DbPathFacts {
+            path: Some(mount.path.clone()),
+            found_by: Some(found_by.into()),
+            unknown_reason: None,
+            storage: Some(mount.clone()),
+        });
+    }
+    host
 }
 
 /// Joins FTDC samples to `rec`: each slice without a live sample gets the

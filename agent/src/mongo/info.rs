@@ -5,6 +5,7 @@
 use bson::{Bson, Document};
 
 use super::model::MongodInfo;
+use crate::host::StorageFacts;
 
 /// Reads what mdiag keeps from the three replies; each may be missing.
 pub fn from_documents(
@@ -51,8 +52,73 @@ pub fn from_documents(
             (Some(n), Some(v)) => Some(format!("{n} {v}")),
             (n, v) => n.or(v),
         };
+        info.host_mem_limit_mb = int(h, &["system", "memLimitMB"]);
+        info.numa_nodes = int(h, &["system", "numNumaNodes"]);
+        info.libc_version = string(h, &["extra", "libcVersion"]);
+        info.max_open_files = int(h, &["extra", "maxOpenFiles"]);
+        info.page_size = int(h, &["extra", "pageSize"]);
+    }
+    if let Some(h) = host {
+        let db_path = info
+            .db_path
+            .clone()
+            .unwrap_or_else(|| DEFAULT_DB_PATH.into());
+        info.db_path_mount = mount_of(h, &db_path);
     }
     info
+}
+
+/// mongod's dbPath when neither the command line nor the configuration file
+/// sets one (`storage.dbPath` default on Linux and macOS).
+pub const DEFAULT_DB_PATH: &str = "/data/db";
+
+/// The mount holding `path` in hostInfo.extra.mountInfo (mongod 5.0+): the
+/// longest mount point that is a whole-component prefix of `path`. Symbolic
+/// links in `path` cannot be resolved from here (the server's file system is
+/// not ours), so a dbPath reached through a link names the link's mount.
+pub fn mount_of(host: &Document, path: &str) -> Option<StorageFacts> {
+    let mounts = get(host, &["extra", "mountInfo"])?.as_array()?;
+    let within = |mp: &str| {
+        mp == "/"
+            || path == mp
+            || path
+                .strip_prefix(mp)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    // The last of equally long mount points is the one on top (mountinfo
+    // lists mounts in the order they were made).
+    let best = mounts
+        .iter()
+        .filter_map(Bson::as_document)
+        .filter(|m| m.get_str("mountPoint").is_ok_and(within))
+        .enumerate()
+        .max_by_key(|(i, m)| (m.get_str("mountPoint").map_or(0, str::len), *i))
+        .map(|(_, m)| m)?;
+    let words = |k: &str| {
+        best.get_str(k).ok().map(|o| {
+            let mut v: Vec<String> = o
+                .split(',')
+                .filter(|w| !w.is_empty())
+                .map(str::to_owned)
+                .collect();
+            v.sort();
+            v
+        })
+    };
+    let num = |k: &str| int(best, &[k]);
+    Some(StorageFacts {
+        path: path.to_owned(),
+        mount_point: best.get_str("mountPoint").ok().map(str::to_owned),
+        fs_type: best.get_str("type").ok().map(str::to_owned),
+        source: best.get_str("source").ok().map(str::to_owned),
+        mount_options: words("options"),
+        super_options: words("superOpt"),
+        device: match (num("major"), num("minor")) {
+            (Some(a), Some(b)) => Some(format!("{a}:{b}")),
+            _ => None,
+        },
+        ..StorageFacts::default()
+    })
 }
 
 /// The kernel release hostInfo reports (`extra.kernelVersion`), if any.

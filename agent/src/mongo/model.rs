@@ -78,6 +78,20 @@ pub struct MongodInfo {
     pub host_cpu_arch: Option<String>,
     /// hostInfo.os.name / version.
     pub os: Option<String>,
+    /// hostInfo.system.memLimitMB: the memory mongod may use (the cgroup
+    /// limit when lower than the host's memory; mongod 4.4+).
+    pub host_mem_limit_mb: Option<i64>,
+    /// hostInfo.extra.libcVersion ("2.36"): the glibc mongod runs with.
+    pub libc_version: Option<String>,
+    /// hostInfo.extra.maxOpenFiles: mongod's soft open-files limit.
+    pub max_open_files: Option<i64>,
+    /// hostInfo.extra.pageSize: the kernel's base page size, bytes.
+    pub page_size: Option<i64>,
+    /// hostInfo.system.numNumaNodes.
+    pub numa_nodes: Option<i64>,
+    /// The mount holding dbPath, from hostInfo.extra.mountInfo (mongod 5.0+,
+    /// the server's own view): file system and options, no disk settings.
+    pub db_path_mount: Option<StorageFacts>,
     /// Databases, collections and indexes (dbStats summed); data-handle pressure.
     pub databases: Option<u64>,
     pub collections: Option<u64>,

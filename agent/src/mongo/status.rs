@@ -87,6 +87,8 @@ sample_fields! {
     tcmalloc_per_cpu_caches: ["tcmalloc.usingPerCPUCaches"];
     /// `tcmalloc.tcmalloc.cpu_free`: bytes in per-CPU caches (Google TCMalloc; > 0 when they really work).
     tcmalloc_cpu_free: ["tcmalloc.tcmalloc.cpu_free"];
+    /// `tcmalloc.maxPerCPUCacheSizeBytes`: the capacity of each CPU's cache (Google TCMalloc; 0 = the caches hold nothing).
+    tcmalloc_max_per_cpu_cache: ["tcmalloc.maxPerCPUCacheSizeBytes"];
     tcmalloc_allocated_bytes: ["tcmalloc.generic.current_allocated_bytes"];
     tcmalloc_heap_size: ["tcmalloc.generic.heap_size"];
     tcmalloc_pageheap_free_bytes: ["tcmalloc.tcmalloc.pageheap_free_bytes"];

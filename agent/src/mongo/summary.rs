@@ -39,6 +39,8 @@ pub struct MongodSummary {
     pub using_per_cpu_caches: Option<bool>,
     /// tcmalloc.tcmalloc.cpu_free in that sample, bytes.
     pub tcmalloc_cpu_free_bytes: Option<i64>,
+    /// tcmalloc.maxPerCPUCacheSizeBytes in that sample, bytes.
+    pub tcmalloc_max_per_cpu_cache_bytes: Option<i64>,
     /// usingPerCPUCaches and cpu_free > 0 (MongoDB's own check).
     pub per_cpu_caches_active: Option<bool>,
     /// Seconds (slices) of the recording, with a sample and without one.
@@ -267,6 +269,7 @@ impl MongodSummary {
         {
             self.using_per_cpu_caches = st.tcmalloc_per_cpu_caches.map(|v| v != 0);
             self.tcmalloc_cpu_free_bytes = st.tcmalloc_cpu_free;
+            self.tcmalloc_max_per_cpu_cache_bytes = st.tcmalloc_max_per_cpu_cache;
             self.per_cpu_caches_active = st.per_cpu_caches_active();
         }
     }

@@ -113,6 +113,10 @@ pub struct HostFacts {
     /// `None` for a host-wide recording (or an older one).
     #[serde(default)]
     pub db_path: Option<DbPathFacts>,
+    /// The kernel's base page size in bytes (4096; 16384 or 65536 on some
+    /// aarch64 kernels); `None` in older recordings.
+    #[serde(default)]
+    pub page_size: Option<u64>,
 }
 
 /// The target's data directory (mongod's dbPath, or the directory of the

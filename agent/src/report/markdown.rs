@@ -575,6 +575,15 @@ fn write_finding(out: &mut String, f: &Finding) -> std::fmt::Result {
     if !f.fix.commands.is_empty() {
         write_commands(out, &f.fix.commands)?;
     }
+    for file in &f.fix.files {
+        writeln!(out, "In `{}` ({}):", file.path, file.how)?;
+        writeln!(out)?;
+        let fence = fence_for(std::slice::from_ref(&file.content));
+        writeln!(out, "{fence}{}", file.language.as_deref().unwrap_or(""))?;
+        writeln!(out, "{}", file.content.trim_end())?;
+        writeln!(out, "{fence}")?;
+        writeln!(out)?;
+    }
     writeln!(out, "**Risk:** {}", f.fix.risk)?;
     writeln!(out)?;
     writeln!(out, "**Verify:** {}", f.fix.verify)?;

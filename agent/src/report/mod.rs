@@ -183,10 +183,27 @@ pub struct Fix {
     pub summary: String,
     /// Exact shell commands, in order.
     pub commands: Vec<String>,
+    /// Configuration to put into files, shown as file content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FixFile>,
     /// Commands that undo the fix.
     pub revert: Vec<String>,
     pub risk: String,
     pub verify: String,
+}
+
+/// Settings for one configuration file, as its content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FixFile {
+    /// The file, e.g. "/etc/mongod.conf".
+    pub path: String,
+    /// How to apply it ("merge into the existing storage: section, then restart mongod").
+    pub how: String,
+    /// The settings, verbatim.
+    pub content: String,
+    /// "yaml", "ini", ... (`None`: plain text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -377,6 +394,7 @@ pub(crate) mod tests {
             fix: Fix {
                 summary: "fix it".into(),
                 commands: vec!["true".into()],
+                files: vec![],
                 revert: vec![],
                 risk: "none".into(),
                 verify: "look".into(),

@@ -942,6 +942,18 @@ fn write_finding(out: &mut String, f: &Finding, p: &Painter) -> std::fmt::Result
         wrap(&format!("Fix: {}", f.fix.summary), "    ", WIDTH)
     )?;
     write_commands(out, &f.fix.commands, p)?;
+    for file in &f.fix.files {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{}",
+            wrap(&format!("In {} ({}):", file.path, file.how), "    ", WIDTH)
+        )?;
+        // Verbatim and flush left: copied, it is the file's content.
+        for line in file.content.trim_end().lines() {
+            writeln!(out, "{}", p.command(line))?;
+        }
+    }
     writeln!(out)?;
     writeln!(
         out,

@@ -28,6 +28,7 @@ use crate::recording::model::{Recording, SchedSlice, Slice};
 
 pub mod allocator;
 pub mod contention;
+pub mod filesystem;
 pub mod mongod;
 pub mod softirq;
 pub mod storage;
@@ -46,6 +47,7 @@ pub const FACT_GROUPS: &[&str] = &[
     "contention",
     "mongod",
     "storage",
+    "filesystem",
 ];
 
 /// One fact value: what a CEL expression sees.
@@ -144,6 +146,7 @@ impl Facts {
         facts.insert_or_absent("contention", contention::contention_facts(rec));
         facts.insert_or_absent("mongod", mongod::mongod_facts(rec));
         facts.insert_or_absent("storage", storage::storage_facts(rec));
+        facts.insert_or_absent("filesystem", filesystem::filesystem_facts(rec));
         if let Some(info) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) {
             facts.mongod_version = info
                 .version
@@ -153,7 +156,18 @@ impl Facts {
                 facts.allocator = info.allocator.as_deref().and_then(mongod::allocator_kind);
             }
         }
+        facts.add_overcommit_advice();
         facts
+    }
+
+    /// `tuning.overcommit_recommended`: 1 for Google TCMalloc (mongod 8,
+    /// whose THP unit in MongoDB's documentation sets vm.overcommit_memory =
+    /// 1), else the kernel's default heuristic 0.
+    fn add_overcommit_advice(&mut self) {
+        let want = i64::from(self.allocator.as_deref() == Some("google_tcmalloc"));
+        if let Some(t) = self.groups.get_mut("tuning") {
+            t.insert("overcommit_recommended".into(), FactValue::Int(want));
+        }
     }
 
     /// Binds `group`, or records why it is absent.
@@ -369,6 +383,9 @@ fn host_facts(rec: &Recording, kernel: Option<&Version>) -> FactGroup {
         FactValue::Bool(h.sched_features.is_some() && !locked),
     );
     g.insert("net_readable".into(), FactValue::Bool(h.net.is_some()));
+    if let Some(p) = h.page_size {
+        g.insert("page_size".into(), int(p));
+    }
     g
 }
 
@@ -781,6 +798,7 @@ pub(crate) fn example_recording() -> Recording {
             }]),
             target_process: Some(ProcessFacts {
                 pid: 100,
+                glibc_version: Some("2.36".into()),
                 numa_policy: Some("default".into()),
                 max_open_files: Some(ResourceLimit {
                     soft: Some(1024),
@@ -801,9 +819,11 @@ pub(crate) fn example_recording() -> Recording {
                     disk: Some("nvme0n1".into()),
                     read_ahead_kb: Some(128),
                     rotational: Some(false),
+                    mount_options: Some(vec!["noatime".into(), "rw".into()]),
                     ..Default::default()
                 }),
             }),
+            page_size: Some(4096),
             ..HostFacts::default()
         },
         target: Some(Target {

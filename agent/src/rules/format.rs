@@ -139,6 +139,10 @@ pub struct Fix {
     /// Exact shell commands, in order (a file's content is given as a heredoc).
     #[serde(default)]
     pub commands: Vec<String>,
+    /// Configuration the fix changes, shown as file content (not as shell):
+    /// the settings to put into a file such as /etc/mongod.conf.
+    #[serde(default)]
+    pub files: Vec<FixFile>,
     /// Exact shell commands that undo the fix.
     #[serde(default)]
     pub revert: Vec<String>,
@@ -146,6 +150,28 @@ pub struct Fix {
     pub risk: String,
     /// How to see that the fix worked.
     pub verify: String,
+}
+
+/// Settings to put into a configuration file, shown as the file's content.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixFile {
+    /// The file, e.g. "/etc/mongod.conf".
+    pub path: String,
+    /// How to apply it, e.g. "merge into the existing storage: section".
+    pub how: String,
+    /// The settings, verbatim (placeholders filled).
+    #[serde(default)]
+    pub content: String,
+    /// The content's language for renderers ("yaml", "ini", ...).
+    #[serde(default)]
+    pub language: Option<String>,
+    /// Settings to add to WiredTiger's configString
+    /// (`eviction=(threads_min=4,threads_max=8)`). Instead of `content`: the
+    /// report shows one mongod.conf setting holding the server's recorded
+    /// configString and the additions of every finding that has one.
+    #[serde(default)]
+    pub wiredtiger_config: Option<String>,
 }
 
 /// A document that backs the rule.

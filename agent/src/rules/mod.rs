@@ -20,6 +20,7 @@
 //! not mid-report.
 
 pub mod builtin;
+pub mod config_files;
 pub mod eval;
 pub mod facts;
 pub mod format;
@@ -29,6 +30,7 @@ pub mod ranking;
 mod scenarios;
 #[cfg(test)]
 pub(crate) mod testdata;
+pub mod wt_config;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -413,6 +415,7 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
         .commands
         .iter()
         .chain(def.fix.revert.iter())
+        .chain(def.fix.files.iter().map(|f| &f.content))
         .chain(std::iter::once(&def.fix.verify));
     for text in fix_texts {
         for name in placeholders::names(text) {
@@ -539,6 +542,18 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
         .any(|c| c.trim().is_empty())
     {
         err(None, "fix: commands must not be empty strings".into());
+    }
+    for f in &def.fix.files {
+        let has_content = !f.content.trim().is_empty() || f.wiredtiger_config.is_some();
+        if !f.path.starts_with('/') || f.how.trim().is_empty() || !has_content {
+            err(
+                None,
+                format!(
+                    "fix.files: {:?} needs an absolute path, a `how` and some content",
+                    f.path
+                ),
+            );
+        }
     }
 
     // Expressions: compile, then evaluate on the example facts with only the

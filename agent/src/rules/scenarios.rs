@@ -156,24 +156,70 @@ fn tcmalloc_per_cpu_caches_fires_when_glibc_owns_rseq() {
 }
 
 #[test]
-fn tcmalloc_kernel_rule_replaces_the_tunable_advice_on_conflicting_kernels() {
-    let mut rec = baseline();
+fn tcmalloc_kernel_rules_split_on_who_owns_rseq() {
+    // Per-CPU caches active on 6.19 to 7.0.13: critical, with the documented
+    // workaround (rseq=1), never the per-CPU tunable.
+    let mut active = baseline();
     set_allocator(
-        &mut rec,
+        &mut active,
+        AllocatorKind::GoogleTcmalloc,
+        Verdict::PerCpuCachesPossible,
+        0,
+    );
+    let mut glibc = active.clone();
+    set_allocator(
+        &mut glibc,
         AllocatorKind::GoogleTcmalloc,
         Verdict::BlockedByGlibcRegistration,
         32,
     );
-    for release in ["6.19.2-generic", "7.0.13", "4.14.300"] {
-        rec.host.kernel_release = release.into();
-        let f = fired(&rec, "allocator.tcmalloc_kernel");
+    // mongod agrees: per-CPU caches off.
+    set_mongod(
+        &mut glibc,
+        &with_figure(healthy_mongod(), "tcmalloc.usingPerCPUCaches", 0, 0),
+    );
+    for release in ["6.19.2-generic", "7.0.0-34-generic", "7.0.13"] {
+        active.host.kernel_release = release.into();
+        let f = fired(&active, "allocator.tcmalloc_kernel");
+        assert_eq!(f.severity, crate::rules::Severity::Critical);
         assert_eq!(txt(&f, "kernel"), release);
-        // The glibc tunable is not the advice on these kernels.
-        passed(&rec, "allocator.tcmalloc_per_cpu_caches");
+        assert!(
+            fix_has(&f, "GLIBC_TUNABLES=glibc.pthread.rseq=1"),
+            "{:?}",
+            f.fix.commands
+        );
+        assert!(!fix_has(&f, "rseq=0"), "{:?}", f.fix.commands);
+        assert!(f.summary.contains("7.0.0-N"), "{}", f.summary);
+        passed(&active, "allocator.tcmalloc_kernel_glibc_rseq");
+        passed(&active, "allocator.tcmalloc_per_cpu_caches");
+        // glibc owns rseq there: safe, informational, and no rseq=0 advice.
+        glibc.host.kernel_release = release.into();
+        let i = fired(&glibc, "allocator.tcmalloc_kernel_glibc_rseq");
+        assert_eq!(i.severity, crate::rules::Severity::Info);
+        assert!(i.summary.contains("Do not set"), "{}", i.summary);
+        passed(&glibc, "allocator.tcmalloc_kernel");
+        passed(&glibc, "allocator.tcmalloc_per_cpu_caches");
     }
-    rec.host.kernel_release = "7.0.14".into();
-    passed(&rec, "allocator.tcmalloc_kernel");
-    fired(&rec, "allocator.tcmalloc_per_cpu_caches");
+    // mongod's own answer is enough: usingPerCPUCaches true on 6.19.
+    let mut polled = baseline();
+    polled.host.kernel_release = "6.19.0".into();
+    set_mongod(&mut polled, &healthy_mongod());
+    fired(&polled, "allocator.tcmalloc_kernel");
+    // Near misses: 7.0.14 and 6.18 are outside the range.
+    for release in ["7.0.14", "6.18.44"] {
+        active.host.kernel_release = release.into();
+        glibc.host.kernel_release = release.into();
+        passed(&active, "allocator.tcmalloc_kernel");
+        passed(&glibc, "allocator.tcmalloc_kernel_glibc_rseq");
+        fired(&glibc, "allocator.tcmalloc_per_cpu_caches");
+    }
+    // Before rseq (4.18): its own low finding; the others pass.
+    glibc.host.kernel_release = "4.14.300".into();
+    let old = fired(&glibc, "allocator.tcmalloc_kernel_no_rseq");
+    assert_eq!(old.severity, crate::rules::Severity::Low);
+    passed(&glibc, "allocator.tcmalloc_kernel");
+    passed(&glibc, "allocator.tcmalloc_per_cpu_caches");
+    passed(&active, "allocator.tcmalloc_kernel_no_rseq");
 }
 
 #[test]
@@ -443,23 +489,114 @@ fn xfs_ilock_rule_reads_the_d_state_signature() {
 }
 
 #[test]
-fn tcmalloc_per_cpu_caches_also_fires_on_mongods_own_answer() {
-    // glibc left rseq alone, but mongod says per-CPU caches are off.
+fn tcmalloc_per_cpu_caches_blames_glibc_only_on_evidence() {
+    // mongod says per-CPU caches are off, but the target's own memory shows
+    // glibc left rseq alone: something else turned them off (a seccomp
+    // profile refusing rseq, ...), so the glibc tunable is not the advice.
     let mut rec = baseline();
     set_mongod(
         &mut rec,
         &with_figure(healthy_mongod(), "tcmalloc.usingPerCPUCaches", 0, 0),
     );
+    passed(&rec, "allocator.tcmalloc_per_cpu_caches");
+    passed(&rec, "allocator.tcmalloc_per_cpu_cache_empty");
+    // Without the target's code, mongod's figures decide: off, with a glibc
+    // that registers rseq (2.36 in the test data) on a kernel with rseq.
+    rec.target_code = None;
+    rec.rseq = None;
     let f = fired(&rec, "allocator.tcmalloc_per_cpu_caches");
     assert_eq!(txt(&f, "usingPerCPUCaches"), "Bool(false)");
-    // On, but nothing ever in the per-CPU caches under load.
+    assert_eq!(
+        txt(&f, "facts from"),
+        "mongod (buildInfo, hostInfo, serverStatus)"
+    );
+    // ... and not with a glibc before 2.35.
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .libc_version = Some("2.31".into());
+    passed(&rec, "allocator.tcmalloc_per_cpu_caches");
+    // Near miss: the healthy baseline (on, and used).
+    passed(&baseline(), "allocator.tcmalloc_per_cpu_caches");
+}
+
+#[test]
+fn per_cpu_caches_on_but_without_capacity_is_its_own_finding() {
+    // SERVER-109273's shape: on, capacity 0, nothing in them.
+    let mut rec = baseline();
+    let empty = with_figure(
+        with_figure(healthy_mongod(), "tcmalloc.maxPerCPUCacheSizeBytes", 0, 0),
+        "tcmalloc.tcmalloc.cpu_free",
+        0,
+        0,
+    );
+    set_mongod(&mut rec, &empty);
+    let f = fired(&rec, "allocator.tcmalloc_per_cpu_cache_empty");
+    // 64 GiB limit / 4 = 16 GiB, capped at 1 GiB, over this host's CPUs.
+    let cpus = i64::from(rec.host.cpu_count);
+    let want = (1i64 << 30) / cpus;
+    assert_eq!(num(&f, "capacity per CPU mongod would choose"), want as f64);
+    assert!(
+        fix_has(
+            &f,
+            &format!("MONGO_TCMALLOC_PER_CPU_CACHE_SIZE_BYTES={want}")
+        ),
+        "{:?}",
+        f.fix.commands
+    );
+    assert!(f.fix.verify.contains(&want.to_string()), "{}", f.fix.verify);
+    // Not the glibc finding: glibc did not take rseq.
+    passed(&rec, "allocator.tcmalloc_per_cpu_caches");
+    // Capacity reported but the caches stay empty under load: the same finding.
     set_mongod(
         &mut rec,
         &with_figure(healthy_mongod(), "tcmalloc.tcmalloc.cpu_free", 0, 0),
     );
-    fired(&rec, "allocator.tcmalloc_per_cpu_caches");
-    // Near miss: the healthy baseline (on, and used).
-    passed(&baseline(), "allocator.tcmalloc_per_cpu_caches");
+    fired(&rec, "allocator.tcmalloc_per_cpu_cache_empty");
+    // Near miss: capacity and use (the baseline), and an idle server whose
+    // caches are empty but have capacity.
+    passed(&baseline(), "allocator.tcmalloc_per_cpu_cache_empty");
+    let idle = with_figure(
+        with_figure(
+            with_figure(healthy_mongod(), "tcmalloc.tcmalloc.cpu_free", 0, 0),
+            "opcounters.query",
+            0,
+            0,
+        ),
+        "opcounters.insert",
+        0,
+        0,
+    );
+    set_mongod(&mut rec, &idle);
+    passed(&rec, "allocator.tcmalloc_per_cpu_cache_empty");
+}
+
+#[test]
+fn glibc_rseq_registration_by_version_and_distribution() {
+    use crate::rules::facts::allocator::glibc_registers_rseq;
+    assert_eq!(glibc_registers_rseq("2.35", None), Some(true));
+    assert_eq!(glibc_registers_rseq("2.36", Some("Debian 12")), Some(true));
+    assert_eq!(
+        glibc_registers_rseq("2.34", Some("Ubuntu 21.10")),
+        Some(false)
+    );
+    assert_eq!(
+        glibc_registers_rseq("2.34", Some("Red Hat Enterprise Linux release 9.4 (Plow)")),
+        Some(true)
+    );
+    assert_eq!(
+        glibc_registers_rseq("2.34", Some("Rocky Linux 9.3")),
+        Some(true)
+    );
+    assert_eq!(
+        glibc_registers_rseq("2.28", Some("Red Hat Enterprise Linux release 8.9 (Ootpa)")),
+        Some(false)
+    );
+    assert_eq!(glibc_registers_rseq("2.17", None), Some(false));
+    assert_eq!(glibc_registers_rseq("unknown", None), None);
 }
 
 #[test]
@@ -484,8 +621,38 @@ fn cache_size_fires_on_a_full_cache_of_a_read_mostly_server_with_memory_to_spare
         (num(&f, "reads (query + getmore) of all operations") - 1000.0 / 1100.0 * 100.0).abs()
             < 0.01
     );
-    assert_eq!(num(&f, "suggested cacheSizeGB"), 48.0);
-    assert!(fix_has(&f, "cacheSizeGB"));
+    // 60 % of this server's 64 GB limit (hostInfo memLimitMB 65536), not a
+    // number from another host.
+    assert_eq!(num(&f, "suggested cacheSizeGB"), 38.4);
+    assert!(fix_has(&f, "cache_size=38.4G"), "{:?}", f.fix.commands);
+    let conf = &f.fix.files[0];
+    assert_eq!(conf.path, "/etc/mongod.conf");
+    assert!(
+        conf.content.contains("cacheSizeGB: 38.4"),
+        "{}",
+        conf.content
+    );
+    assert!(
+        !f.fix.commands.iter().any(|c| c.contains("storage:")),
+        "config shown as a command"
+    );
+    // The revert restores the recorded size (24 GiB in bytes).
+    assert!(
+        f.fix.revert[0].contains(&format!("cache_size={}", 24 * GIB)),
+        "{:?}",
+        f.fix.revert
+    );
+    assert!(f.summary.contains("cautions"), "{}", f.summary);
+    // In a container with an 8 GB limit the same figures give 4.8 GB, and
+    // a 4.8 GB step is not above a 24 GB cache: no finding.
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .host_mem_limit_mb = Some(8192);
+    passed(&rec, "wiredtiger.cache_size");
     // Near miss: the same server writing mostly.
     let writes = with_figure(full.clone(), "opcounters.insert", 0, 5000);
     set_mongod(&mut rec, &writes);
@@ -517,7 +684,89 @@ fn eviction_threads_fire_when_application_threads_evict() {
     let f = fired(&rec, "wiredtiger.eviction_threads");
     assert!((num(&f, "application thread time evicting") - 50.0).abs() < 0.5);
     assert!(fix_has(&f, "eviction=(threads_min=4,threads_max=8)"));
+    // Revert to what the server had (mongod's default 4/4 here), not 1/4.
+    assert!(
+        f.fix.revert[0].contains("eviction=(threads_min=4,threads_max=4)"),
+        "{:?}",
+        f.fix.revert
+    );
+    // The configString keeps what the server had and adds the threads.
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .wt_config_string =
+        Some("eviction_target=85,eviction=(threads_min=6,threads_max=10)".into());
+    let f = fired(&rec, "wiredtiger.eviction_threads");
+    assert!(
+        f.fix.revert[0].contains("threads_min=6,threads_max=10"),
+        "{:?}",
+        f.fix.revert
+    );
+    assert!(
+        f.fix.files[0].content.contains(
+            "configString: \"eviction_target=85,eviction=(threads_min=6,threads_max=14)\""
+        ),
+        "{}",
+        f.fix.files[0].content
+    );
     passed(&baseline(), "wiredtiger.eviction_threads");
+}
+
+#[test]
+fn two_configstring_changes_become_one_setting() {
+    // Application threads evict and 45000 handles are open: both rules add
+    // to configString; each shows the same combined line.
+    let mut rec = baseline();
+    let both = with_figure(
+        with_figure(
+            healthy_mongod(),
+            "wiredTiger.cache.application thread time evicting (usecs)",
+            0,
+            50_000,
+        ),
+        "wiredTiger.data-handle.connection data handles currently active",
+        45_000,
+        0,
+    );
+    set_mongod(&mut rec, &both);
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .wt_config_string = Some("eviction_target=85".into());
+    let r = report(&rec);
+    let line = |id: &str| {
+        let f = r.findings.iter().find(|f| f.rule_id == id).unwrap();
+        f.fix
+            .files
+            .iter()
+            .find(|x| x.content.contains("configString"))
+            .unwrap()
+            .clone()
+    };
+    let (a, b) = (
+        line("wiredtiger.eviction_threads"),
+        line("wiredtiger.data_handles"),
+    );
+    assert_eq!(a.content, b.content);
+    assert!(a.content.contains("eviction_target=85"), "{}", a.content);
+    assert!(
+        a.content.contains("eviction=(threads_min=4,threads_max=8)"),
+        "{}",
+        a.content
+    );
+    assert!(
+        a.content
+            .contains("hash=(buckets=8192,dhandle_buckets=8192)"),
+        "{}",
+        a.content
+    );
+    assert!(a.how.contains("wiredtiger.data_handles"), "{}", a.how);
 }
 
 #[test]
@@ -534,7 +783,25 @@ fn data_handles_fire_in_the_tens_of_thousands() {
     );
     let f = fired(&rec, "wiredtiger.data_handles");
     assert_eq!(num(&f, "active data handles"), 45_000.0);
-    assert!(fix_has(&f, "close_idle_time=600"));
+    // Not mongod's own defaults again (600 s idle, 10 s scan): sooner closing
+    // as a startup parameter, and hash tables sized for 45000 handles.
+    assert!(
+        f.fix.files[0]
+            .content
+            .contains("wiredTigerFileHandleCloseIdleTime: 300")
+    );
+    assert!(
+        !f.fix
+            .files
+            .iter()
+            .any(|x| x.content.contains("close_scan_interval=30"))
+    );
+    assert_eq!(num(&f, "suggested hash buckets"), 8192.0);
+    assert!(
+        f.fix.files[1].content.contains("dhandle_buckets=8192"),
+        "{}",
+        f.fix.files[1].content
+    );
     // 8000 handles with a contended handle lock fire too; without, not.
     let busy = with_figure(
         with_figure(
@@ -643,7 +910,27 @@ fn overcommit_fires_in_strict_mode_with_the_commit_figures() {
     assert_eq!(num(&f, "CommitLimit"), 36.0);
     assert_eq!(num(&f, "Committed_AS"), 33.0);
     assert!((num(&f, "committed (%") - 100.0 * 33.0 / 36.0).abs() < 1e-9);
-    assert!(fix_has(&f, "vm.overcommit_memory = 0"));
+    // mongod 8 (Google TCMalloc): MongoDB's own unit sets 1.
+    assert!(
+        fix_has(&f, "vm.overcommit_memory = 1"),
+        "{:?}",
+        f.fix.commands
+    );
+    assert!(f.fix.revert[0].contains("sysctl -w vm.overcommit_memory=2"));
+    // Another allocator: the kernel's default heuristic.
+    let mut glibc = rec.clone();
+    set_allocator(
+        &mut glibc,
+        AllocatorKind::Glibc,
+        Verdict::AllocatorHasNoPerCpuMode,
+        32,
+    );
+    let g = fired(&glibc, "host.overcommit");
+    assert!(
+        fix_has(&g, "vm.overcommit_memory = 0"),
+        "{:?}",
+        g.fix.commands
+    );
     // Near misses: heuristic (0) and always (1) overcommit.
     for mode in [0, 1] {
         tuning(&mut rec).vm.overcommit_memory = Some(mode);
@@ -702,4 +989,167 @@ fn wakeup_preemption_needs_real_wakeup_preemptions_and_says_when_it_cannot_be_fi
         "{:?}",
         f.evidence
     );
+}
+
+#[test]
+fn xfs_and_noatime_rules_read_the_data_directorys_mount() {
+    // ext4 with relatime under the data directory.
+    let mut rec = baseline();
+    {
+        let s = rec.host.db_path.as_mut().unwrap().storage.as_mut().unwrap();
+        s.fs_type = Some("ext4".into());
+        s.mount_options = Some(vec!["relatime".into(), "rw".into()]);
+    }
+    let x = fired(&rec, "storage.xfs");
+    assert_eq!(txt(&x, "file system"), "ext4");
+    assert!(x.summary.contains("strongly recommend"), "{}", x.summary);
+    let n = fired(&rec, "storage.noatime");
+    assert!(
+        fix_has(&n, "mount -o remount,noatime /data"),
+        "{:?}",
+        n.fix.commands
+    );
+    // The revert restores what the mount had.
+    assert_eq!(n.fix.revert[0], "mount -o remount,relatime /data");
+    // Near misses: the baseline's XFS with noatime; a tmpfs data directory
+    // is not judged (its backing store is unknown).
+    passed(&baseline(), "storage.xfs");
+    passed(&baseline(), "storage.noatime");
+    let mut tmp = baseline();
+    {
+        let s = tmp.host.db_path.as_mut().unwrap().storage.as_mut().unwrap();
+        s.fs_type = Some("tmpfs".into());
+        s.mount_options = Some(vec!["rw".into()]);
+    }
+    passed(&tmp, "storage.xfs");
+    passed(&tmp, "storage.noatime");
+    // Without a data directory: not assessed, never guessed.
+    let mut none = baseline();
+    none.host.db_path = None;
+    let r = report(&none);
+    assert!(r.not_assessed.iter().any(|n| n.rule_id == "storage.xfs"));
+}
+
+#[test]
+fn cache_above_the_memory_limit_is_found_from_mongods_own_limit() {
+    // A 24 GiB cache in a container limited to 16 GB.
+    let mut rec = baseline();
+    set_mongod(&mut rec, &healthy_mongod());
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .host_mem_limit_mb = Some(16_384);
+    let f = fired(&rec, "wiredtiger.cache_above_memory_limit");
+    assert_eq!(num(&f, "cache as % of the limit"), 150.0);
+    // mongod's own default for 16 GB: 50 % of (16 - 1) = 7.5 GB.
+    assert!(fix_has(&f, "cache_size=7.5G"), "{:?}", f.fix.commands);
+    assert!(f.fix.files[0].content.contains("cacheSizeGB: 7.5"));
+    // Near miss: the same cache with the host's 64 GB (37.5 %).
+    passed(&baseline(), "wiredtiger.cache_above_memory_limit");
+    let mut host = baseline();
+    set_mongod(&mut host, &healthy_mongod());
+    passed(&host, "wiredtiger.cache_above_memory_limit");
+}
+
+#[test]
+fn max_map_count_follows_mongods_own_startup_check() {
+    let mut rec = baseline();
+    let conns = with_figure(
+        with_figure(healthy_mongod(), "connections.current", 200, 0),
+        "connections.available",
+        838_660,
+        0,
+    );
+    set_mongod(&mut rec, &conns);
+    tuning(&mut rec).vm.max_map_count = Some(65_530);
+    let f = fired(&rec, "host.max_map_count");
+    assert_eq!(num(&f, "wanted by mongod"), 1_677_720.0);
+    assert!(
+        fix_has(&f, "vm.max_map_count = 1677720"),
+        "{:?}",
+        f.fix.commands
+    );
+    assert!(f.fix.revert[0].contains("sysctl -w vm.max_map_count=65530"));
+    // Near miss: at the wanted value.
+    tuning(&mut rec).vm.max_map_count = Some(1_677_720);
+    passed(&rec, "host.max_map_count");
+}
+
+#[test]
+fn thp_google_rule_includes_overcommit_reverts_to_the_recorded_values_and_skips_large_pages() {
+    // Everything as MongoDB's unit sets it but overcommit_memory = 0.
+    let mut rec = baseline();
+    tuning(&mut rec).vm.overcommit_memory = Some(0);
+    let f = fired(&rec, "memory.thp_google_tcmalloc");
+    assert!(
+        fix_has(&f, "echo 1 > /proc/sys/vm/overcommit_memory"),
+        "{:?}",
+        f.fix.commands
+    );
+    // The revert puts back what was recorded, not 511 or madvise.
+    assert!(
+        f.fix.revert[1].contains("echo always >"),
+        "{:?}",
+        f.fix.revert
+    );
+    assert!(f.fix.revert[1].contains("echo defer+madvise >"));
+    assert!(
+        f.fix.revert[1]
+            .contains("echo 0 > /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none")
+    );
+    assert!(f.fix.revert[1].contains("sysctl -w vm.overcommit_memory=0"));
+    assert!(!f.fix.revert[1].contains("511"));
+    // A 64 KiB-page aarch64 kernel is not judged by 4 KiB values.
+    let mut big = rec.clone();
+    big.host.page_size = Some(65_536);
+    tuning(&mut big)
+        .thp
+        .as_mut()
+        .unwrap()
+        .khugepaged_max_ptes_none = Some(8191);
+    passed(&big, "memory.thp_google_tcmalloc");
+}
+
+#[test]
+fn config_fragments_render_as_file_content_in_every_format() {
+    let mut rec = baseline();
+    set_mongod(&mut rec, &healthy_mongod());
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .host_mem_limit_mb = Some(16_384);
+    let r = report(&rec);
+    let yaml = "storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 7.5";
+    // Terminal: flush left after a line naming the file, never as `$ `.
+    let t = crate::report::terminal::render(&r, false);
+    assert!(
+        t.contains("In /etc/mongod.conf (set under the existing storage: section"),
+        "{t}"
+    );
+    assert!(t.contains(yaml), "{t}");
+    assert!(!t.contains("$ storage:"), "{t}");
+    // Markdown and HTML: a yaml code block after the file's name.
+    let m = crate::report::markdown::render(&r);
+    assert!(m.contains(&format!("```yaml\n{yaml}\n```")), "{m}");
+    assert!(m.contains("In `/etc/mongod.conf`"), "{m}");
+    let h = crate::report::html::render(&r);
+    assert!(h.contains("cacheSizeGB: 7.5"), "{h}");
+    // JSON: fix.files with path, how, content, language.
+    let j: serde_json::Value =
+        serde_json::from_str(&crate::report::json::render(&r).unwrap()).unwrap();
+    let f = j["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule_id"] == "wiredtiger.cache_above_memory_limit")
+        .unwrap();
+    assert_eq!(f["fix"]["files"][0]["path"], "/etc/mongod.conf");
+    assert_eq!(f["fix"]["files"][0]["language"], "yaml");
+    assert_eq!(f["fix"]["files"][0]["content"], yaml);
 }

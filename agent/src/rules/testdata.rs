@@ -261,7 +261,8 @@ pub(crate) fn baseline() -> Recording {
             dirty_expire_centisecs: Some(3000),
             dirty_writeback_centisecs: Some(500),
             swappiness: Some(1),
-            overcommit_memory: Some(0),
+            // MongoDB's THP unit for mongod 8 sets always-overcommit.
+            overcommit_memory: Some(1),
             zone_reclaim_mode: Some(0),
             max_map_count: Some(262_144),
             overcommit_ratio: Some(50),
@@ -333,6 +334,7 @@ pub(crate) fn healthy_mongod() -> Figures {
         ("opcounters.command", 0, 0),
         ("tcmalloc.usingPerCPUCaches", 1, 0),
         ("tcmalloc.tcmalloc.cpu_free", 200_000_000, 0),
+        ("tcmalloc.maxPerCPUCacheSizeBytes", 67_108_864, 0),
         (
             "wiredTiger.cache.maximum bytes configured",
             24 * GIB as i64,
@@ -415,6 +417,12 @@ pub(crate) fn set_mongod(rec: &mut Recording, figures: &Figures) {
             process: Some("mongod".into()),
             storage_engine: Some("wiredTiger".into()),
             cache_size_gb: cache,
+            host_mem_mb: Some(65_536),
+            host_mem_limit_mb: Some(65_536),
+            host_cores: Some(i64::from(rec.host.cpu_count)),
+            libc_version: Some("2.36".into()),
+            max_open_files: Some(64_000),
+            page_size: Some(4096),
             ..Default::default()
         }),
         polls_ok: rec.slices.len() as u64,

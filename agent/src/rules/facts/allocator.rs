@@ -14,7 +14,7 @@ use crate::rseq::Verdict;
 use crate::symbols::AllocatorKind;
 
 /// Why the group is absent.
-pub const NO_TARGET_CODE: &str = "the target's code was not analysed (host-wide recording, or its executable and libraries could not be read)";
+pub const NO_TARGET_CODE: &str = "the target's code was not analysed (host-wide recording, or its executable and libraries could not be read) and mongod's buildInfo does not name its allocator";
 
 /// The name rules use for an allocator kind (`applies_to.allocator`, `allocator.kind`).
 pub fn kind_name(kind: AllocatorKind) -> &'static str {
@@ -51,10 +51,23 @@ pub fn allocator_of(rec: &Recording) -> Option<&'static str> {
     (kind != AllocatorKind::Unknown).then(|| kind_name(kind))
 }
 
-/// Derives the group; `Err` with the reason when the target's code is unknown.
+/// Derives the group from the target's code, else from mongod's own figures
+/// (buildInfo, hostInfo, serverStatus: polled or from FTDC); `Err` with the
+/// reason when neither names the allocator.
 pub fn allocator_facts(rec: &Recording) -> Result<FactGroup, String> {
-    let code = rec.target_code.as_ref().ok_or(NO_TARGET_CODE)?;
+    let Some(code) = rec.target_code.as_ref() else {
+        return from_mongod(rec).ok_or_else(|| NO_TARGET_CODE.to_string());
+    };
     let mut g = FactGroup::new();
+    g.insert("source".into(), text("target code"));
+    let glibc = rec
+        .host
+        .target_process
+        .as_ref()
+        .and_then(|p| p.glibc_version.clone());
+    if let Some(v) = glibc {
+        g.insert("glibc_version".into(), text(v));
+    }
     let kind = code.allocator.kind;
     g.insert("kind".into(), text(kind_name(kind)));
     g.insert(
@@ -74,16 +87,7 @@ pub fn allocator_facts(rec: &Recording) -> Result<FactGroup, String> {
     if let Some(size) = rec.rseq.as_ref().and_then(|r| r.glibc_rseq_size) {
         g.insert("glibc_rseq_size".into(), int(u64::from(size)));
     }
-    // rseq(2) exists from Linux 4.18; TCMalloc's use of it conflicts with
-    // kernels 6.19 up to 7.0.13 (mongod 8 builds that know refuse to start).
-    if let Some(k) = super::parse_kernel_version(&rec.host.kernel_release) {
-        let v = (k.major, k.minor, k.patch);
-        g.insert("kernel_has_rseq".into(), FactValue::Bool(v >= (4, 18, 0)));
-        g.insert(
-            "kernel_rseq_conflict".into(),
-            FactValue::Bool(((6, 19, 0)..(7, 0, 14)).contains(&v)),
-        );
-    }
+    kernel_facts(rec, &mut g);
     if let Some(r) = &rec.rseq {
         let failed = r
             .threads
@@ -127,6 +131,96 @@ pub fn allocator_facts(rec: &Recording) -> Result<FactGroup, String> {
         g.insert("top_slow_path".into(), text(top));
     }
     Ok(g)
+}
+
+/// rseq(2) exists from Linux 4.18; TCMalloc's use of it conflicts with
+/// kernels 6.19 up to 7.0.13 (mongod 8 builds that know refuse to start).
+fn kernel_facts(rec: &Recording, g: &mut FactGroup) {
+    if let Some(k) = super::parse_kernel_version(&rec.host.kernel_release) {
+        let v = (k.major, k.minor, k.patch);
+        g.insert("kernel_has_rseq".into(), FactValue::Bool(v >= (4, 18, 0)));
+        g.insert(
+            "kernel_rseq_conflict".into(),
+            FactValue::Bool(((6, 19, 0)..(7, 0, 14)).contains(&v)),
+        );
+    }
+}
+
+/// Whether this glibc registers rseq for every thread by default: 2.35 and
+/// later, and RHEL 9's 2.34 (and its rebuilds), which carries the backport.
+/// `None` when the version does not parse.
+pub fn glibc_registers_rseq(version: &str, os: Option<&str>) -> Option<bool> {
+    let mut parts = version.trim().split('.');
+    let major: u32 = parts.next()?.trim().parse().ok()?;
+    let minor: u32 = parts
+        .next()?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()?;
+    let el9 = os.is_some_and(|o| {
+        let o = o.to_ascii_lowercase();
+        let rhel_like = [
+            "red hat",
+            "rocky",
+            "almalinux",
+            "centos stream",
+            "oracle linux",
+        ]
+        .iter()
+        .any(|n| o.contains(n));
+        rhel_like
+            && o.split(|c: char| !c.is_ascii_digit() && c != '.')
+                .any(|w| w.starts_with('9'))
+    });
+    Some((major, minor) >= (2, 35) || ((major, minor) == (2, 34) && el9))
+}
+
+/// The group from mongod's own figures when the target's code was not read
+/// (explain --ftdc, or record --uri without a target): the allocator from
+/// buildInfo, glibc from hostInfo, and who owns rseq from serverStatus's
+/// `tcmalloc.usingPerCPUCaches` (true: TCMalloc registered it; false with a
+/// glibc that registers rseq on a kernel that has it: glibc did). No CPU
+/// shares: those need the perf probe.
+fn from_mongod(rec: &Recording) -> Option<FactGroup> {
+    let info = rec.mongod.as_ref()?.info.as_ref()?;
+    let kind = super::mongod::allocator_kind(info.allocator.as_deref()?)?;
+    let mut g = FactGroup::new();
+    g.insert(
+        "source".into(),
+        text("mongod (buildInfo, hostInfo, serverStatus)"),
+    );
+    g.insert("object".into(), text("mongod"));
+    g.insert(
+        "per_cpu_mode".into(),
+        FactValue::Bool(kind == "google_tcmalloc"),
+    );
+    g.insert("kind".into(), text(kind.clone()));
+    kernel_facts(rec, &mut g);
+    let glibc_rseq = info
+        .libc_version
+        .as_deref()
+        .and_then(|v| glibc_registers_rseq(v, info.os.as_deref()));
+    if let Some(v) = &info.libc_version {
+        g.insert("glibc_version".into(), text(v.clone()));
+    }
+    let using = crate::mongo::summary::MongodSummary::of(rec).and_then(|s| s.using_per_cpu_caches);
+    let kernel_rseq = matches!(g.get("kernel_has_rseq"), Some(FactValue::Bool(true)));
+    let verdict = match (kind.as_str(), using, glibc_rseq) {
+        ("google_tcmalloc", Some(true), _) => Verdict::PerCpuCachesPossible,
+        ("google_tcmalloc", Some(false), Some(true)) if kernel_rseq => {
+            Verdict::BlockedByGlibcRegistration
+        }
+        ("google_tcmalloc", _, _) => Verdict::Unknown,
+        _ => Verdict::AllocatorHasNoPerCpuMode,
+    };
+    g.insert("rseq_verdict".into(), text(verdict_name(verdict)));
+    g.insert(
+        "glibc_owns_rseq".into(),
+        FactValue::Bool(verdict == Verdict::BlockedByGlibcRegistration),
+    );
+    Some(g)
 }
 
 /// A target's code with only the allocator filled in: for the example facts

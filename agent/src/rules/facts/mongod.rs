@@ -44,6 +44,69 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
         s.per_cpu_caches_active.map(FactValue::Bool),
     );
     put("tcmalloc_cpu_free_bytes", it(s.tcmalloc_cpu_free_bytes));
+    put(
+        "max_per_cpu_cache_bytes",
+        it(s.tcmalloc_max_per_cpu_cache_bytes),
+    );
+    let newest = rec
+        .slices
+        .iter()
+        .rev()
+        .filter_map(|sl| sl.mongod.as_ref()?.status.as_ref())
+        .find(|st| st.connections_current.is_some() && st.connections_available.is_some());
+    if let Some(st) = newest {
+        let max = st.connections_current.unwrap_or(0) + st.connections_available.unwrap_or(0);
+        put("max_incoming_connections", Some(FactValue::Int(max)));
+        // mongod's own startup check wants at least two mappings per connection.
+        put(
+            "max_map_count_wanted",
+            Some(FactValue::Int(max.saturating_mul(2))),
+        );
+    }
+    if let Some(d) = s.dhandles_active_last {
+        put(
+            "suggested_dhandle_buckets",
+            Some(FactValue::Int(suggested_hash_buckets(d))),
+        );
+    }
+    let info = rec.mongod.as_ref().and_then(|m| m.info.as_ref());
+    if let Some(i) = info {
+        let config = i.wt_config_string.clone().unwrap_or_default();
+        let threads = |key: &str| {
+            crate::rules::wt_config::get(&config, key).and_then(|v| v.parse::<i64>().ok())
+        };
+        // mongod opens WiredTiger with eviction=(threads_min=4,threads_max=4)
+        // unless configString says otherwise.
+        let (tmin, tmax) = (
+            threads("eviction.threads_min").unwrap_or(4),
+            threads("eviction.threads_max").unwrap_or(4),
+        );
+        put("config_string", Some(text(config.clone())));
+        put("eviction_threads_min", Some(FactValue::Int(tmin)));
+        put("eviction_threads_max", Some(FactValue::Int(tmax)));
+        let (smin, smax) = suggested_eviction_threads(tmin, tmax);
+        put("suggested_eviction_threads_min", Some(FactValue::Int(smin)));
+        put("suggested_eviction_threads_max", Some(FactValue::Int(smax)));
+        if let Some(limit) = i.host_mem_limit_mb.or(i.host_mem_mb).filter(|m| *m > 0) {
+            let gb = limit as f64 / 1024.0;
+            put("mem_limit_gb", Some(float((gb * 100.0).round() / 100.0)));
+            put(
+                "suggested_cache_size_gb",
+                Some(float(suggested_cache_size_gb(gb))),
+            );
+            put(
+                "default_cache_size_gb",
+                Some(float(default_cache_size_gb(gb))),
+            );
+        }
+        let limit_mb = i.host_mem_limit_mb.or(i.host_mem_mb).filter(|m| *m > 0);
+        put("host_mem_limit_mb", it(limit_mb));
+        put("host_cores", it(i.host_cores.filter(|c| *c > 0)));
+        put(
+            "suggested_per_cpu_cache_bytes",
+            it(suggested_per_cpu_cache_bytes(limit_mb, i.host_cores)),
+        );
+    }
     put("ops_per_s", fl(s.total_ops_per_s()));
     for (kind, rate) in &s.ops_per_s {
         put(&format!("{kind}_per_s"), Some(float(*rate)));
@@ -90,6 +153,48 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
     Ok(g)
 }
 
+/// A step up in WiredTiger's eviction threads from (`min`, `max`): at least
+/// 4 and 8, else 4 more, never above WiredTiger's limit of 20.
+pub fn suggested_eviction_threads(min: i64, max: i64) -> (i64, i64) {
+    let new_max = if max < 8 { 8 } else { (max + 4).min(20) };
+    (min.max(4).min(new_max), new_max)
+}
+
+/// 60 % of mongod's memory limit, rounded down to 0.1 GB: a step above the
+/// default (50 % of the limit less 1 GB) that stays well below the 80 % at
+/// which mongod warns.
+pub fn suggested_cache_size_gb(limit_gb: f64) -> f64 {
+    (limit_gb * 0.6 * 10.0).floor() / 10.0
+}
+
+/// mongod's default WiredTiger cache for a memory limit: 50 % of (limit -
+/// 1 GB), at least 0.25 GB, rounded down to 0.1 GB.
+pub fn default_cache_size_gb(limit_gb: f64) -> f64 {
+    (((limit_gb - 1.0) * 0.5).max(0.25) * 10.0).floor() / 10.0
+}
+
+/// Data-handle hash buckets for `handles` open handles: a power of two near
+/// an eighth of them (short chains), from WiredTiger's 512 up to 65536.
+pub fn suggested_hash_buckets(handles: i64) -> i64 {
+    let want = (handles / 8).clamp(512, 65_536);
+    let mut b = 512;
+    while b < want {
+        b *= 2;
+    }
+    b
+}
+
+/// The per-CPU cache capacity MongoDB's TCMalloc gives each CPU when it can
+/// read the memory limit: a quarter of the memory limit, at most 1 GiB, spread
+/// over the CPUs (`getMongoMaxCpuCacheSize` in mongod's vendored
+/// `tcmalloc/cpu_cache.cc`), from mongod's own hostInfo figures. `None` when
+/// either figure is missing.
+pub fn suggested_per_cpu_cache_bytes(limit_mb: Option<i64>, cores: Option<i64>) -> Option<i64> {
+    let (mb, cpus) = (limit_mb.filter(|m| *m > 0)?, cores.filter(|c| *c > 0)?);
+    let quarter = (mb / 4).saturating_mul(1 << 20);
+    Some(quarter.min(1 << 30) / cpus)
+}
+
 /// The allocator kind rules' `applies_to.allocator` matches (see
 /// [`super::allocator::KIND_NAMES`]), from buildInfo.allocator:
 /// "tcmalloc-google" is Google's TCMalloc; "tcmalloc-gperf" and plain
@@ -132,8 +237,16 @@ pub(crate) fn fill_example(rec: &mut Recording) {
             process: Some("mongod".into()),
             storage_engine: Some("wiredTiger".into()),
             cache_size_gb: Some(4.0),
+            wt_config_string: Some("eviction=(threads_min=4,threads_max=4)".into()),
             collections: Some(10),
             indexes: Some(20),
+            host_mem_mb: Some(16_000),
+            host_mem_limit_mb: Some(8_000),
+            host_cores: Some(8),
+            libc_version: Some("2.36".into()),
+            max_open_files: Some(64_000),
+            page_size: Some(4096),
+            numa_nodes: Some(1),
             ..Default::default()
         }),
         polls_ok: u64::try_from(n).unwrap_or(0),

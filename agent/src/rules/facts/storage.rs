@@ -34,6 +34,12 @@ fn source(rec: &Recording) -> Result<(StorageFacts, String), String> {
             "the data directory (dbPath) or its storage could not be read".into()
         }));
     };
+    if storage.disk.is_none() && d.found_by.as_deref().is_some_and(|f| f.starts_with("FTDC")) {
+        return Err(format!(
+            "FTDC names the data directory {path} and its file system, not the disk's queue \
+             settings (readahead, scheduler): record on the host to assess them"
+        ));
+    }
     if storage.disk.is_none() {
         return Err(format!(
             "the data directory {path} is on {} ({}), which has no block device of its own \

@@ -128,11 +128,20 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
     );
     // "unlimited" is the largest integer a fact holds.
     let limit = |l: Option<u64>| int(l.unwrap_or(u64::MAX));
+    // mongod's own hostInfo reports its soft limit (not the hard one): the
+    // fallback when the target's /proc limits were not read (FTDC, --uri).
+    let from_mongod = rec
+        .mongod
+        .as_ref()
+        .and_then(|m| m.info.as_ref())
+        .and_then(|i| i.max_open_files)
+        .and_then(|n| u64::try_from(n).ok());
     put(
         "open_files_soft",
         process
             .and_then(|p| p.max_open_files.as_ref())
-            .map(|l| limit(l.soft)),
+            .map(|l| limit(l.soft))
+            .or_else(|| from_mongod.map(int)),
     );
     put(
         "open_files_hard",
