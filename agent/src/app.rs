@@ -248,7 +248,7 @@ fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
     match crate::export::export_ftdc(&args.path, &mut out, &opts) {
         Ok(stats) => {
             for error in &stats.errors {
-                say!("mdiag: skipped: {error}");
+                say!("mdiag: {error}");
             }
             say!(
                 "mdiag: exported {} samples and {} metadata documents from {} files ({} bytes)",
@@ -257,6 +257,13 @@ fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
                 stats.files,
                 stats.bytes_in
             );
+            if stats.duplicates > 0 {
+                say!(
+                    "mdiag: {} samples left out for going back in time: {}",
+                    stats.duplicates,
+                    crate::export::BACK_IN_TIME
+                );
+            }
             Ok(())
         }
         // `mdiag export … | head` closes the pipe early: that is success.
@@ -264,6 +271,14 @@ fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
             Ok(())
         }
         Err(e @ FtdcError::Output { .. }) => Err(AppError::failure(e)),
+        Err(e @ FtdcError::Corrupt { .. }) => Err(AppError::usage(anyhow::anyhow!(
+            "{e} (export stops at the first damaged document; --keep-going skips {} and goes on)",
+            if e.ends_file() {
+                "the rest of such a file"
+            } else {
+                "such a document"
+            }
+        ))),
         Err(e) => Err(AppError::usage(e)),
     }
 }
