@@ -78,6 +78,10 @@ pub struct MongodInfo {
     pub host_cpu_arch: Option<String>,
     /// hostInfo.os.name / version.
     pub os: Option<String>,
+    /// hostInfo.os.type: "Linux", "Darwin", "Windows", ...
+    pub os_type: Option<String>,
+    /// buildInfo.buildEnvironment.target_os: "linux", "macOS" (or "osx"), "windows".
+    pub target_os: Option<String>,
     /// Databases, collections and indexes (dbStats summed); data-handle pressure.
     pub databases: Option<u64>,
     pub collections: Option<u64>,

@@ -103,7 +103,8 @@ pub struct Facts {
     /// mongod version; `None` until recordings carry mongod data.
     pub mongod_version: Option<Version>,
     /// Memory allocator of the target as rules name it ("google_tcmalloc",
-    /// "gperftools", "jemalloc", "glibc"); `None` when not analysed.
+    /// "gperftools", "jemalloc", "glibc", "unknown" for another one); `None`
+    /// when not analysed.
     pub allocator: Option<String>,
 }
 
@@ -150,7 +151,7 @@ impl Facts {
                 .as_deref()
                 .and_then(|v| Version::parse(v.trim()).ok());
             if facts.allocator.is_none() {
-                facts.allocator = info.allocator.as_deref().and_then(mongod::allocator_kind);
+                facts.allocator = mongod::allocator_kind(info);
             }
         }
         facts

@@ -218,8 +218,12 @@ impl Rule {
                     ));
                 }
                 Some(a) if !allocators.iter().any(|x| x == a) => {
+                    let uses = match a.as_str() {
+                        "unknown" => "another one (e.g. macOS's or Windows' own)".to_string(),
+                        named => named.to_string(),
+                    };
                     return Applies::No(format!(
-                        "about the {} allocator; the target uses {a}",
+                        "about the {} allocator; the target uses {uses}",
                         allocators.join(", ")
                     ));
                 }
