@@ -141,8 +141,8 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
             let mut read =
                 crate::mongo::ftdc::read(dir, args.from, args.to, crate::mongo::ftdc::MAX_KEEP)
                     .map_err(AppError::usage)?;
-            for e in &read.errors {
-                say!("mdiag: skipped: {e}");
+            for note in read.notes() {
+                say!("mdiag: {note}");
             }
             if read.samples.is_empty() {
                 return Err(AppError::usage(anyhow::anyhow!(
@@ -190,8 +190,8 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
                     crate::mongo::ftdc::MAX_KEEP,
                 )
                 .map_err(AppError::usage)?;
-                for e in &read.errors {
-                    say!("mdiag: skipped: {e}");
+                for note in read.notes() {
+                    say!("mdiag: {note}");
                 }
                 let joined = crate::mongo::ftdc::join(&mut recording, &read);
                 if joined == 0 {

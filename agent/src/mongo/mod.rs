@@ -15,6 +15,8 @@
 
 pub mod conn;
 pub mod ftdc;
+#[cfg(test)]
+mod ftdc_tests;
 pub mod ftdc_window;
 pub mod info;
 pub mod model;

@@ -121,6 +121,13 @@ pub struct FtdcSource {
     pub last: Option<chrono::DateTime<chrono::Utc>>,
     /// Slices that got a sample.
     pub joined_slices: u64,
-    /// Files that could not be read, with the reason.
+    /// What could not be read, with the reason and what was skipped for it
+    /// (one damaged document, or the rest of a file whose framing is broken).
     pub errors: Vec<String>,
+    /// Samples left out because their time was not after the previous
+    /// sample's of the same mongod process (a repeated file, the clock set back).
+    pub back_in_time: u64,
+    /// The directory has no metadata document (buildInfo, hostInfo): the
+    /// host's architecture and kernel and mongod's allocator are unknown.
+    pub no_metadata: bool,
 }
