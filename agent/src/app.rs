@@ -141,8 +141,8 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
             let mut read =
                 crate::mongo::ftdc::read(dir, args.from, args.to, crate::mongo::ftdc::MAX_KEEP)
                     .map_err(AppError::usage)?;
-            for e in &read.errors {
-                say!("mdiag: skipped: {e}");
+            for note in read.notes() {
+                say!("mdiag: {note}");
             }
             if read.samples.is_empty() {
                 return Err(AppError::usage(anyhow::anyhow!(
@@ -190,8 +190,8 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
                     crate::mongo::ftdc::MAX_KEEP,
                 )
                 .map_err(AppError::usage)?;
-                for e in &read.errors {
-                    say!("mdiag: skipped: {e}");
+                for note in read.notes() {
+                    say!("mdiag: {note}");
                 }
                 let joined = crate::mongo::ftdc::join(&mut recording, &read);
                 if joined == 0 {
@@ -248,7 +248,7 @@ fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
     match crate::export::export_ftdc(&args.path, &mut out, &opts) {
         Ok(stats) => {
             for error in &stats.errors {
-                say!("mdiag: skipped: {error}");
+                say!("mdiag: {error}");
             }
             say!(
                 "mdiag: exported {} samples and {} metadata documents from {} files ({} bytes)",
@@ -257,6 +257,13 @@ fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
                 stats.files,
                 stats.bytes_in
             );
+            if stats.duplicates > 0 {
+                say!(
+                    "mdiag: {} samples left out for going back in time: {}",
+                    stats.duplicates,
+                    crate::export::BACK_IN_TIME
+                );
+            }
             Ok(())
         }
         // `mdiag export … | head` closes the pipe early: that is success.
@@ -264,6 +271,14 @@ fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
             Ok(())
         }
         Err(e @ FtdcError::Output { .. }) => Err(AppError::failure(e)),
+        Err(e @ FtdcError::Corrupt { .. }) => Err(AppError::usage(anyhow::anyhow!(
+            "{e} (export stops at the first damaged document; --keep-going skips {} and goes on)",
+            if e.ends_file() {
+                "the rest of such a file"
+            } else {
+                "such a document"
+            }
+        ))),
         Err(e) => Err(AppError::usage(e)),
     }
 }

@@ -73,7 +73,8 @@ pub struct ExportArgs {
     /// Write dates as milliseconds since the epoch instead of RFC 3339.
     #[arg(long)]
     pub dates_as_ms: bool,
-    /// Skip a corrupt file (reported on stderr) instead of stopping.
+    /// Skip what cannot be read instead of stopping: a damaged document, or
+    /// the rest of a file whose framing is broken (each reported on stderr).
     #[arg(long)]
     pub keep_going: bool,
     /// Write to this file instead of stdout.

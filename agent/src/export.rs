@@ -12,6 +12,12 @@
 //!
 //! The directory is streamed one chunk at a time; the output is written line
 //! by line, so memory stays at one decoded chunk whatever the input size.
+//! Sample times strictly increase: a sample not after the previous one
+//! written is left out and counted ([`ExportStats::duplicates`]).
+//!
+//! A damaged document stops the export with an error naming the file and
+//! offset, unless `keep_going`: then only that document is skipped (or the
+//! rest of its file when its length is broken) and the error is counted.
 
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
@@ -40,8 +46,9 @@ pub struct ExportOptions {
     pub skip_metadata: bool,
     /// Write date metrics as ms since the epoch instead of RFC 3339 strings.
     pub dates_as_ms: bool,
-    /// On a damaged file, record the error in [`ExportStats::errors`] and go
-    /// on with the next file instead of failing.
+    /// On a damaged document, record the error in [`ExportStats::errors`] and
+    /// go on with the next document (with the next file when the damage is
+    /// in the framing) instead of failing.
     pub keep_going: bool,
 }
 
@@ -60,12 +67,16 @@ pub struct ExportStats {
     pub metadata: usize,
     /// Samples left out by `from`/`to`.
     pub out_of_range: usize,
-    /// Samples left out because they were not newer than the previous one
-    /// (the interim file can repeat what an archive file already holds).
+    /// Samples left out for going back in time: not newer than the previous
+    /// one written (see [`BACK_IN_TIME`]).
     pub duplicates: usize,
-    /// Errors skipped with `keep_going` (one per damaged file).
+    /// Errors skipped with `keep_going`: one per damaged document, or per
+    /// file whose framing broke (its rest skipped), each saying which.
     pub errors: Vec<String>,
 }
+
+/// Why samples going back in time are left out, in words.
+pub const BACK_IN_TIME: &str = "their time is not after the previous sample written (the same seconds again: a repeated file, metrics.interim repeating an archive, or the clock set back)";
 
 /// Exports `dir_or_file` as JSON lines to `out` (see the module doc).
 pub fn export_ftdc(
@@ -85,7 +96,7 @@ pub fn export_ftdc(
         let item = match item {
             Ok(item) => item,
             Err(e) if opts.keep_going && !matches!(e, FtdcError::Output { .. }) => {
-                stats.errors.push(e.to_string());
+                stats.errors.push(format!("{e} (skipped {})", e.skipped()));
                 continue;
             }
             Err(e) => return Err(e),

@@ -61,8 +61,10 @@ pub struct DirItem {
 }
 
 /// Reads every document of a directory (or a single file) in time order.
-/// An error ends the file it occurred in; iterating further goes on with the
-/// next file, so a caller may stop at the first error or skip damaged files.
+/// A damaged document is returned as an error and iterating goes on with the
+/// next document of the same file; an error that ends its file
+/// ([`FtdcError::ends_file`]) is followed by the next file. So a caller may
+/// stop at the first error or skip what is damaged and read the rest.
 pub struct FtdcDir {
     files: Vec<PathBuf>,
     next_file: usize,
@@ -115,7 +117,9 @@ impl Iterator for FtdcDir {
                 match file.next_doc() {
                     Some(Ok(doc)) => return Some(Ok(DirItem { file: *index, doc })),
                     Some(Err(e)) => {
-                        self.current = None;
+                        if file.is_finished() {
+                            self.current = None;
+                        }
                         return Some(Err(e));
                     }
                     None => self.current = None,

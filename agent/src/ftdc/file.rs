@@ -6,8 +6,15 @@
 //! type 1 = metric chunk (`data`, see [`super::chunk`]), type 2 = periodic
 //! metadata (`doc`: the sections of a slowly changing document that changed,
 //! `count`: how many deltas since the last full document). Other types are passed through as
-//! [`FtdcDoc::Unknown`]. After the first error the iterator ends: a corrupt
-//! length leaves no way to find the next document.
+//! [`FtdcDoc::Unknown`].
+//!
+//! A length field of zero ends the file, as in mongod's own reader (see
+//! [`FtdcFile::next_doc`]). A document whose length is sound but whose
+//! content is not (a flipped byte in a chunk's zlib stream, a bad sample
+//! count, a metadata document that is not BSON) is reported as an error and
+//! reading goes on with the next document; only a broken length (invalid,
+//! or beyond the end of the file) or an I/O error ends the file, since then
+//! there is no way to find the next document.
 
 use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
@@ -144,16 +151,27 @@ impl<R: Read> FtdcFile<R> {
     }
 
     /// The next document, `None` at the end of the file.
+    ///
+    /// An error about one document's content (see [`FtdcError::ends_file`])
+    /// leaves the file open: the next call reads the document after it. An
+    /// error in the framing (length, truncation, I/O) is the last item.
     pub fn next_doc(&mut self) -> Option<Result<FtdcDoc, FtdcError>> {
         if self.done {
             return None;
         }
         let offset = self.offset;
         let r = self.read_doc(offset).transpose();
-        if !matches!(r, Some(Ok(_))) {
+        // The offset moves past a document only once all of it was read:
+        // then the next one can be found whatever its content was.
+        if r.is_none() || self.offset == offset {
             self.done = true;
         }
         r
+    }
+
+    /// Whether the file is read to its end (or to an error that ends it).
+    pub fn is_finished(&self) -> bool {
+        self.done
     }
 
     fn corrupt(&self, offset: u64, kind: impl Into<Corrupt>) -> FtdcError {
@@ -186,6 +204,14 @@ impl<R: Read> FtdcFile<R> {
             ));
         }
         let declared = i32::from_le_bytes(len_bytes);
+        // A zero length is mongod's end of file, not damage: its reader
+        // (FTDCFileReader::readDocument in src/mongo/db/ftdc/file_reader.cpp)
+        // returns an empty document when the 4-byte length reads 0 ("The
+        // interim file sentinel is 8 bytes of zero"), and hasNext() then
+        // reports no more documents, whatever follows.
+        if declared == 0 {
+            return Ok(None);
+        }
         let len = usize::try_from(declared)
             .ok()
             .filter(|&l| (5..=MAX_DOC).contains(&l))

@@ -18,7 +18,10 @@
 //!
 //! Hostile or damaged input gives an [`FtdcError`] naming the file, the byte
 //! offset of the document and the step that failed; never a panic, and no
-//! allocation larger than the input justifies.
+//! allocation larger than the input justifies. A damaged document whose
+//! length is sound costs only that document: reading goes on with the next
+//! ([`FtdcError::ends_file`] tells which errors end their file). A zero
+//! length is mongod's end-of-file mark, not damage.
 
 pub mod chunk;
 pub mod dir;
@@ -76,6 +79,31 @@ impl FtdcError {
             _ => None,
         }
     }
+
+    /// Whether the error ends the reading of its file. Only a broken frame
+    /// does (a length that is invalid or runs past the end of the file, an
+    /// I/O error): the next document cannot be found. A document whose
+    /// content is damaged (a corrupt chunk, malformed BSON, not an FTDC
+    /// document) costs only itself; reading goes on with the next one.
+    pub fn ends_file(&self) -> bool {
+        match self {
+            FtdcError::Corrupt { kind, .. } => {
+                matches!(kind, Corrupt::DocLength { .. } | Corrupt::Truncated { .. })
+            }
+            FtdcError::Io { .. } | FtdcError::NoFiles { .. } | FtdcError::Output { .. } => true,
+        }
+    }
+
+    /// What reading skipped because of this error, for messages.
+    pub fn skipped(&self) -> &'static str {
+        if !self.ends_file() {
+            "this document only"
+        } else if self.offset() == Some(0) {
+            "the whole file"
+        } else {
+            "the rest of the file"
+        }
+    }
 }
 
 /// The step that found the input corrupt, truncated or not FTDC.
@@ -99,3 +127,5 @@ pub enum Corrupt {
 }
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod tests_damage;

@@ -6,6 +6,13 @@
 //! host facts mongod's hostInfo names (memory and its limit, page size, the
 //! data directory's mount), so rules on them are assessed; everything else
 //! about the host stays unknown and its rules not assessed.
+//!
+//! What could not be used is counted and said, never silently lost: damaged
+//! documents and files (`errors`), samples whose time is not after the
+//! previous one of the same run of mongod (`back_in_time`, see
+//! [`goes_back_in_time`]), and a directory without any metadata document
+//! (then the host's architecture, kernel and mongod's allocator are unknown,
+//! and the rules that depend on them are not assessed).
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -24,6 +31,14 @@ use crate::recording::{FORMAT_NAME, FORMAT_VERSION, HostFacts, Recording, Slice}
 pub const MAX_KEEP: usize = 86_400;
 /// A recording slice takes the FTDC sample nearest its middle, if this close.
 pub const JOIN_TOLERANCE_MS: i64 = 1000;
+/// Read errors listed one by one (the others are counted): a file that is
+/// not FTDC at all can hold thousands of documents, each refused.
+pub const MAX_LISTED_ERRORS: usize = 20;
+/// How far apart the process start times (sample time − uptimeMillis) of two
+/// samples may be for them to come from the same mongod process: sampling
+/// jitter and clock slewing over a day stay well inside; a restart moves
+/// the start by at least the previous run's length.
+pub const SAME_PROCESS_SLACK_MS: i64 = 60_000;
 
 /// One serverStatus sample of an FTDC file.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,19 +55,52 @@ pub struct FtdcRead {
     pub samples: VecDeque<FtdcSample>,
     /// Samples of the window left out because `keep` was reached (oldest first).
     pub dropped: u64,
+    /// Samples left out because their time was not after the previous
+    /// sample's of the same run of mongod (see [`goes_back_in_time`]).
+    pub back_in_time: u64,
+    /// Metadata documents (type 0: buildInfo, getCmdLineOpts, hostInfo) read.
+    pub metadata_documents: u64,
     /// From the newest metadata document.
     pub info: Option<MongodInfo>,
     /// hostInfo's kernel release, when present.
     pub kernel: Option<String>,
     /// serverStatus `process` and `storageEngine.name` of the newest chunk.
     pub strings: (Option<String>, Option<String>),
-    /// Files that could not be read (the others were).
+    /// What could not be read and what was skipped for it (a damaged
+    /// document, or the rest of a file whose framing is broken); at most
+    /// [`MAX_LISTED_ERRORS`], the others counted in `errors_not_listed`.
     pub errors: Vec<String>,
+    pub errors_not_listed: u64,
+}
+
+/// Whether a sample taken at `t` (ms) with uptime `uptime_ms` goes back in
+/// time after the previous kept sample `prev` (time, uptime) of the same run:
+/// its time is not after `prev`'s. A restart is not going back in time: when
+/// uptimeMillis went down and the two samples' process start times (time −
+/// uptime) differ by more than [`SAME_PROCESS_SLACK_MS`], a new process
+/// started (even if the clock was set back meanwhile) and its samples are
+/// kept ([`super::ftdc_window`] then cuts the runs apart). The same process
+/// seen again (a repeated file, `metrics.interim` repeating an archive) has
+/// the same start time and goes back in time.
+pub fn goes_back_in_time(prev: (i64, Option<i64>), t: i64, uptime_ms: Option<i64>) -> bool {
+    let (prev_t, prev_uptime) = prev;
+    if t > prev_t {
+        return false;
+    }
+    match (prev_uptime, uptime_ms) {
+        (Some(a), Some(b)) if b < a => {
+            let moved = (t.saturating_sub(b)).saturating_sub(prev_t.saturating_sub(a));
+            moved.abs() <= SAME_PROCESS_SLACK_MS
+        }
+        _ => true,
+    }
 }
 
 /// Reads the serverStatus samples in [`from`, `to`) of `path` (a directory
-/// or one file), keeping the newest `keep`. A damaged file is skipped and
-/// listed in `errors`; an error is returned only when nothing could be read.
+/// or one file), keeping the newest `keep`. What cannot be read is skipped
+/// and listed in `errors` (a damaged document costs only itself; a broken
+/// length, the rest of its file); an error is returned only when nothing
+/// could be read. Samples going back in time are left out and counted.
 pub fn read(
     path: &Path,
     from: Option<DateTime<Utc>>,
@@ -65,17 +113,24 @@ pub fn read(
         ..Default::default()
     };
     let mut first_error = None;
+    // Time and uptime of the previous sample kept.
+    let mut previous: Option<(i64, Option<i64>)> = None;
     while let Some(item) = dir.next() {
         let item = match item {
             Ok(i) => i,
             Err(e) => {
-                out.errors.push(e.to_string());
+                if out.errors.len() < MAX_LISTED_ERRORS {
+                    out.errors.push(format!("{e} (skipped {})", e.skipped()));
+                } else {
+                    out.errors_not_listed += 1;
+                }
                 first_error.get_or_insert(e);
                 continue;
             }
         };
         match item.doc {
             FtdcDoc::Metadata { doc, .. } => {
+                out.metadata_documents += 1;
                 let sub = |k: &str| doc.get_document(k).ok();
                 out.info = Some(info::from_documents(
                     sub("buildInfo"),
@@ -112,15 +167,20 @@ pub fn read(
                             if from.is_some_and(|f| t < f) || to.is_some_and(|to| t >= to) {
                                 continue;
                             }
+                            let status = cols.sample(&chunk, s);
+                            let ms = t.timestamp_millis();
+                            if previous.is_some_and(|p| goes_back_in_time(p, ms, status.uptime_ms))
+                            {
+                                out.back_in_time += 1;
+                                continue;
+                            }
+                            previous = Some((ms, status.uptime_ms));
                             if out.samples.len() == keep {
                                 out.samples.pop_front();
                                 out.dropped += 1;
                             }
                             if keep > 0 {
-                                out.samples.push_back(FtdcSample {
-                                    t,
-                                    status: cols.sample(&chunk, s),
-                                });
+                                out.samples.push_back(FtdcSample { t, status });
                             }
                         }
                     }
@@ -143,17 +203,51 @@ pub fn read(
 
 impl FtdcRead {
     fn source(&self, joined: u64) -> FtdcSource {
+        let mut errors = self.errors.clone();
+        if self.errors_not_listed > 0 {
+            errors.push(format!("{} more not listed", self.errors_not_listed));
+        }
         FtdcSource {
             path: self.path.clone(),
             first: self.samples.front().map(|s| s.t),
             last: self.samples.back().map(|s| s.t),
             joined_slices: joined,
-            errors: self.errors.clone(),
+            errors,
+            back_in_time: self.back_in_time,
+            no_metadata: self.metadata_documents == 0,
         }
+    }
+
+    /// The lines `explain` says on stderr about what was not used.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = self.errors.clone();
+        if self.errors_not_listed > 0 {
+            notes.push(format!(
+                "{} more read errors not listed (each skipped a damaged document or the rest of a file)",
+                self.errors_not_listed
+            ));
+        }
+        if self.back_in_time > 0 {
+            notes.push(format!(
+                "{} FTDC samples left out for going back in time: {BACK_IN_TIME}",
+                self.back_in_time
+            ));
+        }
+        if self.metadata_documents == 0 {
+            notes.push(format!("{}: {NO_METADATA}", self.path));
+        }
+        notes
     }
 }
 
-/// A recording made of FTDC alone: one slice per sample, no probes.
+/// Why samples that go back in time are left out, in words.
+pub const BACK_IN_TIME: &str = "their time is not after the previous sample's of the same mongod process (the same seconds again: a repeated file, metrics.interim repeating an archive, or the clock set back)";
+/// What a directory without metadata means for the report.
+pub const NO_METADATA: &str = "no metadata document (buildInfo, getCmdLineOpts, hostInfo): what they tell (architecture, kernel, allocator, version) is unknown, and the rules that depend on it are not assessed";
+
+/// A recording made of FTDC alone: one slice per sample, no probes. What
+/// hostInfo does not say (no metadata document at all, or an old reply) is
+/// "unknown", and the rules that depend on it are not assessed.
 pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
     let first = read.samples.front().map_or_else(Utc::now, |s| s.t);
     let last = read.samples.back().map_or(first, |s| s.t);
@@ -163,11 +257,11 @@ pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
             .as_ref()
             .and_then(|i| i.host_name.clone())
             .unwrap_or_else(|| "unknown".into()),
-        kernel_release: read.kernel.clone().unwrap_or_default(),
+        kernel_release: read.kernel.clone().unwrap_or_else(|| "unknown".into()),
         arch: info
             .as_ref()
             .and_then(|i| i.host_cpu_arch.clone())
-            .unwrap_or_default(),
+            .unwrap_or_else(|| "unknown".into()),
         cpu_count: info
             .as_ref()
             .and_then(|i| i.host_cores)

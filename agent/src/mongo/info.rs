@@ -18,6 +18,7 @@ pub fn from_documents(
         info.version = string(b, &["version"]);
         info.git_version = string(b, &["gitVersion"]);
         info.allocator = string(b, &["allocator"]);
+        info.target_os = string(b, &["buildEnvironment", "target_os"]);
         info.modules = match b.get_array("modules") {
             Ok(a) => a
                 .iter()
@@ -52,6 +53,7 @@ pub fn from_documents(
             (Some(n), Some(v)) => Some(format!("{n} {v}")),
             (n, v) => n.or(v),
         };
+        info.os_type = string(h, &["os", "type"]);
         info.host_mem_limit_mb = int(h, &["system", "memLimitMB"]);
         info.numa_nodes = int(h, &["system", "numNumaNodes"]);
         info.libc_version = string(h, &["extra", "libcVersion"]);
@@ -119,6 +121,17 @@ pub fn mount_of(host: &Document, path: &str) -> Option<StorageFacts> {
         },
         ..StorageFacts::default()
     })
+}
+
+impl MongodInfo {
+    /// Whether mongod runs on Linux, as far as buildInfo and hostInfo say:
+    /// `None` when neither names the operating system.
+    pub fn is_linux(&self) -> Option<bool> {
+        let named = [self.os_type.as_deref(), self.target_os.as_deref()];
+        let mut known = named.into_iter().flatten().map(str::trim).peekable();
+        known.peek()?;
+        Some(known.all(|os| os.eq_ignore_ascii_case("linux")))
+    }
 }
 
 /// The kernel release hostInfo reports (`extra.kernelVersion`), if any.

@@ -17,6 +17,8 @@ pub mod conn;
 pub mod ftdc;
 #[cfg(test)]
 mod ftdc_mongod8_tests;
+#[cfg(test)]
+mod ftdc_tests;
 pub mod ftdc_window;
 pub mod info;
 pub mod model;

@@ -92,6 +92,10 @@ pub struct MongodInfo {
     /// The mount holding dbPath, from hostInfo.extra.mountInfo (mongod 5.0+,
     /// the server's own view): file system and options, no disk settings.
     pub db_path_mount: Option<StorageFacts>,
+    /// hostInfo.os.type: "Linux", "Darwin", "Windows", ...
+    pub os_type: Option<String>,
+    /// buildInfo.buildEnvironment.target_os: "linux", "macOS" (or "osx"), "windows".
+    pub target_os: Option<String>,
     /// Databases, collections and indexes (dbStats summed); data-handle pressure.
     pub databases: Option<u64>,
     pub collections: Option<u64>,
@@ -131,6 +135,13 @@ pub struct FtdcSource {
     pub last: Option<chrono::DateTime<chrono::Utc>>,
     /// Slices that got a sample.
     pub joined_slices: u64,
-    /// Files that could not be read, with the reason.
+    /// What could not be read, with the reason and what was skipped for it
+    /// (one damaged document, or the rest of a file whose framing is broken).
     pub errors: Vec<String>,
+    /// Samples left out because their time was not after the previous
+    /// sample's of the same mongod process (a repeated file, the clock set back).
+    pub back_in_time: u64,
+    /// The directory has no metadata document (buildInfo, hostInfo): the
+    /// host's architecture and kernel and mongod's allocator are unknown.
+    pub no_metadata: bool,
 }

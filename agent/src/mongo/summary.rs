@@ -316,12 +316,17 @@ impl MongodSummary {
                     b.format("%Y-%m-%d %H:%M:%S")
                 ));
             }
-            if !f.errors.is_empty() {
+            if f.back_in_time > 0 {
                 l.push_str(&format!(
-                    "; {} unreadable: {}",
-                    plural(f.errors.len() as u64, "file", "files"),
-                    f.errors.join("; ")
+                    "; {} left out for going back in time (not after the previous sample of the same mongod process)",
+                    plural(f.back_in_time, "sample", "samples")
                 ));
+            }
+            if f.no_metadata {
+                l.push_str("; no metadata document (buildInfo, hostInfo): architecture, kernel, allocator and version unknown");
+            }
+            if !f.errors.is_empty() {
+                l.push_str(&format!("; read errors: {}", f.errors.join("; ")));
             }
             out.push(l);
         }

@@ -105,8 +105,27 @@ pub struct Facts {
     /// mongod version; `None` until recordings carry mongod data.
     pub mongod_version: Option<Version>,
     /// Memory allocator of the target as rules name it ("google_tcmalloc",
-    /// "gperftools", "jemalloc", "glibc"); `None` when not analysed.
+    /// "gperftools", "jemalloc", "glibc", "unknown" for another one); `None`
+    /// when not analysed.
     pub allocator: Option<String>,
+    /// Why the host's architecture is unknown, when it is (the recording
+    /// names none: FTDC without hostInfo).
+    pub arch_unknown: Option<String>,
+    /// Why the kernel release is unknown, when the recording names none.
+    pub kernel_unknown: Option<String>,
+    /// Why the allocator is unknown, when `allocator` is `None` for a known
+    /// cause (FTDC without buildInfo).
+    pub allocator_unknown: Option<String>,
+    /// Why the mongod version is unknown although mongod data was read
+    /// (FTDC without buildInfo).
+    pub mongod_version_unknown: Option<String>,
+}
+
+/// Whether a recording's architecture or kernel release field is unset: empty,
+/// or "unknown" (what a recording made from FTDC without hostInfo holds).
+pub fn unnamed(field: &str) -> bool {
+    let f = field.trim();
+    f.is_empty() || f.eq_ignore_ascii_case("unknown")
 }
 
 impl Facts {
@@ -153,8 +172,31 @@ impl Facts {
                 .as_deref()
                 .and_then(|v| Version::parse(v.trim()).ok());
             if facts.allocator.is_none() {
-                facts.allocator = info.allocator.as_deref().and_then(mongod::allocator_kind);
+                facts.allocator = mongod::allocator_kind(info);
             }
+        }
+        // An FTDC directory without metadata says nothing of the host or
+        // the build: say so rather than judge rules on empty names.
+        let ftdc = rec.mongod.as_ref().and_then(|m| m.ftdc.as_ref());
+        let no_metadata = ftdc.is_some_and(|f| f.no_metadata);
+        let why = |reply: &str| match ftdc {
+            Some(f) if f.no_metadata => {
+                format!("the FTDC directory has no metadata document ({reply})")
+            }
+            Some(_) => format!("the FTDC metadata's {reply} does not name it"),
+            None => "the recording does not name it".to_string(),
+        };
+        if unnamed(&rec.host.arch) {
+            facts.arch_unknown = Some(why("hostInfo"));
+        }
+        if unnamed(&rec.host.kernel_release) {
+            facts.kernel_unknown = Some(why("hostInfo"));
+        }
+        if facts.allocator.is_none() && no_metadata {
+            facts.allocator_unknown = Some(why("buildInfo"));
+        }
+        if facts.mongod_version.is_none() && no_metadata {
+            facts.mongod_version_unknown = Some(why("buildInfo"));
         }
         facts.add_overcommit_advice();
         facts

@@ -172,6 +172,16 @@ impl Rule {
     /// (normalised). Checked in order: architecture, kernel, mongod, allocator,
     /// then the required fact groups.
     pub fn applies(&self, facts: &Facts, arch: &str) -> Applies {
+        if !self.arch.is_empty() && facts::unnamed(arch) {
+            let why = facts
+                .arch_unknown
+                .as_deref()
+                .unwrap_or("the recording does not name it");
+            return Applies::Unknown(format!(
+                "architecture unknown: {why}; the rule is only for {} (--arch names one)",
+                self.arch.join(", ")
+            ));
+        }
         if !self.arch.is_empty() && !self.arch.iter().any(|a| a == arch) {
             return Applies::No(format!("only for {}; this is {arch}", self.arch.join(", ")));
         }
@@ -185,9 +195,14 @@ impl Rule {
         if let Some(req) = &self.kernel {
             match &facts.kernel_version {
                 None => {
-                    return Applies::Unknown(format!(
-                        "kernel release {kernel_release:?} not understood; the rule needs kernel {req}"
-                    ));
+                    return Applies::Unknown(match &facts.kernel_unknown {
+                        Some(why) => {
+                            format!("kernel unknown: {why}; the rule needs kernel {req}")
+                        }
+                        None => format!(
+                            "kernel release {kernel_release:?} not understood; the rule needs kernel {req}"
+                        ),
+                    });
                 }
                 Some(v) if !req.matches(v) => {
                     return Applies::No(format!(
@@ -201,7 +216,11 @@ impl Rule {
             match &facts.mongod_version {
                 None => {
                     return Applies::Unknown(format!(
-                        "mongod version unknown (the recording has no mongod data); the rule needs mongod {req}"
+                        "mongod version unknown ({}); the rule needs mongod {req}",
+                        facts
+                            .mongod_version_unknown
+                            .as_deref()
+                            .unwrap_or("the recording has no mongod data")
                     ));
                 }
                 Some(v) if !req.matches(v) => {
@@ -215,13 +234,18 @@ impl Rule {
             match &facts.allocator {
                 None => {
                     return Applies::Unknown(format!(
-                        "memory allocator unknown (not recorded); the rule is about {}",
+                        "memory allocator unknown ({}); the rule is about {}",
+                        facts.allocator_unknown.as_deref().unwrap_or("not recorded"),
                         allocators.join(", ")
                     ));
                 }
                 Some(a) if !allocators.iter().any(|x| x == a) => {
+                    let uses = match a.as_str() {
+                        "unknown" => "another one (e.g. macOS's or Windows' own)".to_string(),
+                        named => named.to_string(),
+                    };
                     return Applies::No(format!(
-                        "about the {} allocator; the target uses {a}",
+                        "about the {} allocator; the target uses {uses}",
                         allocators.join(", ")
                     ));
                 }
@@ -895,6 +919,19 @@ mod tests {
         }
         assert!(
             matches!(rule.applies(&facts("weird"), "x86_64"), Applies::Unknown(r) if r.contains("not understood"))
+        );
+        // An architecture or kernel the recording does not name: not
+        // assessed, never judged against an empty name.
+        let mut unnamed = testdata::base("", "", 2);
+        let f = Facts::derive(&unnamed);
+        for arch in ["", "unknown"] {
+            assert!(
+                matches!(rule.applies(&f, arch), Applies::Unknown(r) if r.starts_with("architecture unknown: the recording does not name it; the rule is only for s390x, x86_64"))
+            );
+        }
+        unnamed.host.arch = "x86_64".into();
+        assert!(
+            matches!(rule.applies(&Facts::derive(&unnamed), "x86_64"), Applies::Unknown(r) if r.starts_with("kernel unknown: the recording does not name it; the rule needs kernel >=6.6"))
         );
         // 6.6.0 itself is included.
         rec.host.kernel_release = "6.6.0".into();

@@ -185,7 +185,7 @@ pub fn glibc_registers_rseq(version: &str, os: Option<&str>) -> Option<bool> {
 /// shares: those need the perf probe.
 fn from_mongod(rec: &Recording) -> Option<FactGroup> {
     let info = rec.mongod.as_ref()?.info.as_ref()?;
-    let kind = super::mongod::allocator_kind(info.allocator.as_deref()?)?;
+    let kind = super::mongod::allocator_kind(info)?;
     let mut g = FactGroup::new();
     g.insert(
         "source".into(),

@@ -5,6 +5,7 @@
 //! fails to evaluate and is reported as not assessed, never run on zeros.
 
 use super::{FactGroup, FactValue, float, int, text};
+use crate::mongo::model::MongodInfo;
 use crate::mongo::summary::MongodSummary;
 use crate::recording::Recording;
 
@@ -199,11 +200,16 @@ pub fn suggested_per_cpu_cache_bytes(limit_mb: Option<i64>, cores: Option<i64>) 
 /// [`super::allocator::KIND_NAMES`]), from buildInfo.allocator:
 /// "tcmalloc-google" is Google's TCMalloc; "tcmalloc-gperf" and plain
 /// "tcmalloc" (mongod before 8.0) are gperftools; "system" is glibc's malloc
-/// on Linux. `None` for anything else.
-pub fn allocator_kind(build_allocator: &str) -> Option<String> {
-    let kind = match build_allocator {
+/// on Linux (or when neither buildInfo nor hostInfo names the operating
+/// system: mongod's supported systems are Linux, macOS and Windows, and
+/// servers are Linux), but the system's own allocator elsewhere (macOS's
+/// libmalloc, Windows' heap): "unknown", so no rule about glibc applies.
+/// `None` for anything else.
+pub fn allocator_kind(info: &MongodInfo) -> Option<String> {
+    let kind = match info.allocator.as_deref()? {
         "tcmalloc-google" => "google_tcmalloc",
         "tcmalloc-gperf" | "tcmalloc" => "gperftools",
+        "system" if info.is_linux() == Some(false) => "unknown",
         "system" => "glibc",
         "jemalloc" => "jemalloc",
         _ => return None,
@@ -214,7 +220,7 @@ pub fn allocator_kind(build_allocator: &str) -> Option<String> {
 /// Gives `rec` mongod data in which every figure is present and non-zero
 /// (for [`super::Facts::example`], against which rules are checked on load).
 pub(crate) fn fill_example(rec: &mut Recording) {
-    use crate::mongo::model::{MongodInfo, MongodRecording, MongodSlice};
+    use crate::mongo::model::{MongodRecording, MongodSlice};
     use crate::mongo::status::ServerStatusSample;
     let n = rec.slices.len() as i64;
     for (i, slice) in rec.slices.iter_mut().enumerate() {
@@ -291,12 +297,71 @@ mod tests {
         }
         let e = mongod_facts(&silent).unwrap_err();
         assert!(e.contains("connection refused"), "{e}");
-        assert_eq!(
-            allocator_kind("tcmalloc-gperf").as_deref(),
-            Some("gperftools")
+        let kind = |a: &str| {
+            allocator_kind(&MongodInfo {
+                allocator: Some(a.into()),
+                ..Default::default()
+            })
+        };
+        assert_eq!(kind("tcmalloc-gperf").as_deref(), Some("gperftools"));
+        assert_eq!(kind("tcmalloc").as_deref(), Some("gperftools"));
+        assert_eq!(kind("system").as_deref(), Some("glibc"));
+        assert_eq!(kind("mimalloc"), None);
+        assert_eq!(allocator_kind(&MongodInfo::default()), None);
+    }
+
+    /// buildInfo and hostInfo as mongod answers them on macOS, Windows and
+    /// Linux (the fields mdiag reads, shaped and spelled as in the replies).
+    fn replies(target_os: &str, os_type: &str, os_name: &str) -> MongodInfo {
+        let build = bson::doc! {
+            "version": "7.0.14", "allocator": "system", "javascriptEngine": "mozjs",
+            "buildEnvironment": { "distmod": "", "distarch": "x86_64", "cc": "clang",
+                "target_arch": "x86_64", "target_os": target_os },
+        };
+        let host = bson::doc! {
+            "system": { "hostname": "laptop.local", "cpuArch": "x86_64", "numCores": 8_i32,
+                "memSizeMB": 16384_i64, "numaEnabled": false },
+            "os": { "type": os_type, "name": os_name, "version": "23.6.0" },
+            "extra": { "versionString": "Darwin Kernel Version 23.6.0", "alwaysFullSync": 0_i32 },
+        };
+        crate::mongo::info::from_documents(Some(&build), None, Some(&host))
+    }
+
+    #[test]
+    fn the_system_allocator_is_glibc_only_on_linux() {
+        let mac = replies("macOS", "Darwin", "Mac OS X");
+        assert_eq!(mac.target_os.as_deref(), Some("macOS"));
+        assert_eq!(mac.os_type.as_deref(), Some("Darwin"));
+        assert_eq!(mac.is_linux(), Some(false));
+        assert_eq!(allocator_kind(&mac).as_deref(), Some("unknown"));
+        // Older macOS builds say "osx"; either reply alone is enough.
+        let mut osx = replies("osx", "Darwin", "Mac OS X");
+        osx.os_type = None;
+        assert_eq!(allocator_kind(&osx).as_deref(), Some("unknown"));
+        let mut darwin = replies("macOS", "Darwin", "Mac OS X");
+        darwin.target_os = None;
+        assert_eq!(allocator_kind(&darwin).as_deref(), Some("unknown"));
+        let windows = replies("windows", "Windows", "Microsoft Windows Server 2022");
+        assert_eq!(allocator_kind(&windows).as_deref(), Some("unknown"));
+        let linux = replies("linux", "Linux", "Ubuntu");
+        assert_eq!(linux.is_linux(), Some(true));
+        assert_eq!(allocator_kind(&linux).as_deref(), Some("glibc"));
+        // The rules' allocator comes from it: no glibc rule applies on macOS.
+        let mut rec = crate::mongo::summary::tests::recording();
+        if let Some(m) = rec.mongod.as_mut() {
+            m.info = Some(mac);
+        }
+        let facts = crate::rules::Facts::derive(&rec);
+        assert_eq!(facts.allocator.as_deref(), Some("unknown"));
+        let rule = crate::rules::RuleSet::builtin()
+            .expect("builtin rules")
+            .rules()
+            .iter()
+            .find(|r| r.id() == "memory.thp_legacy_tcmalloc")
+            .map(|r| r.applies(&facts, "x86_64"));
+        assert!(
+            matches!(&rule, Some(crate::rules::Applies::No(r)) if r.ends_with("the target uses another one (e.g. macOS's or Windows' own)")),
+            "{rule:?}"
         );
-        assert_eq!(allocator_kind("tcmalloc").as_deref(), Some("gperftools"));
-        assert_eq!(allocator_kind("system").as_deref(), Some("glibc"));
-        assert_eq!(allocator_kind("mimalloc"), None);
     }
 }
