@@ -165,7 +165,7 @@ mod tests {
         assert_eq!(
             lines[0],
             "data directory /data/db (from open file WiredTiger.lock): xfs on nvme0n1, \
-             readahead 128 KiB (256 sectors), non-rotational"
+             readahead 128 KiB (256 sectors), non-rotational, I/O scheduler none"
         );
         assert_eq!(
             lines[1],

@@ -862,6 +862,10 @@ pub(crate) fn example_recording() -> Recording {
                     read_ahead_kb: Some(128),
                     rotational: Some(false),
                     mount_options: Some(vec!["noatime".into(), "rw".into()]),
+                    scheduler: Some(crate::recording::SysfsChoice {
+                        selected: Some("none".into()),
+                        raw: "[none] mq-deadline".into(),
+                    }),
                     ..Default::default()
                 }),
             }),

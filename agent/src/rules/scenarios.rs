@@ -1153,3 +1153,49 @@ fn config_fragments_render_as_file_content_in_every_format() {
     assert_eq!(f["fix"]["files"][0]["language"], "yaml");
     assert_eq!(f["fix"]["files"][0]["content"], yaml);
 }
+
+#[test]
+fn io_scheduler_rule_wants_none_on_solid_state_data_disks() {
+    let mut rec = baseline();
+    let set = |rec: &mut Recording, sched: &str, rotational: bool| {
+        let s = rec.host.db_path.as_mut().unwrap().storage.as_mut().unwrap();
+        s.scheduler = Some(crate::recording::SysfsChoice {
+            selected: Some(sched.into()),
+            raw: format!("mq-deadline kyber [{sched}] none"),
+        });
+        s.rotational = Some(rotational);
+    };
+    set(&mut rec, "bfq", false);
+    let f = fired(&rec, "storage.io_scheduler");
+    let disk = rec
+        .host
+        .db_path
+        .as_ref()
+        .unwrap()
+        .storage
+        .as_ref()
+        .unwrap()
+        .disk
+        .clone()
+        .unwrap();
+    assert!(fix_has(
+        &f,
+        &format!("echo none > /sys/block/{disk}/queue/scheduler")
+    ));
+    assert!(
+        f.fix.files[0]
+            .content
+            .contains(&format!("KERNEL==\"{disk}\""))
+    );
+    // The revert puts back the recorded scheduler.
+    assert_eq!(
+        f.fix.revert[1],
+        format!("echo bfq > /sys/block/{disk}/queue/scheduler")
+    );
+    // Near misses: a spinning disk with bfq; an SSD with mq-deadline or none.
+    set(&mut rec, "bfq", true);
+    passed(&rec, "storage.io_scheduler");
+    set(&mut rec, "mq-deadline", false);
+    passed(&rec, "storage.io_scheduler");
+    passed(&baseline(), "storage.io_scheduler");
+}
