@@ -44,4 +44,15 @@ mod tests {
         );
         assert!(names.iter().all(|n| n.ends_with(".toml")), "{names:?}");
     }
+
+    #[test]
+    fn every_rule_file_is_named_after_its_id() {
+        // `family.some_name` lives in `family-some-name.toml`, so the file of
+        // a rule in a report is found without searching.
+        let set = crate::rules::RuleSet::builtin().expect("builtin rules load");
+        for rule in set.rules() {
+            let want = format!("builtin rules/{}.toml", rule.id().replace(['.', '_'], "-"));
+            assert_eq!(rule.file, want, "rule {}", rule.id());
+        }
+    }
 }
