@@ -92,6 +92,9 @@ pub fn collect(target: Option<u32>) -> HostFacts {
         target_process,
         db_path: target.map(db_path_facts),
         page_size: page_size(),
+        tcp_keepalive_time: std::fs::read_to_string("/proc/sys/net/ipv4/tcp_keepalive_time")
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
     }
 }
 

@@ -117,6 +117,10 @@ pub struct HostFacts {
     /// aarch64 kernels); `None` in older recordings.
     #[serde(default)]
     pub page_size: Option<u64>,
+    /// net.ipv4.tcp_keepalive_time in seconds (applies to IPv6 too); `None`
+    /// when unreadable or in older recordings.
+    #[serde(default)]
+    pub tcp_keepalive_time: Option<u64>,
 }
 
 /// The target's data directory (mongod's dbPath, or the directory of the

@@ -870,6 +870,7 @@ pub(crate) fn example_recording() -> Recording {
                 }),
             }),
             page_size: Some(4096),
+            tcp_keepalive_time: Some(7200),
             ..HostFacts::default()
         },
         target: Some(Target {

@@ -1199,3 +1199,22 @@ fn io_scheduler_rule_wants_none_on_solid_state_data_disks() {
     passed(&rec, "storage.io_scheduler");
     passed(&baseline(), "storage.io_scheduler");
 }
+
+#[test]
+fn tcp_keepalive_follows_mongodbs_faq() {
+    let mut rec = baseline();
+    rec.host.tcp_keepalive_time = Some(7200);
+    let f = fired(&rec, "host.tcp_keepalive");
+    assert_eq!(num(&f, "tcp_keepalive_time"), 7200.0);
+    assert!(fix_has(&f, "net.ipv4.tcp_keepalive_time = 120"));
+    assert!(f.fix.revert[0].ends_with("net.ipv4.tcp_keepalive_time=7200"));
+    // Near miss: the FAQ's value; unknown: not assessed.
+    passed(&baseline(), "host.tcp_keepalive");
+    rec.host.tcp_keepalive_time = None;
+    assert!(
+        report(&rec)
+            .not_assessed
+            .iter()
+            .any(|n| n.rule_id == "host.tcp_keepalive")
+    );
+}

@@ -272,6 +272,8 @@ pub(crate) fn baseline() -> Recording {
         commit_limit_bytes: Some(36 * GIB),
         committed_as_bytes: Some(30 * GIB),
     });
+    // MongoDB's FAQ value.
+    rec.host.tcp_keepalive_time = Some(120);
     rec.host.db_path = Some(DbPathFacts {
         path: Some("/data/db".into()),
         found_by: Some("open file WiredTiger.lock".into()),

@@ -107,6 +107,7 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
     put("zone_reclaim_mode", vm.zone_reclaim_mode.map(int));
     put("max_map_count", vm.max_map_count.map(int));
     put("numa_balancing", m.numa_balancing.map(int));
+    put("tcp_keepalive_time", rec.host.tcp_keepalive_time.map(int));
 
     let nodes = rec.host.numa_nodes.as_ref().map(|n| {
         n.iter()
