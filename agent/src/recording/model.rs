@@ -423,7 +423,9 @@ pub struct ProgramStatus {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The default slice is empty (no time, no section): the identity of
+/// [`super::window::Mergeable::merge`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Slice {
     /// Start of the slice, milliseconds after `started_at`.

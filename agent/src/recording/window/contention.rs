@@ -1,0 +1,130 @@
+//! Windows of the contention family: every figure is a wait count or time
+//! split by checkpoint window, summed; threads by tid, bounded by wait time
+//! (kernel locks plus D-state) with an "others" thread; lock kinds by (kind,
+//! flags), a dozen at most, never bounded; D-state stacks by stack id,
+//! bounded by sleep time, the rest folded into `other_stacks` (what that
+//! field already holds for the stacks a slice leaves out); drops summed.
+
+use super::{Mergeable, OTHERS_ID, OTHERS_NAME, Ranked, Row, add, keep_top, merge_rows};
+use crate::recording::contention::{
+    ContentionDropsSlice, ContentionSlice, DStateStackSlice, LockKindSlice, ThreadContentionSlice,
+    WindowSplit,
+};
+
+/// `a += b` field by field, saturating.
+fn add_split(a: &mut WindowSplit, b: &WindowSplit) {
+    add(&mut a.outside, b.outside);
+    add(&mut a.outside_ns, b.outside_ns);
+    add(&mut a.inside, b.inside);
+    add(&mut a.inside_ns, b.inside_ns);
+}
+
+impl Mergeable for ContentionSlice {
+    fn merge(&mut self, later: &Self) {
+        merge_rows(&mut self.threads, &later.threads);
+        merge_rows(&mut self.lock_kinds, &later.lock_kinds);
+        merge_rows(&mut self.dstate_stacks, &later.dstate_stacks);
+        add_split(&mut self.other_stacks, &later.other_stacks);
+        self.drops.merge(&later.drops);
+    }
+
+    fn bound(&mut self, top_n: usize) {
+        keep_top(&mut self.threads, top_n);
+        self.dstate_stacks.sort_by_key(|s| {
+            (
+                std::cmp::Reverse(s.sleeps.outside_ns.saturating_add(s.sleeps.inside_ns)),
+                s.stack_id,
+            )
+        });
+        if self.dstate_stacks.len() > top_n {
+            for s in self.dstate_stacks.split_off(top_n) {
+                add_split(&mut self.other_stacks, &s.sleeps);
+            }
+        }
+    }
+}
+
+impl Mergeable for ContentionDropsSlice {
+    fn merge(&mut self, later: &Self) {
+        add(&mut self.inflight_full, later.inflight_full);
+        add(&mut self.thread_map_full, later.thread_map_full);
+        add(&mut self.stack_failed, later.stack_failed);
+        add(&mut self.dstack_map_full, later.dstack_map_full);
+        add(&mut self.nested, later.nested);
+    }
+}
+
+impl Row for ThreadContentionSlice {
+    type Key = u32;
+
+    fn key(&self) -> u32 {
+        self.tid
+    }
+
+    /// Waits summed; the newest name (read from /proc: the current one).
+    fn add(&mut self, later: &Self) {
+        add_split(&mut self.lock, &later.lock);
+        add_split(&mut self.dstate, &later.dstate);
+        self.tgid = if self.tid == OTHERS_ID {
+            super::others_tgid(self.tgid, later.tgid)
+        } else {
+            later.tgid
+        };
+        if !later.comm.is_empty() {
+            self.comm.clone_from(&later.comm);
+        }
+    }
+}
+
+impl Ranked for ThreadContentionSlice {
+    fn cost(&self) -> u64 {
+        [
+            self.lock.outside_ns,
+            self.lock.inside_ns,
+            self.dstate.outside_ns,
+            self.dstate.inside_ns,
+        ]
+        .iter()
+        .fold(0u64, |a, &n| a.saturating_add(n))
+    }
+
+    fn is_others(&self) -> bool {
+        self.tid == OTHERS_ID
+    }
+
+    fn into_others(mut self) -> Self {
+        self.tid = OTHERS_ID;
+        self.comm = OTHERS_NAME.into();
+        self
+    }
+
+    fn absorb(&mut self, row: &Self) {
+        add_split(&mut self.lock, &row.lock);
+        add_split(&mut self.dstate, &row.dstate);
+        self.tgid = super::others_tgid(self.tgid, row.tgid);
+    }
+}
+
+impl Row for LockKindSlice {
+    type Key = (String, u32);
+
+    fn key(&self) -> (String, u32) {
+        (self.kind.clone(), self.flags)
+    }
+
+    fn add(&mut self, later: &Self) {
+        add_split(&mut self.waits, &later.waits);
+    }
+}
+
+impl Row for DStateStackSlice {
+    type Key = u32;
+
+    fn key(&self) -> u32 {
+        self.stack_id
+    }
+
+    fn add(&mut self, later: &Self) {
+        add_split(&mut self.sleeps, &later.sleeps);
+    }
+}

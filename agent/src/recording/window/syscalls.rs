@@ -1,0 +1,123 @@
+//! Windows of the syscalls family (and the WiredTiger family's checkpoints,
+//! the other event list): calls by syscall name (at most nine names, never
+//! bounded) with counts, errors, time, bytes summed and the latency histogram
+//! merged; threads by tid, bounded by blocked time (futex waits plus memory
+//! syscalls) with an "others" thread; rseq calls and checkpoints are events,
+//! appended in arrival order and never bounded (a few per thread start, one
+//! a minute); drops summed.
+
+use super::{Mergeable, OTHERS_ID, Ranked, Row, add, add_each, keep_top, merge_rows};
+use crate::recording::model::{
+    SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice, WiredTigerDropsSlice,
+    WiredTigerSlice,
+};
+
+impl Mergeable for SyscallsSlice {
+    fn merge(&mut self, later: &Self) {
+        merge_rows(&mut self.calls, &later.calls);
+        merge_rows(&mut self.threads, &later.threads);
+        self.rseq.extend(later.rseq.iter().cloned());
+        self.drops.merge(&later.drops);
+    }
+
+    fn bound(&mut self, top_n: usize) {
+        keep_top(&mut self.threads, top_n);
+    }
+}
+
+impl Mergeable for SyscallDropsSlice {
+    fn merge(&mut self, later: &Self) {
+        add(&mut self.inflight_full, later.inflight_full);
+        add(&mut self.thread_map_full, later.thread_map_full);
+        add(&mut self.rseq_ring_full, later.rseq_ring_full);
+    }
+}
+
+impl Row for SyscallCalls {
+    type Key = String;
+
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+
+    fn add(&mut self, later: &Self) {
+        add(&mut self.count, later.count);
+        add(&mut self.errors, later.errors);
+        add(&mut self.time_ns, later.time_ns);
+        add(&mut self.bytes, later.bytes);
+        add_each(&mut self.hist_log2_ns, &later.hist_log2_ns);
+    }
+}
+
+impl ThreadSyscallSlice {
+    fn add_counts(&mut self, o: &Self) {
+        add(&mut self.futex_waits, o.futex_waits);
+        add(&mut self.futex_wait_ns, o.futex_wait_ns);
+        add(&mut self.mem_calls, o.mem_calls);
+        add(&mut self.mem_ns, o.mem_ns);
+        add(
+            &mut self.futex_waits_in_checkpoint,
+            o.futex_waits_in_checkpoint,
+        );
+        add(
+            &mut self.futex_wait_ns_in_checkpoint,
+            o.futex_wait_ns_in_checkpoint,
+        );
+    }
+}
+
+impl Row for ThreadSyscallSlice {
+    type Key = u32;
+
+    fn key(&self) -> u32 {
+        self.tid
+    }
+
+    /// Every field is a count or a time within the slice: summed (a wait
+    /// split over slices adds up to its whole time); the newest process.
+    fn add(&mut self, later: &Self) {
+        self.add_counts(later);
+        self.tgid = if self.tid == OTHERS_ID {
+            super::others_tgid(self.tgid, later.tgid)
+        } else {
+            later.tgid
+        };
+    }
+}
+
+impl Ranked for ThreadSyscallSlice {
+    fn cost(&self) -> u64 {
+        self.futex_wait_ns.saturating_add(self.mem_ns)
+    }
+
+    fn is_others(&self) -> bool {
+        self.tid == OTHERS_ID
+    }
+
+    fn into_others(mut self) -> Self {
+        self.tid = OTHERS_ID;
+        self
+    }
+
+    fn absorb(&mut self, row: &Self) {
+        self.add_counts(row);
+        self.tgid = super::others_tgid(self.tgid, row.tgid);
+    }
+}
+
+impl Mergeable for WiredTigerSlice {
+    /// Checkpoints are events: appended in return order (the last slice's
+    /// `in_progress` ones stay last).
+    fn merge(&mut self, later: &Self) {
+        self.checkpoints.extend(later.checkpoints.iter().cloned());
+        self.drops.merge(&later.drops);
+    }
+}
+
+impl Mergeable for WiredTigerDropsSlice {
+    fn merge(&mut self, later: &Self) {
+        add(&mut self.ring_full, later.ring_full);
+        add(&mut self.missing_entry, later.missing_entry);
+        add(&mut self.start_map_full, later.start_map_full);
+    }
+}
