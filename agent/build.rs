@@ -1,5 +1,5 @@
 //! Builds the eBPF object (`ebpf/mdiag-ebpf`) with the pinned nightly through
-//! aya-build and embeds it into the `mdiag` binary (see `src/probes/object.rs`).
+//! aya-build and embeds it into the `mdiag` binary (`EBPF_OBJECT` in `src/lib.rs`).
 //!
 //! `MDIAG_EBPF_TOOLCHAIN` overrides the nightly (default below: its LLVM must be
 //! one that the installed bpf-linker reads). `AYA_BUILD_SKIP=1` skips the build

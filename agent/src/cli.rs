@@ -90,7 +90,10 @@ pub struct RecordArgs {
     /// Observe this process.
     #[arg(long, conflicts_with_all = ["process", "command"])]
     pub pid: Option<u32>,
-    /// Observe the one process with this name (default: mongod if one runs, else host-wide).
+    /// Observe the one process with this name (several: an error, choose one with --pid).
+    /// Without a target option: with a mongod URI, the process listening on its port here (none,
+    /// or a remote server: the whole host); else the one running mongod (several: an error asking
+    /// for --pid), or the whole host when none runs.
     #[arg(long, conflicts_with = "command")]
     pub process: Option<String>,
     /// Observe the whole host even if a mongod runs.
@@ -157,7 +160,7 @@ pub enum Format {
     Terminal,
     Markdown,
     Json,
-    /// One self-contained HTML file with charts (write it with `-o` or redirect).
+    /// One self-contained HTML file with charts (on stdout: redirect it, `> report.html`).
     Html,
 }
 
@@ -176,8 +179,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
     if d > Duration::from_secs(7 * 24 * 3600) {
         return Err(
-            "too long for one recording file (at most 7 days); `mdiag agent` is for continuous use"
-                .into(),
+            "too long for one recording file (at most 7 days): record several shorter ones".into(),
         );
     }
     Ok(d)

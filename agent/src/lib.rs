@@ -9,6 +9,8 @@ pub mod app;
 pub mod cli;
 pub mod compare;
 #[cfg(test)]
+mod docs_contract;
+#[cfg(test)]
 pub(crate) mod emulation;
 pub mod explain;
 pub mod export;

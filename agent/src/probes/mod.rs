@@ -25,6 +25,20 @@ use mdiag_common::{
 
 use crate::recording::{ProbeStatus, ProgramStatus};
 
+/// Every probe family, by the name its [`ProbeStatus`] carries, in the order
+/// [`Probes::attach`] tries them (`alloc` last, from [`Probes::attach_alloc`]).
+/// `docs/ARCHITECTURE.md`'s family table lists exactly these
+/// (`docs_contract.rs`).
+pub const FAMILIES: [&str; 7] = [
+    sched::FAMILY,
+    softirq::FAMILY,
+    syscalls::FAMILY,
+    wiredtiger::FAMILY,
+    perf::FAMILY,
+    contention::FAMILY,
+    alloc::FAMILY,
+];
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     #[error(
@@ -137,26 +151,26 @@ impl Probes {
         let sched_pre = offsets.as_ref().map(|_| ()).map_err(Clone::clone);
         let sched_status = attach_family(
             &mut ebpf,
-            "sched",
+            sched::FAMILY,
             &sched_common::TRACEPOINTS,
             &kernel_btf,
             &sched_pre,
             &absent,
         );
-        let sched = reader_if(&sched_status, 0, "sched", || {
+        let sched = reader_if(&sched_status, 0, sched::FAMILY, || {
             sched::SchedReader::new(&mut ebpf, config.target_tgid)
         });
 
         // Softirq / hard IRQ: host-wide by nature (interrupts belong to CPUs).
         let softirq_status = attach_family(
             &mut ebpf,
-            "softirq",
+            softirq::FAMILY,
             &softirq_common::TRACEPOINTS,
             &kernel_btf,
             &Ok(()),
             &absent,
         );
-        let softirq = reader_if(&softirq_status, 0, "softirq", || {
+        let softirq = reader_if(&softirq_status, 0, softirq::FAMILY, || {
             softirq::SoftirqReader::new(&mut ebpf)
         });
 
@@ -164,7 +178,7 @@ impl Probes {
         let syscalls_pre = regs.as_ref().map(|_| ()).map_err(Clone::clone);
         let syscalls_status = attach_family(
             &mut ebpf,
-            "syscalls",
+            syscalls::FAMILY,
             &syscalls_common::TRACEPOINTS,
             &kernel_btf,
             &syscalls_pre,
@@ -172,7 +186,7 @@ impl Probes {
         );
         // Both programs are needed: entries without exits would only fill the map.
         let syscalls = if syscalls_status.attached() {
-            reader_if(&syscalls_status, 0, "syscalls", || {
+            reader_if(&syscalls_status, 0, syscalls::FAMILY, || {
                 syscalls::SyscallsReader::new(&mut ebpf, config.target_tgid)
             })
         } else {
@@ -248,25 +262,25 @@ impl Probes {
         // first, then the quick snapshots back to back.
         let results = [
             (
-                "perf",
+                perf::FAMILY,
                 self.perf
                     .as_mut()
                     .map(|r| r.discard().map_err(|e| text(&e))),
             ),
             (
-                "sched",
+                sched::FAMILY,
                 self.sched
                     .as_mut()
                     .map(|r| r.rebase().map_err(|e| text(&e))),
             ),
             (
-                "softirq",
+                softirq::FAMILY,
                 self.softirq
                     .as_mut()
                     .map(|r| r.rebase().map_err(|e| text(&e))),
             ),
             (
-                "syscalls",
+                syscalls::FAMILY,
                 self.syscalls
                     .as_mut()
                     .map(|r| r.rebase().map_err(|e| text(&e))),

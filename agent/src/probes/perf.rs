@@ -62,6 +62,8 @@ use crate::symbols::{
     classify_allocator,
 };
 
+/// Family name in the recording's `probes`.
+pub const FAMILY: &str = "perf";
 /// Entries kept in `by_symbol`.
 pub const TOP_SYMBOLS: usize = 20;
 /// Least time between two reloads of the target's symbols.
@@ -86,10 +88,10 @@ pub fn attach(ebpf: &mut Ebpf, target: Option<u32>) -> (ProbeStatus, Option<Perf
     let attach_point = format!("perf_event/cpu-clock@{SAMPLE_FREQ_HZ}Hz");
     let result = attach_program(ebpf);
     if let Err(e) = &result {
-        tracing::warn!(family = "perf", "not attached: {e}");
+        tracing::warn!(family = FAMILY, "not attached: {e}");
     }
     let status = ProbeStatus {
-        family: "perf".to_owned(),
+        family: FAMILY.to_owned(),
         programs: vec![ProgramStatus {
             name: PROG_PERF_SAMPLE.to_owned(),
             attach_point,
@@ -98,7 +100,7 @@ pub fn attach(ebpf: &mut Ebpf, target: Option<u32>) -> (ProbeStatus, Option<Perf
     };
     let reader = if status.attached() {
         PerfReader::new(ebpf, target)
-            .map_err(|e| tracing::warn!(family = "perf", "maps unavailable: {e}"))
+            .map_err(|e| tracing::warn!(family = FAMILY, "maps unavailable: {e}"))
             .ok()
     } else {
         None

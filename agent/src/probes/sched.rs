@@ -20,6 +20,9 @@ use mdiag_common::{
 use super::delta;
 use crate::recording::{SchedDrops, SchedSlice, ThreadSlice};
 
+/// Family name in the recording's `probes`.
+pub const FAMILY: &str = "sched";
+
 #[derive(Debug, thiserror::Error)]
 pub enum SchedError {
     #[error(transparent)]

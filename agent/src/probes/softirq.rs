@@ -15,6 +15,9 @@ use mdiag_common::softirq::{IrqStat, MAP_CPU, MAP_HARDIRQ, NR_SOFTIRQS, SoftirqC
 
 use crate::recording::{HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector};
 
+/// Family name in the recording's `probes`.
+pub const FAMILY: &str = "softirq";
+
 #[derive(Debug, thiserror::Error)]
 pub enum SoftirqError {
     #[error(transparent)]

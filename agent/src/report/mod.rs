@@ -3,9 +3,9 @@
 //! [`Report`] is also the JSON contract (`docs/report-json.md`): other tools
 //! parse it, so fields may be added but never removed or renamed, and
 //! `report_version` changes when a field's meaning changes. The renderers
-//! ([`terminal`], [`markdown`], [`json`]) only format what is here; every
-//! decision (ranking, wording of reasons) is made when the report is built in
-//! [`crate::explain`], so the three outputs always agree.
+//! ([`terminal`], [`markdown`], [`json`], [`html`]) only format what is here;
+//! every decision (ranking, wording of reasons) is made when the report is
+//! built in [`crate::explain`], so the four outputs always agree.
 //!
 //! Besides the rules' verdicts, the report carries the [`Measurements`]: the
 //! numbers each probe family measured, shown even when no rule uses them.

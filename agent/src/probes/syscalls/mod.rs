@@ -33,6 +33,9 @@ use crate::recording::{
     RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
 };
 
+/// Family name in the recording's `probes`.
+pub const FAMILY: &str = "syscalls";
+
 #[derive(Debug, thiserror::Error)]
 pub enum SyscallsError {
     #[error(transparent)]
