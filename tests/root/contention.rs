@@ -2,7 +2,9 @@
 //! own blocking calls: D-state sleeps (O_DIRECT | O_DSYNC writes and fsync on
 //! a block-device file system) with their kernel stacks, and kernel lock
 //! contention (threads fighting for mmap_lock) against what is physically
-//! possible, with a quiet run as the control.
+//! possible, with a quiet run as the control. And `mdiag record` on a
+//! D-state sleep and a kernel lock wait of 3 s each: split over the slices
+//! they overlap, never more than a slice in one, their sum the wait.
 
 use std::{
     collections::BTreeSet,
@@ -12,9 +14,11 @@ use std::{
 
 use mdiag::{
     probes::{ProbeConfig, Probes},
-    recording::ContentionSlice,
+    recording::{ContentionSlice, Recording, WindowSplit},
 };
-use mdiag_tests::require_root;
+use mdiag_tests::{finish, require_root, start_record, thread_state};
+
+use crate::physics::{assert_physical, slice_limit_ns};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_mdiag-contention");
 
@@ -231,4 +235,209 @@ fn a_quiet_process_shows_almost_no_contention() {
     assert!(waits <= 60, "{totals:?}");
     assert!(lock_ns < 5_000_000, "{totals:?}");
     assert!(d_ns < 20_000_000, "{totals:?}");
+}
+
+/// `mdiag record --pid` of the workload run with `args`: started once the
+/// probes are attached, `during(pid)` called while it runs. Returns the
+/// recording and the workload's report.
+fn record_mode(args: &[&str], during: impl FnOnce(u32)) -> (Recording, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("contention.mdiag");
+    let mut child = Command::new(WORKLOAD)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn contention workload");
+    let pid = child.id();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "workload did not start");
+    let (rec_child, rec_err) = start_record(&[
+        "--duration",
+        "8s",
+        "--pid",
+        &pid.to_string(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    during(pid);
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&line).expect("workload report");
+    let (status, _, stderr) = finish(rec_child, rec_err);
+    drop(stdin);
+    let _ = child.wait();
+    assert!(status.success(), "record failed: {stderr}");
+    let rec = mdiag::recording::read_file(&out).expect("recording");
+    assert_physical(&rec);
+    (rec, report)
+}
+
+/// Thread `tid`'s `which` figure in every slice: (slice, its duration in
+/// ms, the figure).
+fn per_slice(
+    rec: &Recording,
+    tid: u32,
+    which: impl Fn(&mdiag::recording::ThreadContentionSlice) -> WindowSplit,
+) -> Vec<(usize, u64, WindowSplit)> {
+    rec.slices
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let t = s
+                .contention
+                .as_ref()?
+                .threads
+                .iter()
+                .find(|t| t.tid == tid)?;
+            Some((i, s.duration_ms, which(t)))
+        })
+        .collect()
+}
+
+/// Each slice holds at most its own duration of the wait, the wait shows
+/// in at least `min_slices` slices, and the sum is returned.
+fn split_wait(rows: &[(usize, u64, WindowSplit)], what: &str, min_slices: usize) -> u64 {
+    let shown: Vec<(usize, u64, u64, u64)> = rows
+        .iter()
+        .map(|(i, ms, w)| (*i, *ms, w.count(), w.ns()))
+        .collect();
+    eprintln!("{what} per slice (slice, ms, ended, ns): {shown:?}");
+    for &(i, ms, _, ns) in &shown {
+        assert!(
+            ns <= slice_limit_ns(ms),
+            "{what}: slice {i} of {ms} ms holds {ns} ns: {shown:?}"
+        );
+    }
+    let with_time = shown.iter().filter(|r| r.3 > 0).count();
+    assert!(
+        with_time >= min_slices,
+        "{what}: a 3 s wait shows in {with_time} slices: {shown:?}"
+    );
+    // Counted once, in the slice where it ended.
+    assert!(shown.iter().map(|r| r.2).sum::<u64>() >= 1, "{shown:?}");
+    shown.iter().map(|r| r.3).sum()
+}
+
+#[test]
+fn a_long_dstate_sleep_is_split_over_the_slices_it_overlaps() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    // A parent blocked in vfork waits (TASK_KILLABLE: D) as long as its
+    // child lives: 3 s. The test samples the parent's state meanwhile.
+    let mut seen_d = None;
+    let (rec, report) = record_mode(&["--mode", "vfork", "--ms", "3000"], |pid| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut first = None;
+        let mut last = None;
+        loop {
+            let state = thread_state(pid, pid);
+            let now = std::time::Instant::now();
+            match state {
+                Some('D') => {
+                    first.get_or_insert(now);
+                    last = Some(now);
+                }
+                _ if first.is_some() => break,
+                _ => {}
+            }
+            assert!(now < deadline, "the parent never left D state: {state:?}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        seen_d = first.zip(last).map(|(a, b)| (b - a).as_nanos() as u64);
+    });
+    let tid = report["tid"].as_u64().unwrap() as u32;
+    let vfork_ns = report["vfork_ns"].as_u64().unwrap();
+    let child_ns = report["child_sleep_ns"].as_u64().unwrap();
+    let seen_d = seen_d.expect("the parent was never seen in D state");
+    let d = split_wait(&per_slice(&rec, tid, |t| t.dstate), "D state", 3);
+    eprintln!(
+        "D state recorded {d} ns; parent in clone() {vfork_ns} ns, child asleep {child_ns} ns, \
+         seen in D by /proc for {seen_d} ns"
+    );
+    // The sleep lies inside the parent's clone() call (1 ms for the clock
+    // reads around it) and covers what /proc showed as D (which starts when
+    // the task sets its state, just before it is switched out: 20 ms in
+    // case an interrupt preempts it in between on a busy host)...
+    assert!(d <= vfork_ns + 1_000_000, "{d} > {vfork_ns}");
+    assert!(d + 20_000_000 >= seen_d, "{d} < {seen_d} seen in /proc");
+    // ...and the child's whole sleep, but for the moment between starting
+    // the child and going to sleep, which a busy host can stretch by a few
+    // scheduler time slices if it preempts the parent there (100 ms).
+    assert!(d + 100_000_000 >= child_ns, "{d} vs the child's {child_ns}");
+    // The stack names the clone syscall, and its time per slice is the
+    // thread's (nothing else of the workload sleeps in D meanwhile).
+    let ids: BTreeSet<u32> = rec
+        .kernel_stacks
+        .iter()
+        .filter(|k| k.frames.iter().any(|f| f.contains("clone")))
+        .map(|k| k.stack_id)
+        .collect();
+    assert!(
+        !ids.is_empty(),
+        "no stack through clone: {:?}",
+        rec.kernel_stacks
+    );
+    let stack_ns: u64 = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.contention.as_ref())
+        .flat_map(|c| &c.dstate_stacks)
+        .filter(|s| ids.contains(&s.stack_id))
+        .map(|s| s.sleeps.ns())
+        .sum();
+    assert!(
+        stack_ns.abs_diff(d) <= d / 20,
+        "stack {stack_ns} ns vs thread {d} ns"
+    );
+}
+
+#[test]
+fn a_long_kernel_lock_wait_is_split_over_the_slices_it_overlaps() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    // One thread waits for a pty's input holding n_tty's read mutex; a
+    // second waits 3 s for that mutex.
+    let (rec, report) = record_mode(&["--mode", "ttylock", "--ms", "3000"], |_| {});
+    let waiter = report["waiter_tid"].as_u64().unwrap() as u32;
+    let read_ns = report["waiter_read_ns"].as_u64().unwrap();
+    let blocked_ns = report["blocked_to_write_ns"].as_u64().unwrap();
+    let wait = split_wait(&per_slice(&rec, waiter, |t| t.lock), "lock wait", 3);
+    eprintln!(
+        "lock wait recorded {wait} ns; the waiter's read() {read_ns} ns, blocked in it before \
+         the write {blocked_ns} ns (wchan {})",
+        report["waiter_wchan"]
+    );
+    // The wait lies inside the waiter's read() (1 ms for the clock reads)
+    // and lasted at least from when the waiter was seen blocked to the
+    // write that let the holder go.
+    assert!(wait <= read_ns + 1_000_000, "{wait} > {read_ns}");
+    assert!(wait >= blocked_ns, "{wait} < {blocked_ns}");
+    // The kind is a mutex, split the same way.
+    let mut mutex_ns = 0;
+    for (i, s) in rec.slices.iter().enumerate() {
+        let Some(c) = &s.contention else { continue };
+        let ns: u64 = c
+            .lock_kinds
+            .iter()
+            .filter(|k| k.kind.starts_with("mutex"))
+            .map(|k| k.waits.ns())
+            .sum();
+        assert!(
+            ns <= slice_limit_ns(s.duration_ms),
+            "slice {i}: mutex waits {ns} ns: {:?}",
+            c.lock_kinds
+        );
+        mutex_ns += ns;
+    }
+    // At least the waiter's wait for that mutex (its other, short lock
+    // waits, a spinlock at thread exit, may be of other kinds).
+    assert!(
+        mutex_ns >= blocked_ns,
+        "mutex kinds {mutex_ns} ns < {blocked_ns} ns"
+    );
 }

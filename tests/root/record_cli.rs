@@ -2,61 +2,17 @@
 
 use std::{
     io::{BufRead, BufReader, Write},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use mdiag::recording::{Recording, read_file};
-use mdiag_tests::{mdiag_bin, rel_diff, require_root, run_mdiag, thread_switches};
+use mdiag_tests::{
+    finish, mdiag_bin, rel_diff, require_root, run_mdiag, start_record, thread_switches,
+};
 
 const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
 const PINGPONG: &str = env!("CARGO_BIN_EXE_mdiag-pingpong");
-
-/// Starts `mdiag record ARGS` and returns once it says the probes are attached.
-fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
-    let mut child = Command::new(mdiag_bin())
-        .arg("record")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mdiag record");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let mut line = String::new();
-        let n = stderr.read_line(&mut line).unwrap();
-        seen.push_str(&line);
-        assert!(n > 0, "mdiag exited before attaching: {seen}");
-        if line.contains("probes attached") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no 'probes attached' line: {seen}"
-        );
-    }
-    // Keep draining stderr so mdiag never blocks on a full pipe.
-    let rest = std::thread::spawn(move || {
-        let mut s = seen;
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
-        s
-    });
-    (child, rest)
-}
-
-fn finish(
-    child: Child,
-    stderr: std::thread::JoinHandle<String>,
-) -> (std::process::ExitStatus, String, String) {
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr.join().unwrap(),
-    )
-}
 
 fn involuntary_of(rec: &Recording, tgid: u32) -> u64 {
     rec.slices

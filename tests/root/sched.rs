@@ -1,10 +1,15 @@
 //! The scheduler probe loaded in-process, against /proc/stat and
-//! /proc/PID/task/*/status read by the test itself.
+//! /proc/PID/task/*/status read by the test itself; and `mdiag record` of a
+//! thread that runs for seconds without a context switch, against the
+//! scheduler's own schedstat.
 
 use std::{process::Command, time::Duration};
 
 use mdiag::probes::{ProbeConfig, Probes};
-use mdiag_tests::{proc_stat_ctxt, rel_diff, require_root, thread_migrations, thread_switches};
+use mdiag_tests::{
+    finish, proc_stat_ctxt, rel_diff, require_root, schedstat, start_record, thread_migrations,
+    thread_switches,
+};
 
 const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
 const PINGPONG: &str = env!("CARGO_BIN_EXE_mdiag-pingpong");
@@ -237,4 +242,155 @@ fn wakeups_onto_a_busy_cpu_are_counted_as_wakeup_preemptions() {
             .map(|t| t.wakeup_preempted)
             .sum::<u64>()
     );
+}
+
+#[test]
+fn a_long_run_on_a_cpu_is_split_over_the_slices_it_overlaps() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    use std::io::{BufRead, Write};
+    // One SCHED_FIFO thread spinning 3 s on one CPU: no ordinary task takes
+    // that CPU from it, so it runs for long stretches without a context
+    // switch (the whole 3 s on an idle CPU; on a busy host the kernel still
+    // gives ordinary tasks a few percent: its runs are then near a second).
+    let cpus = mdiag::host::online_cpus();
+    let cpu = cpus.saturating_sub(1).to_string();
+    let mut args = vec![
+        "--threads",
+        "1",
+        "--spin-ms",
+        "3000",
+        "--pin",
+        &cpu,
+        "--wait-stdin",
+        "--linger",
+    ];
+    // Not on a single CPU: the recorder needs one too.
+    if cpus > 1 {
+        args.push("--rt");
+    }
+    let mut child = Command::new(SPIN)
+        .args(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn spin");
+    let pid = child.id();
+    // The spinning thread exists (parked at its start barrier) once the
+    // process has two threads.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let spinner = loop {
+        let tids: Vec<u32> = thread_switches(pid).iter().map(|t| t.0).collect();
+        if let Some(&t) = tids.iter().find(|&&t| t != pid) {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "no spinning thread");
+        std::thread::yield_now();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("spin.mdiag");
+    let (rec_child, rec_err) = start_record(&[
+        "--duration",
+        "7s",
+        "--pid",
+        &pid.to_string(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let (run0, _, runs0) = schedstat(pid, spinner);
+    let mut stdin = child.stdin.take().unwrap();
+    // While it spins, the longest stretch seen by the scheduler's own
+    // counters in which it stayed on its CPU: the number of runs did not
+    // move while its time on CPU grew with the wall clock.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut longest = Duration::ZERO;
+            let mut since: Option<(std::time::Instant, u64, u64)> = None;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let now = std::time::Instant::now();
+                let (ran, _, runs) = schedstat(pid, spinner);
+                match since {
+                    Some((t, ran0, runs0)) if runs0 == runs => {
+                        let wall = now - t;
+                        // On the CPU all along (90 %: interrupts, reads).
+                        if (ran - ran0) as f64 >= 0.9 * wall.as_nanos() as f64 {
+                            longest = longest.max(wall);
+                        }
+                    }
+                    _ => since = Some((now, ran, runs)),
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            longest
+        })
+    };
+    stdin.write_all(b"go\n").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let longest = sampler.join().unwrap();
+    // The spinner is parked again: its runs are all counted.
+    let (run1, _, runs1) = schedstat(pid, spinner);
+    let (status, _, stderr) = finish(rec_child, rec_err);
+    drop(stdin);
+    let _ = child.wait();
+    assert!(status.success(), "record failed: {stderr}");
+    let rec = mdiag::recording::read_file(&out).expect("recording");
+    crate::physics::assert_physical(&rec);
+
+    let truth = run1 - run0;
+    let runs = runs1 - runs0;
+    let rows: Vec<(usize, u64, u64, u64)> = rec
+        .slices
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let t = s
+                .sched
+                .as_ref()?
+                .threads
+                .iter()
+                .find(|t| t.tid == spinner)?;
+            Some((i, s.duration_ms, t.voluntary + t.involuntary, t.oncpu_ns))
+        })
+        .collect();
+    let recorded: u64 = rows.iter().map(|r| r.3).sum();
+    eprintln!(
+        "spinner {spinner}: on CPU {recorded} ns recorded, {truth} ns by schedstat in {runs} runs \
+         (mean {} ms, longest seen {longest:?}); per slice (slice, ms, switches, ns): {rows:?}",
+        truth / runs.max(1) / 1_000_000
+    );
+    for &(i, ms, _, ns) in &rows {
+        assert!(
+            ns <= crate::physics::slice_limit_ns(ms),
+            "slice {i} of {ms} ms: on CPU {ns} ns: {rows:?}"
+        );
+    }
+    // It spun for 3 s of wall time; as a real-time task it got most of it.
+    assert!(truth >= 2_000_000_000, "the spinner ran only {truth} ns");
+    // On a CPU nobody else wanted it ran once, for the whole 3 s: a slice
+    // inside that run holds the run's time though the thread was never
+    // switched out in it (before, the whole run went to the slice in which
+    // it ended). A run seen for 2.5 s covers at least one whole slice (at
+    // most ~1.2 s). On a busy host the kernel lends ordinary tasks the CPU
+    // now and then, and the runs are shorter.
+    if longest >= Duration::from_millis(2500) {
+        assert!(
+            rows.iter()
+                .any(|&(_, ms, switches, ns)| switches == 0 && ns * 10 >= ms * 9_000_000),
+            "a run of {longest:?}, yet no slice inside it: {rows:?}"
+        );
+    }
+    // The same time as the scheduler's own accounting (which leaves out
+    // interrupt time on kernels that account it apart).
+    assert!(
+        rel_diff(recorded, truth) <= 0.05,
+        "recorded {recorded} ns vs schedstat {truth} ns"
+    );
+    // A 3 s run shows in at least three slices.
+    assert!(rows.iter().filter(|r| r.3 > 0).count() >= 3, "{rows:?}");
 }

@@ -2,8 +2,10 @@
 //! running mdiag, and reading kernel ground truth from /proc.
 
 use std::{
+    io::BufRead,
     path::PathBuf,
-    process::{Command, Output},
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
 };
 
 /// The mdiag binary under test: `MDIAG_BIN` (set by `cargo xtask test`), or
@@ -78,6 +80,74 @@ pub fn run_mdiag(args: &[&str]) -> Output {
         .env("NO_COLOR", "1")
         .output()
         .expect("run mdiag")
+}
+
+/// Starts `mdiag record ARGS` and returns once it says the probes are
+/// attached (the recording's clock has started by then), with a thread
+/// draining its standard error.
+pub fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = Command::new(mdiag_bin())
+        .arg("record")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mdiag record");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).expect("read mdiag's stderr");
+        seen.push_str(&line);
+        assert!(n > 0, "mdiag exited before attaching: {seen}");
+        if line.contains("probes attached") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no 'probes attached' line: {seen}"
+        );
+    }
+    // Keep draining stderr so mdiag never blocks on a full pipe.
+    let rest = std::thread::spawn(move || {
+        let mut s = seen;
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    (child, rest)
+}
+
+/// Waits for a `start_record` child: (status, stdout, stderr).
+pub fn finish(
+    child: Child,
+    stderr: std::thread::JoinHandle<String>,
+) -> (std::process::ExitStatus, String, String) {
+    let out = child.wait_with_output().expect("wait for mdiag");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr.join().expect("stderr reader"),
+    )
+}
+
+/// `/proc/PID/task/TID/schedstat`: (ns on a CPU, ns waiting in a run
+/// queue, runs on a CPU), the scheduler's own accounting of the thread.
+pub fn schedstat(pid: u32, tid: u32) -> (u64, u64, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"))
+        .unwrap_or_else(|e| panic!("read schedstat of {pid}/{tid}: {e}"));
+    let v: Vec<u64> = text
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    assert_eq!(v.len(), 3, "schedstat: {text}");
+    (v[0], v[1], v[2])
+}
+
+/// The state letter of `/proc/PID/task/TID/stat` (`R`, `S`, `D`, ...).
+pub fn thread_state(pid: u32, tid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
 }
 
 /// |a - b| / max(a, b), 0 when both are 0.

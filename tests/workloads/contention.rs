@@ -13,6 +13,23 @@
 //!     munmap, for reading by page faults). JSON: {"pid", "wall_ns", "tids", "maps"}.
 //! --mode quiet --threads T --ms MS:
 //!     T threads sleep MS ms (nothing to contend). Same JSON as mmap.
+//! --mode vfork --ms MS:
+//!     the main thread starts a child with clone(CLONE_VM | CLONE_VFORK)
+//!     (what vfork() does) on a stack of its own; the child sleeps MS ms and
+//!     exits, and the parent waits in the kernel for it all along, in
+//!     TASK_KILLABLE (D in /proc/PID/stat). JSON: {"pid", "tid", "vfork_ns"
+//!     (the parent's clone() call, timed around it), "child_sleep_ns" (the
+//!     child's nanosleep, timed by the child in the shared memory)}.
+//! --mode ttylock --ms MS:
+//!     two threads read() the slave side of one pseudo-terminal. The first
+//!     ("holder") waits for input holding the line discipline's read mutex
+//!     (n_tty's atomic_read_lock), so the second ("waiter") waits for that
+//!     kernel mutex, a lock wait, until the holder has read its line: MS ms
+//!     after the waiter was seen blocked, the main thread writes two lines
+//!     to the master side. JSON: {"pid", "holder_tid", "waiter_tid",
+//!     "waiter_read_ns" (its read() call, which holds the lock wait),
+//!     "blocked_to_write_ns" (from the waiter seen blocked in read() to the
+//!     write: the lock wait is at least that), "waiter_wchan"}.
 use std::{
     io::{BufRead, Write},
     os::unix::fs::OpenOptionsExt,
@@ -139,13 +156,177 @@ fn mmap_or_quiet(busy: bool, threads: u64, ms: u64) -> String {
     )
 }
 
+/// CLOCK_MONOTONIC in ns (the clock the kernel's probes use).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the valid timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What the vfork child reads and writes (the parent's memory, shared).
+#[repr(C)]
+struct VforkShared {
+    sleep_ns: u64,
+    slept_ns: AtomicU64,
+}
+
+extern "C" fn vfork_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's VforkShared, alive while the parent
+    // waits in clone() for this child to exit.
+    let shared = unsafe { &*(arg as *const VforkShared) };
+    let ns = shared.sleep_ns;
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    let t = monotonic_ns();
+    // SAFETY: a plain sleep on a valid timespec (no remainder wanted).
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    shared.slept_ns.store(monotonic_ns() - t, Ordering::SeqCst);
+    // SAFETY: ends the child process only (it shares no thread with the parent).
+    unsafe { libc::_exit(0) }
+}
+
+fn vfork(ms: u64) -> String {
+    let shared = VforkShared {
+        sleep_ns: ms * 1_000_000,
+        slept_ns: AtomicU64::new(0),
+    };
+    let mut stack = vec![0u8; 256 * 1024];
+    // The stack grows down: start at its 16-byte aligned top.
+    let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+    let t0 = Instant::now();
+    // SAFETY: the child runs `vfork_child` on its own stack in our memory
+    // and never returns into our frames; CLONE_VFORK suspends this thread
+    // until the child exits, so `shared` and `stack` outlive it.
+    let child = unsafe {
+        libc::clone(
+            vfork_child,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &shared as *const VforkShared as *mut libc::c_void,
+        )
+    };
+    let vfork_ns = t0.elapsed().as_nanos();
+    assert!(child > 0, "clone: {}", std::io::Error::last_os_error());
+    let mut status = 0;
+    // SAFETY: reaps our own child.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    drop(stack);
+    format!(
+        r#"{{"pid":{},"tid":{},"vfork_ns":{vfork_ns},"child_sleep_ns":{}}}"#,
+        std::process::id(),
+        tid(),
+        shared.slept_ns.load(Ordering::SeqCst)
+    )
+}
+
+/// `/proc/self/task/TID/stat`'s state letter and whether the thread is in
+/// the syscall `nr` (`/proc/self/task/TID/syscall` starts with its number).
+fn blocked_in(tid: i64, nr: libc::c_long) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+    let syscall =
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).unwrap_or_default();
+    state == Some('S') && syscall.split_whitespace().next() == Some(&nr.to_string())
+}
+
+/// Polls until thread `tid` sleeps in syscall `nr` (10 s at most).
+fn wait_blocked(tid: i64, nr: libc::c_long) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !blocked_in(tid, nr) {
+        assert!(Instant::now() < deadline, "thread {tid} never blocked");
+        std::thread::yield_now();
+    }
+}
+
+/// A pseudo-terminal: (master, slave) file descriptors.
+fn pty() -> (libc::c_int, libc::c_int) {
+    // SAFETY: posix_openpt / grantpt / unlockpt / ptsname_r on the fd just
+    // opened, with a buffer of the size given; open on the NUL-terminated
+    // name it wrote.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(
+            master >= 0,
+            "posix_openpt: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+        assert!(
+            slave >= 0,
+            "open pty slave: {}",
+            std::io::Error::last_os_error()
+        );
+        (master, slave)
+    }
+}
+
+/// One blocking read() of the pty slave; (its tid, the call's ns).
+fn read_line(slave: libc::c_int, tid_tx: std::sync::mpsc::Sender<i64>) -> u128 {
+    let _ = tid_tx.send(tid());
+    let mut buf = [0u8; 64];
+    let t = Instant::now();
+    // SAFETY: reads into a buffer of the given length.
+    let n = unsafe { libc::read(slave, buf.as_mut_ptr().cast(), buf.len()) };
+    let ns = t.elapsed().as_nanos();
+    assert!(n > 0, "read: {}", std::io::Error::last_os_error());
+    ns
+}
+
+fn ttylock(ms: u64) -> String {
+    let (master, slave) = pty();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let holder = {
+        let tx = tx.clone();
+        std::thread::spawn(move || read_line(slave, tx))
+    };
+    let holder_tid = rx.recv().expect("holder tid");
+    wait_blocked(holder_tid, libc::SYS_read);
+    let waiter = std::thread::spawn(move || read_line(slave, tx));
+    let waiter_tid = rx.recv().expect("waiter tid");
+    // The holder owns the read mutex while it waits for input, so the
+    // waiter asleep in read() is asleep on that mutex.
+    wait_blocked(waiter_tid, libc::SYS_read);
+    let blocked = Instant::now();
+    let wchan =
+        std::fs::read_to_string(format!("/proc/self/task/{waiter_tid}/wchan")).unwrap_or_default();
+    std::thread::sleep(Duration::from_millis(ms));
+    let blocked_to_write_ns = blocked.elapsed().as_nanos();
+    // Canonical mode: each read() returns one line.
+    let lines = b"a\nb\n";
+    // SAFETY: writes a buffer of the given length.
+    let n = unsafe { libc::write(master, lines.as_ptr().cast(), lines.len()) };
+    assert_eq!(n, lines.len() as isize, "write to the pty master");
+    holder.join().expect("holder");
+    let waiter_read_ns = waiter.join().expect("waiter");
+    // SAFETY: closes our own descriptors.
+    unsafe {
+        libc::close(slave);
+        libc::close(master);
+    }
+    format!(
+        r#"{{"pid":{},"holder_tid":{holder_tid},"waiter_tid":{waiter_tid},"waiter_read_ns":{waiter_read_ns},"blocked_to_write_ns":{blocked_to_write_ns},"waiter_wchan":"{}"}}"#,
+        std::process::id(),
+        wchan.trim().replace(['"', '\\'], "")
+    )
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = arg(&args, "--mode").unwrap_or("");
     let threads = num(&args, "--threads", 4);
-    if !matches!(mode, "dstate" | "mmap" | "quiet") {
+    if !matches!(mode, "dstate" | "mmap" | "quiet" | "vfork" | "ttylock") {
         eprintln!(
-            "usage: mdiag-contention --mode dstate|mmap|quiet [--dir DIR] [--threads T] [--writes N] [--ms MS]"
+            "usage: mdiag-contention --mode dstate|mmap|quiet|vfork|ttylock [--dir DIR] [--threads T] [--writes N] [--ms MS]"
         );
         std::process::exit(2);
     }
@@ -161,6 +342,8 @@ fn main() {
             threads,
             num(&args, "--writes", 100),
         ),
+        "vfork" => vfork(num(&args, "--ms", 3000)),
+        "ttylock" => ttylock(num(&args, "--ms", 3000)),
         _ => mmap_or_quiet(mode == "mmap", threads, num(&args, "--ms", 1000)),
     };
     println!("{report}");

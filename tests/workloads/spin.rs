@@ -7,6 +7,10 @@
 //!                 to the next CPU halfway (a known number of migrations).
 //!   --linger:     after the report, keep every thread alive until stdin
 //!                 reaches EOF (so a test can still read /proc/PID/task).
+//!   --pin CPU:    every thread spins on CPU only.
+//!   --rt:         the spinning threads are SCHED_FIFO (priority 1): no
+//!                 ordinary task preempts them, so on their own CPU they run
+//!                 for long stretches without a context switch (needs root).
 //! Prints one JSON line on stdout: {"pid", "threads": [{"tid","voluntary",
 //! "nonvoluntary"}], "voluntary", "nonvoluntary", "spins"} where the totals
 //! cover every thread of the process, read while all of them are alive.
@@ -66,6 +70,8 @@ fn main() {
     let wait_stdin = args.iter().any(|a| a == "--wait-stdin");
     let linger = args.iter().any(|a| a == "--linger");
     let hop = args.iter().any(|a| a == "--hop");
+    let pin_to: Option<usize> = arg(&args, "--pin").and_then(|v| v.parse().ok());
+    let rt = args.iter().any(|a| a == "--rt");
     // SAFETY: sysconf has no preconditions.
     let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
 
@@ -80,6 +86,20 @@ fn main() {
             std::thread::Builder::new()
                 .name(format!("spin{i}"))
                 .spawn(move || {
+                    if let Some(cpu) = pin_to {
+                        pin(cpu);
+                    }
+                    if rt {
+                        let param = libc::sched_param { sched_priority: 1 };
+                        // SAFETY: sets the calling thread's policy from a valid param.
+                        let ret = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+                        assert_eq!(
+                            ret,
+                            0,
+                            "SCHED_FIFO needs root: {}",
+                            std::io::Error::last_os_error()
+                        );
+                    }
                     start.wait();
                     let t = Instant::now();
                     let mut n = 0u64;

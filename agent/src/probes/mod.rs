@@ -10,6 +10,7 @@
 pub mod alloc;
 pub mod btf;
 pub mod contention;
+pub mod credit;
 pub mod delta;
 pub mod perf;
 pub mod sched;
@@ -255,33 +256,32 @@ impl Probes {
     /// Starts every family's slices now, at the recording's start: counts
     /// made between attach and this instant are left out, so the first
     /// slice holds only its own time (every family is read at once).
-    pub fn start_clock(&mut self) {
+    /// Returns the instant the slices start at: taken after perf's drain,
+    /// just before the snapshots, which are taken in the order the slices
+    /// read them (the families whose threads' times are split at the cut
+    /// first), so each family's first slice spans the recording's first
+    /// slice as closely as its later ones do.
+    pub fn start_clock(&mut self) -> std::time::Instant {
         let text = |e: &dyn std::fmt::Display| e.to_string();
         // Samples taken before the clock are drained and dropped (no
-        // symbols are read: a held child still maps mdiag's own code);
-        // first, then the quick snapshots back to back.
+        // symbols are read: a held child still maps mdiag's own code).
+        let perf = self
+            .perf
+            .as_mut()
+            .map(|r| r.discard().map_err(|e| text(&e)));
+        let start = std::time::Instant::now();
+        // In the order the slices read them (see record/run.rs).
         let results = [
+            (perf::FAMILY, perf),
             (
-                perf::FAMILY,
-                self.perf
+                syscalls::FAMILY,
+                self.syscalls
                     .as_mut()
-                    .map(|r| r.discard().map_err(|e| text(&e))),
+                    .map(|r| r.rebase().map_err(|e| text(&e))),
             ),
             (
                 sched::FAMILY,
                 self.sched
-                    .as_mut()
-                    .map(|r| r.rebase().map_err(|e| text(&e))),
-            ),
-            (
-                softirq::FAMILY,
-                self.softirq
-                    .as_mut()
-                    .map(|r| r.rebase().map_err(|e| text(&e))),
-            ),
-            (
-                syscalls::FAMILY,
-                self.syscalls
                     .as_mut()
                     .map(|r| r.rebase().map_err(|e| text(&e))),
             ),
@@ -291,12 +291,19 @@ impl Probes {
                     .as_mut()
                     .map(|r| r.rebase().map_err(|e| text(&e))),
             ),
+            (
+                softirq::FAMILY,
+                self.softirq
+                    .as_mut()
+                    .map(|r| r.rebase().map_err(|e| text(&e))),
+            ),
         ];
         for (family, result) in results {
             if let Some(Err(e)) = result {
                 tracing::warn!(family, "could not start at the clock: {e}");
             }
         }
+        start
     }
 
     /// Status of every family and program, for the recording.

@@ -5,6 +5,17 @@
 //! slice is the difference of two snapshots, so a slow read never loses
 //! events. Threads that have exited are removed from the kernel map after
 //! their last slice, which keeps memory bounded over weeks of recording.
+//!
+//! On-CPU time is added by the kernel when a run ends (at the switch-out),
+//! so a thread that runs for seconds without a context switch would have
+//! all of it in one slice. The kernel also keeps, per CPU, which observed
+//! thread runs there since when (`SCHED_RUNNING`), so at every cut the runs
+//! in progress are credited up to the cut and the credit is taken back when
+//! the run ends ([`super::credit`]): `oncpu_ns` is the time on a CPU within
+//! the slice. The per-CPU record, not the thread's own `last_in_ns`, says
+//! what runs: it is rewritten at every switch on its CPU, so a switch-out
+//! the probe did not see (measured: threads of a sandbox's init leave their
+//! CPU without a visible `sched_switch`) cannot leave a run open forever.
 
 use std::collections::HashMap;
 
@@ -14,10 +25,13 @@ use aya::{
 };
 use mdiag_common::{
     hist::LOG2_BUCKETS,
-    sched::{MAP_CPU, MAP_THREADS, SchedCpu, ThreadSched},
+    sched::{MAP_CPU, MAP_RUNNING, MAP_THREADS, Running, SchedCpu, ThreadSched},
 };
 
-use super::delta;
+use super::{
+    credit::{self, Credit},
+    delta,
+};
 use crate::recording::{SchedDrops, SchedSlice, ThreadSlice};
 
 /// Family name in the recording's `probes`.
@@ -45,19 +59,25 @@ pub struct SchedSnapshot {
 pub struct SchedReader {
     threads: BpfHashMap<MapData, u32, ThreadSched>,
     cpu: PerCpuArray<MapData, SchedCpu>,
+    running: PerCpuArray<MapData, Running>,
     target_tgid: Option<u32>,
     last: SchedSnapshot,
+    /// Runs in progress credited to earlier slices.
+    credit: Credit<()>,
 }
 
 impl SchedReader {
     pub(super) fn new(ebpf: &mut Ebpf, target_tgid: Option<u32>) -> Result<Self, SchedError> {
         let threads: BpfHashMap<MapData, u32, ThreadSched> = super::take_map(ebpf, MAP_THREADS)?;
         let cpu: PerCpuArray<MapData, SchedCpu> = super::take_map(ebpf, MAP_CPU)?;
+        let running: PerCpuArray<MapData, Running> = super::take_map(ebpf, MAP_RUNNING)?;
         let mut reader = Self {
             threads,
             cpu,
+            running,
             target_tgid,
             last: SchedSnapshot::default(),
+            credit: Credit::default(),
         };
         reader.last = reader.snapshot()?;
         Ok(reader)
@@ -81,17 +101,49 @@ impl SchedReader {
     /// Starts the slices now: what was counted before is left out of the
     /// first slice (the recording's clock starts here).
     pub fn rebase(&mut self) -> Result<(), SchedError> {
+        let open = self.runs_in_progress()?;
+        let at_ns = super::monotonic_now_ns();
         self.last = self.snapshot()?;
+        let open = uncounted_runs(open, &self.last);
+        let last = &self.last;
+        self.credit
+            .begin(credit::Cut { open: &open, at_ns }, |tid| {
+                last_counted_run(last, tid)
+            });
         Ok(())
     }
 
     /// The slice since the previous call (or since attach).
     pub fn next_slice(&mut self) -> Result<SchedSlice, SchedError> {
+        let open = self.runs_in_progress()?;
+        let at_ns = super::monotonic_now_ns();
         let now = self.snapshot()?;
-        let slice = slice_between(&self.last, &now);
+        let open = uncounted_runs(open, &now);
+        let mut slice = slice_between(&self.last, &now);
+        let cut = credit::Cut { open: &open, at_ns };
+        credit_runs(&mut self.credit, &mut slice, &now, cut);
         self.last = now;
         self.prune_exited();
         Ok(slice)
+    }
+
+    /// The observed threads on a CPU now, with the start of their run (read
+    /// before the counters: see [`super::credit`]).
+    fn runs_in_progress(&self) -> Result<Vec<credit::Open<()>>, SchedError> {
+        let per_cpu = self.running.get(&0, 0).map_err(|source| SchedError::Map {
+            name: MAP_RUNNING,
+            source,
+        })?;
+        Ok(per_cpu
+            .iter()
+            .filter(|r| r.tid != 0)
+            .map(|r| credit::Open {
+                tid: r.tid,
+                tgid: r.tgid,
+                start_ns: r.since_ns,
+                key: (),
+            })
+            .collect())
     }
 
     /// Totals since attach, as one slice (for checks and tests).
@@ -112,12 +164,68 @@ impl SchedReader {
             .filter(|(tid, t)| !delta::thread_alive(t.tgid, **tid))
             .map(|(tid, _)| *tid)
             .collect();
-        for tid in gone {
+        for tid in &gone {
             // The thread is gone: its last counts are in the slice just taken.
-            let _ = self.threads.remove(&tid);
-            self.last.threads.remove(&tid);
+            let _ = self.threads.remove(tid);
+            self.last.threads.remove(tid);
         }
+        self.credit.retain_threads(|tid| !gone.contains(&tid));
     }
+}
+
+/// Start of the latest run of `tid` counted in `s` (0: none).
+fn last_counted_run(s: &SchedSnapshot, tid: u32) -> u64 {
+    s.threads.get(&tid).map_or(0, |t| t.last_run_start_ns)
+}
+
+/// The runs in progress that the counters `now`, read after them, do not
+/// hold yet; one per thread.
+fn uncounted_runs(open: Vec<credit::Open<()>>, now: &SchedSnapshot) -> Vec<credit::Open<()>> {
+    credit::uncounted(
+        credit::latest_per_thread(open),
+        |tid| last_counted_run(now, tid),
+        |tid| now.threads.get(&tid).map(|t| t.tgid),
+    )
+}
+
+/// Spreads the on-CPU time of `slice` (the counters' differences up to
+/// `now`) over the slices each run overlaps, given the runs in progress
+/// when `now` was read (`cut`). Pure.
+pub fn credit_runs(
+    credit: &mut Credit<()>,
+    slice: &mut SchedSlice,
+    now: &SchedSnapshot,
+    cut: credit::Cut<'_, ()>,
+) {
+    credit.apply(
+        cut,
+        |tid| last_counted_run(now, tid),
+        |c| {
+            if c.add == 0 && c.back == 0 {
+                return;
+            }
+            let pos = match slice.threads.iter().position(|t| t.tid == c.tid) {
+                Some(p) => p,
+                None => {
+                    let comm = now
+                        .threads
+                        .get(&c.tid)
+                        .map(|t| String::from_utf8_lossy(t.comm_bytes()).into_owned())
+                        .unwrap_or_default();
+                    slice.threads.push(ThreadSlice {
+                        tid: c.tid,
+                        tgid: c.tgid,
+                        comm,
+                        ..ThreadSlice::default()
+                    });
+                    slice.threads.len() - 1
+                }
+            };
+            let t = &mut slice.threads[pos];
+            t.oncpu_ns = credit::adjusted(t.oncpu_ns, c.add, c.back);
+        },
+    );
+    slice.threads.sort_by_key(|t| t.tid);
 }
 
 /// The counters that changed between two snapshots. Pure, so testable.
@@ -273,6 +381,98 @@ mod tests {
             ),
             (3, 4, 2)
         );
+    }
+
+    /// A run of thread 7 on a CPU since `start_ns`.
+    fn on_cpu(start_ns: u64) -> Vec<credit::Open<()>> {
+        vec![credit::Open {
+            tid: 7,
+            tgid: 7,
+            start_ns,
+            key: (),
+        }]
+    }
+
+    /// Thread 7's totals: switches and time on CPU added at switch-outs,
+    /// and the start of the latest run counted.
+    fn totals(switches: u64, oncpu_ns: u64, last_run_start_ns: u64) -> SchedSnapshot {
+        SchedSnapshot {
+            cpus: vec![],
+            threads: HashMap::from([(
+                7,
+                ThreadSched {
+                    involuntary: switches,
+                    oncpu_ns,
+                    last_run_start_ns,
+                    ..thread(7, 0, 0, b"spin")
+                },
+            )]),
+        }
+    }
+
+    /// (comm, involuntary, oncpu_ns) of every thread, per slice, for cuts
+    /// every second given (runs in progress, totals) at each.
+    fn slices(cuts: Vec<(Vec<credit::Open<()>>, SchedSnapshot)>) -> Vec<Vec<(String, u64, u64)>> {
+        let mut credit = Credit::default();
+        let mut last = totals(0, 0, 0);
+        let mut out = Vec::new();
+        for (k, (runs, snap)) in cuts.into_iter().enumerate() {
+            let mut s = slice_between(&last, &snap);
+            let runs = uncounted_runs(runs, &snap);
+            let cut = credit::Cut {
+                open: &runs,
+                at_ns: (k as u64 + 1) * S,
+            };
+            credit_runs(&mut credit, &mut s, &snap, cut);
+            out.push(
+                s.threads
+                    .iter()
+                    .map(|t| (t.comm.clone(), t.involuntary, t.oncpu_ns))
+                    .collect(),
+            );
+            last = snap;
+        }
+        out
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_long_run_is_spread_over_the_slices_it_overlaps() {
+        // On a CPU from 0.5 s to 3.2 s without a switch; cuts every second.
+        // Switched out at 3.2 s (the kernel adds the whole 2.7 s), switched
+        // in again at 3.9 s.
+        let got = slices(vec![
+            (on_cpu(S / 2), totals(0, 0, 0)),
+            (on_cpu(S / 2), totals(0, 0, 0)),
+            (on_cpu(S / 2), totals(0, 0, 0)),
+            (on_cpu(3_900_000_000), totals(1, 2_700_000_000, S / 2)),
+        ]);
+        let spin = |n, ns| vec![("spin".to_owned(), n, ns)];
+        assert_eq!(
+            got,
+            vec![
+                spin(0, S / 2),
+                spin(0, S),
+                spin(0, S),
+                spin(1, 200_000_000 + 100_000_000)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_run_whose_end_was_not_seen_is_credited_until_the_cpu_runs_another() {
+        // Seen on a CPU at 0.5 s; the kernel never sees it leave (nothing
+        // counted) and by 2 s the CPU runs something else: its time up to
+        // the first cut stays, nothing more.
+        let got = slices(vec![
+            (on_cpu(S / 2), totals(0, 0, 0)),
+            (Vec::new(), totals(0, 0, 0)),
+            // A new run from 2.5 s is credited as usual.
+            (on_cpu(2_500_000_000), totals(0, 0, 0)),
+        ]);
+        let spin = |ns| vec![("spin".to_owned(), 0, ns)];
+        assert_eq!(got, vec![spin(S / 2), vec![], spin(S / 2)]);
     }
 
     #[test]

@@ -230,10 +230,14 @@ impl Clock {
     /// Starts the recording now: every family's slices and the kernel's own
     /// counters (`checks`) from this instant.
     fn start(probes: &mut Probes, target: Option<u32>) -> Self {
-        probes.start_clock();
+        let start = probes.start_clock();
+        // The same instant on the wall clock.
+        let utc = Utc::now()
+            - chrono::Duration::from_std(start.elapsed())
+                .unwrap_or_else(|_| chrono::Duration::zero());
         Self {
-            start: Instant::now(),
-            utc: Utc::now(),
+            start,
+            utc,
             proc_stat_ctxt: host::proc_stat_ctxt(),
             target_ctxt: target.and_then(target::ctxt_switches),
         }
@@ -360,15 +364,17 @@ impl Session {
                 break "duration".to_owned();
             }
             if now >= next_slice {
-                events += self.take_slice(start, slice_start, now, false);
-                slice_start = now;
+                // The slice ends where the families are read: right now.
+                let cut = Instant::now();
+                events += self.take_slice(start, slice_start, cut, false);
+                slice_start = cut;
                 next_slice += SLICE;
                 let last = self.slices.last().and_then(|s| s.sched.as_ref());
-                progress.update(now - start, last, events);
+                progress.update(cut - start, last, events);
             }
         };
-        let now = Instant::now();
         self.probes.finish_alloc(start);
+        let now = Instant::now();
         if now > slice_start || self.slices.is_empty() {
             self.take_slice(start, slice_start, now, true);
         }
@@ -410,6 +416,19 @@ impl Session {
                     None
                 }
             });
+        // The other families with per-thread times next, before the slow
+        // reads (perf symbolizes): their cuts stay close to the slice's end.
+        let contention = self
+            .probes
+            .contention
+            .as_mut()
+            .and_then(|r| match r.next_slice() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("contention slice lost: {e}");
+                    None
+                }
+            });
         let softirq = self
             .probes
             .softirq
@@ -446,17 +465,6 @@ impl Session {
                 }
             });
         let alloc = self.probes.alloc.as_mut().map(|a| a.next_slice());
-        let contention = self
-            .probes
-            .contention
-            .as_mut()
-            .and_then(|r| match r.next_slice() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!("contention slice lost: {e}");
-                    None
-                }
-            });
         let mongod = self.mongo.as_mut().map(crate::mongo::MongoSession::slice);
         let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups)
             + softirq.as_ref().map_or(0, SoftirqSlice::events)

@@ -97,6 +97,11 @@ pub struct ThreadContention {
     /// Sleeps in D state (switched out uninterruptible → switched in) and their time.
     pub dstate_sleeps: [u64; 2],
     pub dstate_ns: [u64; 2],
+    /// Start of the latest lock wait / D-state sleep counted here: user
+    /// space tells from it whether one it saw in flight has ended in these
+    /// counters (a thread's waits follow each other).
+    pub last_lock_start_ns: u64,
+    pub last_dstate_start_ns: u64,
 }
 
 /// Per CPU and lock kind (a `PerCpuArray` indexed by `flags & LOCK_FLAGS_MASK`).
@@ -140,7 +145,7 @@ pub struct ContentionDrops {
 
 const _: () = assert!(core::mem::size_of::<LockInflight>() == 24);
 const _: () = assert!(core::mem::size_of::<OffCpu>() == 16);
-const _: () = assert!(core::mem::size_of::<ThreadContention>() == 24 + 64);
+const _: () = assert!(core::mem::size_of::<ThreadContention>() == 24 + 64 + 16);
 const _: () = assert!(core::mem::size_of::<LockKindStats>() == 32);
 const _: () = assert!(core::mem::size_of::<DStackKey>() == 8);
 const _: () = assert!(core::mem::size_of::<DStackStats>() == 16);
@@ -187,6 +192,10 @@ mod tests {
         assert_eq!(core::mem::offset_of!(ThreadContention, comm), 8);
         assert_eq!(core::mem::offset_of!(ThreadContention, lock_waits), 24);
         assert_eq!(core::mem::offset_of!(ThreadContention, dstate_ns), 72);
+        assert_eq!(
+            core::mem::offset_of!(ThreadContention, last_dstate_start_ns),
+            96
+        );
         assert_eq!(core::mem::offset_of!(LockInflight, flags), 16);
         assert_eq!(core::mem::offset_of!(OffCpu, window), 12);
         assert_eq!(core::mem::offset_of!(ContentionDrops, nested), 32);
@@ -202,9 +211,11 @@ mod tests {
             lock_wait_ns: [3, 4],
             dstate_sleeps: [5, 6],
             dstate_ns: [7, 8],
+            last_lock_start_ns: 9,
+            last_dstate_start_ns: 10,
         };
         // SAFETY: plain data without padding holes.
-        let bytes: [u8; 88] = unsafe { core::mem::transmute(t) };
+        let bytes: [u8; 104] = unsafe { core::mem::transmute(t) };
         // SAFETY: any bit pattern is a valid ThreadContention.
         let back: ThreadContention = unsafe { crate::read_plain(&bytes) }.unwrap();
         assert_eq!(back, t);

@@ -25,6 +25,7 @@ pub const MAP_THREADS: &str = "SCHED_THREADS";
 pub const MAP_WAKEUP_TS: &str = "SCHED_WAKEUP_TS";
 pub const MAP_CPU: &str = "SCHED_CPU";
 pub const MAP_LAST_WAKEUP: &str = "SCHED_LAST_WAKEUP";
+pub const MAP_RUNNING: &str = "SCHED_RUNNING";
 
 /// Read-only globals set by the loader before the programs are verified.
 /// Thread-group id to observe; 0 = every task on the host.
@@ -58,6 +59,18 @@ pub struct LastWakeup {
     pub tid: u32,
     pub _pad0: u32,
     pub ts_ns: u64,
+}
+
+/// The observed thread running on a CPU (a `PerCpuArray` of one element),
+/// rewritten at every switch on that CPU; `tid` 0: the idle task or a task
+/// that is not observed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Running {
+    pub tid: u32,
+    pub tgid: u32,
+    /// When it was switched in (`bpf_ktime_get_ns`, as `last_in_ns`).
+    pub since_ns: u64,
 }
 
 /// Per-thread counters, key: thread id (kernel `pid`).
@@ -94,6 +107,10 @@ pub struct ThreadSched {
     pub wakeup_preempting: u64,
     /// Bookkeeping: when the thread last went on a CPU (0 = unknown).
     pub last_in_ns: u64,
+    /// Start of the latest run counted in `oncpu_ns`: user space tells
+    /// from it whether a run it saw in progress (`Running`) has ended in
+    /// these counters.
+    pub last_run_start_ns: u64,
 }
 
 /// Per-CPU counters (a `PerCpuArray` of one element).
@@ -142,9 +159,10 @@ impl Default for SchedCpu {
     }
 }
 
-const _: () = assert!(core::mem::size_of::<ThreadSched>() == 8 + 16 + 10 * 8);
+const _: () = assert!(core::mem::size_of::<ThreadSched>() == 8 + 16 + 11 * 8);
 const _: () = assert!(core::mem::size_of::<SchedCpu>() == 10 * 8 + 8 * LOG2_BUCKETS);
 const _: () = assert!(core::mem::size_of::<LastWakeup>() == 16);
+const _: () = assert!(core::mem::size_of::<Running>() == 16);
 const _: () = assert!(core::mem::align_of::<ThreadSched>() == 8);
 
 #[cfg(feature = "user")]
@@ -156,6 +174,8 @@ mod user {
     unsafe impl aya::Pod for super::SchedCpu {}
     // SAFETY: as above (u32 + explicit u32 padding + u64).
     unsafe impl aya::Pod for super::LastWakeup {}
+    // SAFETY: as above (two u32 + u64, no holes).
+    unsafe impl aya::Pod for super::Running {}
 }
 
 impl ThreadSched {
@@ -197,7 +217,15 @@ mod tests {
         assert_eq!(core::mem::offset_of!(ThreadSched, comm), 8);
         assert_eq!(core::mem::offset_of!(ThreadSched, voluntary), 24);
         assert_eq!(core::mem::offset_of!(ThreadSched, last_in_ns), 96);
+        assert_eq!(core::mem::offset_of!(ThreadSched, last_run_start_ns), 104);
         assert_eq!(core::mem::offset_of!(ThreadSched, migrations), 80);
+    }
+
+    #[test]
+    fn running_layout() {
+        assert_eq!(core::mem::offset_of!(Running, tgid), 4);
+        assert_eq!(core::mem::offset_of!(Running, since_ns), 8);
+        assert_eq!(Running::default().tid, 0);
     }
 
     #[test]

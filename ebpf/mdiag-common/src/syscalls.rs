@@ -151,6 +151,10 @@ pub struct ThreadSyscalls {
     /// checkpoint of the target was running.
     pub futex_waits_in_checkpoint: u64,
     pub futex_wait_ns_in_checkpoint: u64,
+    /// Start (`Inflight::ts_ns`) of the latest futex wait counted here:
+    /// user space tells from it whether a wait it saw in flight has ended
+    /// in these counters (the thread's waits follow each other).
+    pub last_futex_start_ns: u64,
 }
 
 /// One rseq(2) call, sent through the ring buffer.
@@ -189,7 +193,7 @@ pub struct SyscallDrops {
 
 const _: () = assert!(core::mem::size_of::<Inflight>() == 8 + 8 + 32 + 16);
 const _: () = assert!(core::mem::size_of::<SyscallStats>() == 32 + 8 * LOG2_BUCKETS);
-const _: () = assert!(core::mem::size_of::<ThreadSyscalls>() == 56);
+const _: () = assert!(core::mem::size_of::<ThreadSyscalls>() == 64);
 const _: () = assert!(core::mem::size_of::<RseqEvent>() == 64);
 const _: () = assert!(core::mem::size_of::<SyscallDrops>() == 24);
 const _: () = assert!(core::mem::size_of::<MmapArgStruct>() == 48);
@@ -243,6 +247,10 @@ mod tests {
     fn layouts() {
         assert_eq!(core::mem::offset_of!(Inflight, args), 16);
         assert_eq!(core::mem::offset_of!(SyscallStats, hist), 32);
+        assert_eq!(
+            core::mem::offset_of!(ThreadSyscalls, last_futex_start_ns),
+            56
+        );
         assert_eq!(SLOT_NAMES[SLOT_RSEQ], "rseq");
         assert_eq!(FUTEX_CMD_MASK & (128 | 9), 9);
         // The kernel's copy_from_user of struct mmap_arg_struct: the length

@@ -14,6 +14,11 @@
 //! map and (time, stack id, window) remembered; when it is switched back in,
 //! the sleep's length is added to its thread totals and to per-CPU totals by
 //! (stack id, window). Nothing goes to user space per event.
+//!
+//! User space credits waits still in flight to the slices they overlap: a
+//! thread's totals name the start of its latest counted lock wait and
+//! sleep, and an in-flight entry is deleted only after its wait is counted,
+//! so a reader never sees a wait neither in flight nor counted.
 
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
@@ -140,7 +145,6 @@ pub fn mdiag_cont_lock_end(ctx: BtfTracePointContext) -> i32 {
         // The end of a nested wait that was not timed.
         return 0;
     }
-    let _ = CONT_LOCK_INFLIGHT.remove(&tid);
     let delta = now_ns().saturating_sub(open.ts_ns);
     let w = (open.window & 1) as usize;
     if let Some(k) = CONT_LOCK_KINDS.get_ptr_mut(open.flags & LOCK_FLAGS_MASK) {
@@ -152,7 +156,11 @@ pub fn mdiag_cont_lock_end(ctx: BtfTracePointContext) -> i32 {
     if let Some(t) = thread_entry(tid, tgid) {
         t.lock_waits[w] += 1;
         t.lock_wait_ns[w] += delta;
+        t.last_lock_start_ns = open.ts_ns;
     }
+    // Last: while the entry is in flight, the thread's counters either do
+    // not hold the wait yet or name it, never neither.
+    let _ = CONT_LOCK_INFLIGHT.remove(&tid);
     0
 }
 
@@ -210,7 +218,6 @@ pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
     };
     // SAFETY: valid map value pointer; copied before the delete below.
     let sleep = unsafe { *sleep };
-    let _ = CONT_OFFCPU.remove(&next_tid);
     let delta = now.saturating_sub(sleep.ts_ns);
     let w = (sleep.window & 1) as usize;
     if let Some(t) = CONT_THREADS.get_ptr_mut(&next_tid) {
@@ -218,6 +225,7 @@ pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
         let t = unsafe { &mut *t };
         t.dstate_sleeps[w] += 1;
         t.dstate_ns[w] += delta;
+        t.last_dstate_start_ns = sleep.ts_ns;
     }
     let key = DStackKey {
         stack_id: sleep.stack_id,
@@ -253,5 +261,8 @@ pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
             }
         }
     }
+    // Last: while the entry is in flight, the counters either do not hold
+    // the sleep yet or name it, never neither.
+    let _ = CONT_OFFCPU.remove(&next_tid);
     0
 }

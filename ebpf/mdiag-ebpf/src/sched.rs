@@ -1,6 +1,12 @@
 //! Scheduler probe family (kernel side): voluntary / involuntary switches per
 //! thread, wakeup → on-CPU run-queue delay, all aggregated in maps.
 //!
+//! Every switch also records, per CPU, which observed thread runs there and
+//! since when (`SCHED_RUNNING`): user space credits runs in progress to the
+//! slices they overlap from it. A per-CPU record is rewritten at every
+//! switch on its CPU, so it never outlives the run it describes even when a
+//! switch-out goes unseen (a thread's own `last_in_ns` would).
+//!
 //! `sched_switch` is the BTF tracepoint so we get the raw `prev_state` and the
 //! `preempt` flag (the classic tracepoint folds preemption into
 //! `TASK_REPORT_MAX`). A switch is involuntary exactly when the kernel adds it
@@ -20,7 +26,7 @@ use aya_ebpf::{
 use mdiag_common::{
     hist::log2_bucket,
     sched::{
-        LastWakeup, MAX_CPUS, MAX_PENDING_WAKEUPS, MAX_THREADS, SchedCpu, TASK_COMM_LEN,
+        LastWakeup, MAX_CPUS, MAX_PENDING_WAKEUPS, MAX_THREADS, Running, SchedCpu, TASK_COMM_LEN,
         ThreadSched,
     },
 };
@@ -44,6 +50,9 @@ static SCHED_THREADS: HashMap<u32, ThreadSched> = HashMap::with_max_entries(MAX_
 static SCHED_WAKEUP_TS: HashMap<u32, u64> = HashMap::with_max_entries(MAX_PENDING_WAKEUPS, 0);
 #[map]
 static SCHED_CPU: PerCpuArray<SchedCpu> = PerCpuArray::with_max_entries(1, 0);
+/// Per CPU: the observed thread running there now, and since when.
+#[map]
+static SCHED_RUNNING: PerCpuArray<Running> = PerCpuArray::with_max_entries(1, 0);
 /// Indexed by CPU: the last observed thread woken onto that CPU.
 #[map]
 static SCHED_LAST_WAKEUP: Array<LastWakeup> = Array::with_max_entries(MAX_CPUS, 0);
@@ -212,6 +221,7 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
             }
             if t.last_in_ns != 0 && now > t.last_in_ns {
                 t.oncpu_ns += now - t.last_in_ns;
+                t.last_run_start_ns = t.last_in_ns;
             }
             t.last_in_ns = 0;
             // The current name: threads often rename themselves after their
@@ -222,6 +232,21 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
         }
     }
 
+    // What runs on this CPU from now on (nothing observed: tid 0). After
+    // prev's run is counted: a reader sees it running or counted (its
+    // start in `last_run_start_ns`), never neither.
+    if let Some(r) = SCHED_RUNNING.get_ptr_mut(0) {
+        let running = match next_ids {
+            (Some(tid), Some(tgid)) if tid != 0 && observed(tgid) => Running {
+                tid,
+                tgid,
+                since_ns: now,
+            },
+            _ => Running::default(),
+        };
+        // SAFETY: this CPU's slot; programs on one CPU do not nest here.
+        unsafe { *r = running };
+    }
     // next: going on CPU now.
     let (Some(next_tid), Some(next_tgid)) = next_ids else {
         cpu.drop_read_failed += 1;

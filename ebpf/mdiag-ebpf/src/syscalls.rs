@@ -179,7 +179,6 @@ pub fn mdiag_sys_exit(ctx: BtfTracePointContext) -> i32 {
     };
     // SAFETY: valid map value pointer; copied out before the delete below.
     let entry = unsafe { *ptr };
-    let _ = SYS_INFLIGHT.remove(&tid);
     let ret: i64 = ctx.arg(1);
     let now = now_ns();
     let delta = now.saturating_sub(entry.ts_ns);
@@ -228,6 +227,7 @@ pub fn mdiag_sys_exit(ctx: BtfTracePointContext) -> i32 {
             if futex_wait {
                 t.futex_waits += 1;
                 t.futex_wait_ns += delta;
+                t.last_futex_start_ns = entry.ts_ns;
                 if entry.in_checkpoint != 0 {
                     t.futex_waits_in_checkpoint += 1;
                     t.futex_wait_ns_in_checkpoint += delta;
@@ -263,5 +263,8 @@ pub fn mdiag_sys_exit(ctx: BtfTracePointContext) -> i32 {
             }
         }
     }
+    // Last: while the entry is in flight, the counters above either do not
+    // hold the call yet or name it (`last_futex_start_ns`), never neither.
+    let _ = SYS_INFLIGHT.remove(&tid);
     0
 }

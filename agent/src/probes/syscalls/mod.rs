@@ -170,18 +170,14 @@ impl SyscallsReader {
 
     /// The slice since the previous call, with the rseq calls received since.
     pub fn next_slice(&mut self) -> Result<SyscallsSlice, SyscallsError> {
-        let before = self.futex_waits_in_flight();
+        let open = self.futex_waits_in_flight();
         let at_ns = super::monotonic_now_ns();
         let now = self.snapshot()?;
-        let after = self.waits_after(&before, &now);
+        let open = uncounted_waits(open, &now);
         let mut slice = slice_between(&self.last, &now);
-        let cut = credit::Cut {
-            before: &before,
-            after: &after,
-            at_ns,
-        };
+        let cut = credit::Cut { open: &open, at_ns };
         self.credit
-            .apply(&mut slice, cut, |tid| ended_waits(&now, tid));
+            .apply(&mut slice, cut, |tid| last_counted_wait(&now, tid));
         self.poll();
         slice.rseq = std::mem::take(&mut self.pending_rseq);
         self.prune_exited(&now);
@@ -192,17 +188,13 @@ impl SyscallsReader {
     /// Starts the slices now: counters and waits before this instant are
     /// left out of the first slice (rseq events received so far are kept).
     pub fn rebase(&mut self) -> Result<(), SyscallsError> {
-        let before = self.futex_waits_in_flight();
+        let open = self.futex_waits_in_flight();
         let at_ns = super::monotonic_now_ns();
         self.last = self.snapshot()?;
-        let after = self.waits_after(&before, &self.last);
-        let cut = credit::Cut {
-            before: &before,
-            after: &after,
-            at_ns,
-        };
+        let open = uncounted_waits(open, &self.last);
         let last = &self.last;
-        self.credit.begin(cut, |tid| ended_waits(last, tid));
+        let cut = credit::Cut { open: &open, at_ns };
+        self.credit.begin(cut, |tid| last_counted_wait(last, tid));
         Ok(())
     }
 
@@ -285,7 +277,8 @@ impl SyscallsReader {
             .collect()
     }
 
-    /// Futex waits in flight now, thread group not yet known (0).
+    /// Futex waits in flight now, thread group not yet known (0). Read
+    /// before the counters: see [`crate::probes::credit`].
     fn futex_waits_in_flight(&self) -> Vec<credit::InflightWait> {
         self.inflight
             .iter()
@@ -297,33 +290,7 @@ impl SyscallsReader {
                 tid,
                 tgid: 0,
                 start_ns: e.ts_ns,
-                in_checkpoint: e.in_checkpoint != 0,
-            })
-            .collect()
-    }
-
-    /// The waits in flight after the counters were read into `now`. Only
-    /// those also in flight `before` the read are ever credited, so only
-    /// theirs get a thread group (from the counters, else /proc; a wait
-    /// whose thread exited is dropped).
-    fn waits_after(
-        &self,
-        before: &[credit::InflightWait],
-        now: &SyscallsSnapshot,
-    ) -> Vec<credit::InflightWait> {
-        self.futex_waits_in_flight()
-            .into_iter()
-            .filter_map(|mut w| {
-                let spanning = before
-                    .iter()
-                    .any(|b| b.tid == w.tid && b.start_ns == w.start_ns);
-                if spanning {
-                    w.tgid = match now.threads.get(&w.tid) {
-                        Some(t) => t.tgid,
-                        None => delta::tgid_of(w.tid)?,
-                    };
-                }
-                Some(w)
+                key: e.in_checkpoint != 0,
             })
             .collect()
     }
@@ -340,9 +307,26 @@ impl SyscallsReader {
     }
 }
 
-/// Waits `tid` has ended so far (the kernel's cumulative count).
-fn ended_waits(s: &SyscallsSnapshot, tid: u32) -> u64 {
-    s.threads.get(&tid).map_or(0, |t| t.futex_waits)
+/// Start of the latest futex wait of `tid` counted in `s` (0: none).
+fn last_counted_wait(s: &SyscallsSnapshot, tid: u32) -> u64 {
+    s.threads.get(&tid).map_or(0, |t| t.last_futex_start_ns)
+}
+
+/// The waits in flight read just before the counters `now` that these do
+/// not hold yet, with their thread groups (from the counters, else /proc; a
+/// wait whose thread exited is left out).
+fn uncounted_waits(
+    open: Vec<credit::InflightWait>,
+    now: &SyscallsSnapshot,
+) -> Vec<credit::InflightWait> {
+    crate::probes::credit::uncounted(
+        open,
+        |tid| last_counted_wait(now, tid),
+        |tid| match now.threads.get(&tid) {
+            Some(t) => Some(t.tgid),
+            None => delta::tgid_of(tid),
+        },
+    )
 }
 
 fn add_stats(mut a: SyscallStats, b: &SyscallStats) -> SyscallStats {

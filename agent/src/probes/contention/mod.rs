@@ -1,0 +1,282 @@
+//! Contention family, user side: per-thread kernel lock waits and D-state
+//! sleeps, lock kinds and D-state kernel stacks, each split by checkpoint
+//! window, turned into one [`ContentionSlice`] per second.
+//!
+//! As for the other families the kernel counters are cumulative and a slice
+//! is the difference of two snapshots ([`slice`]). The kernel adds a wait's
+//! time when it ends, so the waits still in flight at a cut are credited up
+//! to it and the credit is taken back when they end ([`credit`]): a long
+//! D-state sleep or lock wait is split over the slices it overlaps. Kernel
+//! stacks are symbolized once per stack id with /proc/kallsyms (ids are
+//! stable: the stack map is never cleared while recording) and kept for the
+//! recording's `kernel_stacks`.
+
+pub mod credit;
+pub mod slice;
+
+use std::collections::{BTreeMap, HashMap};
+
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
+};
+use mdiag_common::contention::{
+    ContentionDrops, DStackKey, DStackStats, LOCK_KINDS, LockInflight, LockKindStats, MAP_DROPS,
+    MAP_DSTACKS, MAP_LOCK_INFLIGHT, MAP_LOCK_KINDS, MAP_OFFCPU, MAP_STACKS, MAP_THREADS, OffCpu,
+    ThreadContention,
+};
+
+pub use self::slice::slice_between;
+use self::{
+    credit::{ContentionCut, InFlight, WaitCredit},
+    slice::{delta_between, finish},
+};
+use super::delta;
+use crate::kstack::{self, KernelSymbols};
+use crate::recording::{ContentionSlice, KernelStack};
+
+/// Family name in the recording's `probes`.
+pub const FAMILY: &str = "contention";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContentionError {
+    #[error(transparent)]
+    Take(#[from] super::TakeMapError),
+    #[error("map {name}: {source}")]
+    Map {
+        name: &'static str,
+        source: aya::maps::MapError,
+    },
+}
+
+/// Cumulative counters at one instant.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContentionSnapshot {
+    pub threads: HashMap<u32, ThreadContention>,
+    /// Index = `LCB_F_*` flags, summed over CPUs.
+    pub lock_kinds: Vec<LockKindStats>,
+    /// Summed over CPUs.
+    pub dstacks: HashMap<DStackKey, DStackStats>,
+    pub drops: ContentionDrops,
+}
+
+pub struct ContentionReader {
+    threads: BpfHashMap<MapData, u32, ThreadContention>,
+    lock_kinds: PerCpuArray<MapData, LockKindStats>,
+    dstacks: PerCpuHashMap<MapData, DStackKey, DStackStats>,
+    stacks: StackTraceMap<MapData>,
+    drops: PerCpuArray<MapData, ContentionDrops>,
+    /// D-state sleeps and lock waits in progress (their start), by thread.
+    offcpu: BpfHashMap<MapData, u32, OffCpu>,
+    lock_inflight: BpfHashMap<MapData, u32, LockInflight>,
+    credit: WaitCredit,
+    ksyms: Option<KernelSymbols>,
+    /// Symbolized stacks referenced by a slice so far, by id.
+    seen_stacks: BTreeMap<u32, KernelStack>,
+    /// Current thread names from /proc, by tid (the kernel keeps the name a
+    /// thread had at its first wait, often before it named itself).
+    names: HashMap<u32, String>,
+    last: ContentionSnapshot,
+}
+
+impl ContentionReader {
+    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, ContentionError> {
+        let ksyms = KernelSymbols::load()
+            .map_err(|e| tracing::warn!(family = FAMILY, "kernel stacks stay unsymbolized: {e}"))
+            .ok();
+        let mut reader = Self {
+            threads: super::take_map(ebpf, MAP_THREADS)?,
+            lock_kinds: super::take_map(ebpf, MAP_LOCK_KINDS)?,
+            dstacks: super::take_map(ebpf, MAP_DSTACKS)?,
+            stacks: super::take_map(ebpf, MAP_STACKS)?,
+            drops: super::take_map(ebpf, MAP_DROPS)?,
+            offcpu: super::take_map(ebpf, MAP_OFFCPU)?,
+            lock_inflight: super::take_map(ebpf, MAP_LOCK_INFLIGHT)?,
+            credit: WaitCredit::default(),
+            ksyms,
+            seen_stacks: BTreeMap::new(),
+            names: HashMap::new(),
+            last: ContentionSnapshot::default(),
+        };
+        reader.last = reader.snapshot()?;
+        Ok(reader)
+    }
+
+    pub fn snapshot(&self) -> Result<ContentionSnapshot, ContentionError> {
+        let map_err = |name| move |source| ContentionError::Map { name, source };
+        let threads = self.threads.iter().flatten().collect();
+        let mut lock_kinds = Vec::with_capacity(LOCK_KINDS as usize);
+        for kind in 0..LOCK_KINDS {
+            let per_cpu = self
+                .lock_kinds
+                .get(&kind, 0)
+                .map_err(map_err(MAP_LOCK_KINDS))?;
+            lock_kinds.push(
+                per_cpu
+                    .iter()
+                    .fold(LockKindStats::default(), |a, b| LockKindStats {
+                        waits: [a.waits[0] + b.waits[0], a.waits[1] + b.waits[1]],
+                        wait_ns: [a.wait_ns[0] + b.wait_ns[0], a.wait_ns[1] + b.wait_ns[1]],
+                    }),
+            );
+        }
+        let dstacks = self
+            .dstacks
+            .iter()
+            .flatten()
+            .map(|(k, per_cpu)| {
+                let sum = per_cpu
+                    .iter()
+                    .fold(DStackStats::default(), |a, b| DStackStats {
+                        sleeps: a.sleeps + b.sleeps,
+                        ns: a.ns + b.ns,
+                    });
+                (k, sum)
+            })
+            .collect();
+        let per_cpu = self.drops.get(&0, 0).map_err(map_err(MAP_DROPS))?;
+        let drops = per_cpu
+            .iter()
+            .fold(ContentionDrops::default(), |a, b| ContentionDrops {
+                inflight_full: a.inflight_full + b.inflight_full,
+                thread_map_full: a.thread_map_full + b.thread_map_full,
+                stack_failed: a.stack_failed + b.stack_failed,
+                dstack_map_full: a.dstack_map_full + b.dstack_map_full,
+                nested: a.nested + b.nested,
+            });
+        Ok(ContentionSnapshot {
+            threads,
+            lock_kinds,
+            dstacks,
+            drops,
+        })
+    }
+
+    /// Starts the slices now: what was counted before is left out of the
+    /// first slice (the recording's clock starts here).
+    pub fn rebase(&mut self) -> Result<(), ContentionError> {
+        let open = self.in_flight();
+        let at_ns = super::monotonic_now_ns();
+        self.last = self.snapshot()?;
+        let open = uncounted(open, &self.last);
+        self.credit.begin(ContentionCut {
+            open: &open,
+            at_ns,
+            threads: &self.last.threads,
+        });
+        Ok(())
+    }
+
+    /// The slice since the previous call; symbolizes the stacks it names.
+    pub fn next_slice(&mut self) -> Result<ContentionSlice, ContentionError> {
+        let open = self.in_flight();
+        let at_ns = super::monotonic_now_ns();
+        let now = self.snapshot()?;
+        let open = uncounted(open, &now);
+        let mut delta = delta_between(&self.last, &now);
+        self.credit.apply(
+            &mut delta,
+            ContentionCut {
+                open: &open,
+                at_ns,
+                threads: &now.threads,
+            },
+        );
+        let mut slice = finish(delta);
+        for t in &mut slice.threads {
+            let name = self
+                .names
+                .entry(t.tid)
+                .or_insert_with(|| current_name(t.tgid, t.tid).unwrap_or_default());
+            if !name.is_empty() {
+                t.comm.clone_from(name);
+            }
+        }
+        for s in &slice.dstate_stacks {
+            if !self.seen_stacks.contains_key(&s.stack_id) {
+                let stack = self.symbolize(s.stack_id);
+                self.seen_stacks.insert(s.stack_id, stack);
+            }
+        }
+        self.last = now;
+        self.prune_exited();
+        Ok(slice)
+    }
+
+    /// Totals since attach, as one slice (for tests and checks).
+    pub fn totals_since_attach(&self) -> Result<ContentionSlice, ContentionError> {
+        Ok(slice_between(
+            &ContentionSnapshot::default(),
+            &self.snapshot()?,
+        ))
+    }
+
+    /// The D-state sleeps and lock waits in flight now (read before the
+    /// counters: see [`crate::probes::credit`]).
+    fn in_flight(&self) -> InFlight {
+        InFlight::from_maps(
+            self.offcpu.iter().flatten(),
+            self.lock_inflight.iter().flatten(),
+        )
+    }
+
+    /// Every stack referenced by a slice so far, by id.
+    pub fn kernel_stacks(&self) -> Vec<KernelStack> {
+        self.seen_stacks.values().cloned().collect()
+    }
+
+    fn symbolize(&self, stack_id: u32) -> KernelStack {
+        let frames: Vec<String> = match self.stacks.get(&stack_id, 0) {
+            Ok(trace) => trace
+                .frames()
+                .iter()
+                .map(|f| match &self.ksyms {
+                    Some(k) => k.frame(f.ip),
+                    None => format!("{:#x}", f.ip),
+                })
+                .collect(),
+            Err(e) => {
+                tracing::debug!(family = FAMILY, stack_id, "stack not readable: {e}");
+                Vec::new()
+            }
+        };
+        KernelStack {
+            stack_id,
+            signature: kstack::signature(&frames),
+            frames,
+        }
+    }
+
+    fn prune_exited(&mut self) {
+        let gone: Vec<u32> = self
+            .last
+            .threads
+            .iter()
+            .filter(|(tid, t)| !delta::thread_alive(t.tgid, **tid))
+            .map(|(tid, _)| *tid)
+            .collect();
+        for tid in &gone {
+            let _ = self.threads.remove(tid);
+            self.last.threads.remove(tid);
+            self.names.remove(tid);
+        }
+        self.credit.retain_threads(|tid| !gone.contains(&tid));
+    }
+}
+
+/// The waits of `open` the counters `now` do not hold yet, with their
+/// thread groups (from the counters, else /proc; a wait whose thread
+/// exited is left out).
+fn uncounted(open: InFlight, now: &ContentionSnapshot) -> InFlight {
+    open.uncounted(&now.threads, |tid| match now.threads.get(&tid) {
+        Some(t) => Some(t.tgid),
+        None => delta::tgid_of(tid),
+    })
+}
+
+/// The thread's name now (`/proc/TGID/task/TID/comm`), `None` once it exited.
+fn current_name(tgid: u32, tid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/comm"))
+        .ok()
+        .map(|s| s.trim_end_matches('\n').to_owned())
+}
