@@ -6,7 +6,6 @@
 //! stop the recording, and the recording must say when it stopped.
 
 use std::{
-    io::{BufRead, BufReader},
     net::TcpStream,
     path::Path,
     process::{Child, Command, Stdio},
@@ -14,7 +13,7 @@ use std::{
 };
 
 use mdiag::recording::{Recording, read_file};
-use mdiag_tests::{mdiag_bin, py_venv, require_root, run_mdiag};
+use mdiag_tests::{py_venv, require_root, run_mdiag, start_record};
 
 /// A SecantusDB server on a free port; killed on drop.
 struct Server {
@@ -116,36 +115,6 @@ fn prepare_catalogue(uri: &str) -> (u64, u64) {
     );
     let mut it = text.split_whitespace().map(|n| n.parse::<u64>().unwrap());
     (it.next().unwrap(), it.next().unwrap())
-}
-
-/// Starts `mdiag record ARGS` and returns once the probes are attached.
-fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
-    let mut child = Command::new(mdiag_bin())
-        .arg("record")
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("MDIAG_MONGODB_URI")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mdiag record");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        let n = stderr.read_line(&mut line).unwrap();
-        seen.push_str(&line);
-        assert!(n > 0, "mdiag exited before attaching: {seen}");
-        if line.contains("probes attached") {
-            break;
-        }
-    }
-    let rest = std::thread::spawn(move || {
-        let mut s = seen;
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
-        s
-    });
-    (child, rest)
 }
 
 fn finish(child: Child, stderr: std::thread::JoinHandle<String>, out: &Path) -> Recording {

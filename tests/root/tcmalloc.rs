@@ -12,7 +12,6 @@ use std::{
     io::{BufRead, BufReader, Write},
     path::PathBuf,
     process::{Child, ChildStdin, ChildStdout, Command, Stdio},
-    time::{Duration, Instant},
 };
 
 use mdiag::{
@@ -45,41 +44,7 @@ pub fn workload() -> PathBuf {
     p
 }
 
-/// Starts `mdiag record ARGS` and returns once it says the probes are
-/// attached, with a thread draining (and returning) its stderr.
-pub fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
-    let mut child = Command::new(mdiag_bin())
-        .arg("record")
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mdiag record");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let mut line = String::new();
-        let n = stderr.read_line(&mut line).unwrap();
-        seen.push_str(&line);
-        assert!(n > 0, "mdiag exited before attaching: {seen}");
-        if line.contains("probes attached") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no 'probes attached' line: {seen}"
-        );
-    }
-    let rest = std::thread::spawn(move || {
-        let mut s = seen;
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
-        s
-    });
-    (child, rest)
-}
+pub use mdiag_tests::start_record;
 
 /// Stops a recording started by [`start_record`] with SIGINT (mdiag keeps
 /// what it recorded) and waits for it.

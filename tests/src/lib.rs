@@ -86,16 +86,22 @@ pub fn run_mdiag(args: &[&str]) -> Output {
 /// attached (the recording's clock has started by then), with a thread
 /// draining its standard error.
 pub fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
+    // No colours, and no server from the caller's environment: a test that
+    // polls mongod names it with --uri.
     let mut child = Command::new(mdiag_bin())
         .arg("record")
         .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("MDIAG_MONGODB_URI")
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start mdiag record");
     let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
     let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // Attaching takes seconds on a loaded host; a minute or two is a hang.
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let mut line = String::new();
         let n = stderr.read_line(&mut line).expect("read mdiag's stderr");
