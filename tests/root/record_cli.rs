@@ -1,14 +1,15 @@
 //! `mdiag record` and `mdiag explain` as a user runs them, as root.
 
 use std::{
-    io::{BufRead, BufReader, Write},
+    io::{BufRead, Write},
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use mdiag::recording::{Recording, read_file};
 use mdiag_tests::{
-    finish, mdiag_bin, rel_diff, require_root, run_mdiag, start_record, thread_switches,
+    finish, mdiag_bin, rel_diff, require_root, run_mdiag, spawn_ready, start_record,
+    thread_switches,
 };
 
 const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
@@ -53,21 +54,15 @@ fn pid_mode_recording_matches_kernel_and_oversubscription_alone_is_no_wakeup_pre
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("spin.mdiag");
     let threads = 2 * mdiag::host::online_cpus() as usize + 2;
-    let mut spin = Command::new(SPIN)
-        .args([
-            "--threads",
-            &threads.to_string(),
-            "--spin-ms",
-            "2000",
-            "--wait-stdin",
-            "--linger",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (mut spin, mut spin_out) = spawn_ready(Command::new(SPIN).args([
+        "--threads",
+        &threads.to_string(),
+        "--spin-ms",
+        "2000",
+        "--wait-stdin",
+        "--linger",
+    ]));
     let pid = spin.id();
-    std::thread::sleep(Duration::from_millis(200));
     let (rec_child, rec_err) = start_record(&[
         "--duration",
         "5s",
@@ -80,9 +75,7 @@ fn pid_mode_recording_matches_kernel_and_oversubscription_alone_is_no_wakeup_pre
     let mut stdin = spin.stdin.take().unwrap();
     stdin.write_all(b"go\n").unwrap();
     let mut report = String::new();
-    BufReader::new(spin.stdout.take().unwrap())
-        .read_line(&mut report)
-        .unwrap();
+    spin_out.read_line(&mut report).unwrap();
     let (status, stdout, stderr) = finish(rec_child, rec_err);
     let end: u64 = thread_switches(pid).iter().map(|t| t.2).sum();
     drop(stdin);

@@ -7,8 +7,8 @@ use std::{process::Command, time::Duration};
 
 use mdiag::probes::{ProbeConfig, Probes};
 use mdiag_tests::{
-    finish, proc_stat_ctxt, rel_diff, require_root, schedstat, start_record, thread_migrations,
-    thread_switches,
+    finish, proc_stat_ctxt, rel_diff, require_root, schedstat, spawn_ready, start_record,
+    thread_migrations, thread_switches,
 };
 
 const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
@@ -60,22 +60,16 @@ fn target_involuntary_switches_match_each_thread() {
     require_root();
     let cpus = mdiag::host::online_cpus() as usize;
     let threads = 2 * cpus + 2;
-    let mut child = Command::new(SPIN)
-        .args([
-            "--threads",
-            &threads.to_string(),
-            "--spin-ms",
-            "1500",
-            "--wait-stdin",
-            "--linger",
-            "--hop",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn spin");
+    let (mut child, mut child_out) = spawn_ready(Command::new(SPIN).args([
+        "--threads",
+        &threads.to_string(),
+        "--spin-ms",
+        "1500",
+        "--wait-stdin",
+        "--linger",
+        "--hop",
+    ]));
     let pid = child.id();
-    std::thread::sleep(Duration::from_millis(200)); // threads created and parked
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(pid),
     })
@@ -87,9 +81,7 @@ fn target_involuntary_switches_match_each_thread() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"go\n").unwrap();
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    child_out.read_line(&mut line).unwrap();
     let end = thread_switches(pid);
     let end_migrations = thread_migrations(pid);
     let totals = probes.sched.as_mut().unwrap().next_slice().unwrap();
@@ -269,24 +261,14 @@ fn a_long_run_on_a_cpu_is_split_over_the_slices_it_overlaps() {
     if cpus > 1 {
         args.push("--rt");
     }
-    let mut child = Command::new(SPIN)
-        .args(&args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn spin");
+    let (mut child, mut child_out) = spawn_ready(Command::new(SPIN).args(&args));
     let pid = child.id();
-    // The spinning thread exists (parked at its start barrier) once the
-    // process has two threads.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let spinner = loop {
-        let tids: Vec<u32> = thread_switches(pid).iter().map(|t| t.0).collect();
-        if let Some(&t) = tids.iter().find(|&&t| t != pid) {
-            break t;
-        }
-        assert!(std::time::Instant::now() < deadline, "no spinning thread");
-        std::thread::yield_now();
-    };
+    // Ready: the spinning thread exists, parked at its start barrier.
+    let spinner = thread_switches(pid)
+        .iter()
+        .map(|t| t.0)
+        .find(|&t| t != pid)
+        .expect("the spinning thread");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("spin.mdiag");
     let (rec_child, rec_err) = start_record(&[
@@ -328,9 +310,7 @@ fn a_long_run_on_a_cpu_is_split_over_the_slices_it_overlaps() {
     };
     stdin.write_all(b"go\n").unwrap();
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    child_out.read_line(&mut line).unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let longest = sampler.join().unwrap();
     // The spinner is parked again: its runs are all counted.

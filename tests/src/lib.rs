@@ -2,9 +2,9 @@
 //! running mdiag, and reading kernel ground truth from /proc.
 
 use std::{
-    io::BufRead,
+    io::{BufRead, BufReader},
     path::PathBuf,
-    process::{Child, Command, Output, Stdio},
+    process::{Child, ChildStdout, Command, Output, Stdio},
     time::{Duration, Instant},
 };
 
@@ -22,6 +22,30 @@ pub fn mdiag_bin() -> PathBuf {
         p.display()
     );
     p
+}
+
+/// Spawns a workload that prints `ready` on stdout once it is set up (its
+/// threads exist and wait), and returns when it has: the synchronisation is
+/// the workload's own word, never a sleep. The rest of its stdout (its JSON
+/// report) is read from the returned reader.
+pub fn spawn_ready(cmd: &mut Command) -> (Child, BufReader<ChildStdout>) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+    let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = out
+            .read_line(&mut line)
+            .expect("reading the workload's stdout");
+        assert!(n > 0, "{cmd:?} ended before it printed `ready`");
+        if line.trim() == "ready" {
+            return (child, out);
+        }
+    }
 }
 
 /// Fails loudly (never skips) when not root: these tests must run in CI.

@@ -2,7 +2,8 @@
 //! report of the kernel's own per-thread switch counts as ground truth.
 //!
 //! mdiag-spin --threads N --spin-ms MS [--wait-stdin] [--linger]
-//!   --wait-stdin: threads start spinning only after a line on stdin.
+//!   --wait-stdin: threads start spinning only after a line on stdin; the
+//!     process prints `ready` first, once every thread exists and is parked.
 //!   --hop:        each thread starts pinned to CPU i % ncpu and moves itself
 //!                 to the next CPU halfway (a known number of migrations).
 //!   --linger:     after the report, keep every thread alive until stdin
@@ -11,7 +12,7 @@
 //!   --rt:         the spinning threads are SCHED_FIFO (priority 1): no
 //!                 ordinary task preempts them, so on their own CPU they run
 //!                 for long stretches without a context switch (needs root).
-//! Prints one JSON line on stdout: {"pid", "threads": [{"tid","voluntary",
+//! Then prints one JSON line on stdout: {"pid", "threads": [{"tid","voluntary",
 //! "nonvoluntary"}], "voluntary", "nonvoluntary", "spins"} where the totals
 //! cover every thread of the process, read while all of them are alive.
 use std::{
@@ -75,14 +76,20 @@ fn main() {
     // SAFETY: sysconf has no preconditions.
     let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
 
+    let parked = Arc::new(Barrier::new(threads + 1));
     let start = Arc::new(Barrier::new(threads + 1));
     let done = Arc::new(Barrier::new(threads + 1));
     let release = Arc::new(Barrier::new(threads + 1));
     let spins = Arc::new(AtomicU64::new(0));
     let handles: Vec<_> = (0..threads)
         .map(|i| {
-            let (start, done, release, spins) =
-                (start.clone(), done.clone(), release.clone(), spins.clone());
+            let (parked, start, done, release, spins) = (
+                parked.clone(),
+                start.clone(),
+                done.clone(),
+                release.clone(),
+                spins.clone(),
+            );
             std::thread::Builder::new()
                 .name(format!("spin{i}"))
                 .spawn(move || {
@@ -100,6 +107,7 @@ fn main() {
                             std::io::Error::last_os_error()
                         );
                     }
+                    parked.wait();
                     start.wait();
                     let t = Instant::now();
                     let mut n = 0u64;
@@ -122,7 +130,9 @@ fn main() {
                 .expect("spawn thread")
         })
         .collect();
+    parked.wait();
     if wait_stdin {
+        println!("ready");
         let mut line = String::new();
         let _ = std::io::stdin().lock().read_line(&mut line);
     }
