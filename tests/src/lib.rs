@@ -36,16 +36,21 @@ pub fn spawn_ready(cmd: &mut Command) -> (Child, BufReader<ChildStdout>) {
         .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
     let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
     let mut line = String::new();
-    loop {
+    let ready = loop {
         line.clear();
-        let n = out
-            .read_line(&mut line)
-            .expect("reading the workload's stdout");
-        assert!(n > 0, "{cmd:?} ended before it printed `ready`");
-        if line.trim() == "ready" {
-            return (child, out);
+        match out.read_line(&mut line) {
+            Ok(0) => break Err("it ended".to_owned()),
+            Ok(_) if line.trim() == "ready" => break Ok(()),
+            Ok(_) => {}
+            Err(e) => break Err(format!("reading its stdout: {e}")),
         }
+    };
+    if let Err(why) = ready {
+        let _ = child.kill();
+        let status = child.wait();
+        panic!("{cmd:?} never printed `ready`: {why} ({status:?})");
     }
+    (child, out)
 }
 
 /// Fails loudly (never skips) when not root: these tests must run in CI.
