@@ -8,8 +8,8 @@ use std::{
 
 use mdiag::recording::{Recording, read_file};
 use mdiag_tests::{
-    finish, mdiag_bin, rel_diff, require_root, run_mdiag, spawn_ready, start_record,
-    thread_switches,
+    finish, mdiag_bin, proc_stat_ctxt, rel_diff, require_root, run_mdiag, spawn_ready,
+    start_record, thread_switches,
 };
 
 const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
@@ -228,35 +228,61 @@ fn host_wide_recording_matches_proc_stat_per_slice() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("host.mdiag");
+    // Ground truth read here, not by mdiag: /proc/stat's ctxt around the
+    // whole recording (its window lies inside: an upper bound), and around
+    // the load, which runs inside the recording (a lower bound).
+    let ctxt_before_all = proc_stat_ctxt();
     let (rec_child, rec_err) = start_record(&[
         "--duration",
-        "3s",
+        "5s",
         "--host-wide",
         "-o",
         out.to_str().unwrap(),
     ]);
+    let ctxt_before_load = proc_stat_ctxt();
     let load = Command::new(PINGPONG)
         .args(["--ms", "2500"])
         .output()
         .unwrap();
+    let ctxt_after_load = proc_stat_ctxt();
+    let load_ended_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     assert!(load.status.success());
     let (status, _, stderr) = finish(rec_child, rec_err);
+    let ctxt_after_all = proc_stat_ctxt();
     assert!(status.success(), "{stderr}");
     let rec = read_file(&out).unwrap();
     crate::physics::assert_physical(&rec);
     assert!(rec.target.is_none());
     assert!(rec.probes.iter().all(|p| p.attached()), "{:?}", rec.probes);
+    assert!(
+        load_ended_ms < rec.ended_at.timestamp_millis(),
+        "the load ended at {load_ended_ms} ms (Unix), after the recording ({}): the lower bound needs it inside",
+        rec.ended_at
+    );
     let recorded: u64 = rec
         .slices
         .iter()
         .filter_map(|s| s.sched.as_ref())
         .map(|s| s.switches_total)
         .sum();
-    let truth = rec.checks.proc_stat_ctxt.unwrap();
-    assert!(truth > 10_000, "{truth}");
+    // Both count the same event (a switch to another task in __schedule).
+    let (inner, outer) = (
+        ctxt_after_load - ctxt_before_load,
+        ctxt_after_all - ctxt_before_all,
+    );
+    assert!(inner > 10_000, "the load switched only {inner} times");
     assert!(
-        rel_diff(recorded, truth) <= 0.05,
-        "recorded {recorded} vs /proc/stat {truth}"
+        recorded as f64 >= 0.98 * inner as f64 && recorded as f64 <= 1.02 * outer as f64,
+        "recorded {recorded}; /proc/stat {inner} during the load, {outer} around the recording"
+    );
+    // mdiag's own /proc/stat check (attach to last slice) lies between too.
+    let check = rec.checks.proc_stat_ctxt.unwrap();
+    assert!(
+        (inner..=outer).contains(&check),
+        "mdiag's check {check} outside /proc/stat's {inner}..={outer}"
     );
     let per_cpu: u64 = rec
         .slices
@@ -276,8 +302,8 @@ fn host_wide_recording_matches_proc_stat_per_slice() {
     }
     let covered: u64 = rec.slices.iter().map(|s| s.duration_ms).sum();
     assert!(
-        (2900..=3200).contains(&covered),
-        "slices cover {covered} ms of a 3 s recording"
+        (4900..=5200).contains(&covered),
+        "slices cover {covered} ms of a 5 s recording"
     );
     assert_detached();
 }
