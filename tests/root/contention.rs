@@ -207,6 +207,17 @@ fn mmap_lock_contention_is_attributed_to_the_threads_and_physically_bounded() {
         ns <= threads * (wall + 50_000_000),
         "{ns} > {threads} x {wall}"
     );
+    // And at least as long as the kernel says the threads slept in their
+    // loops (they sleep on nothing but mmap_lock; a wait also covers the
+    // spinning before the sleep). 90 %: schedstat and the probes' clocks
+    // are read at different instants, and a page fault's sleep may end on
+    // a different lock path.
+    let blocked = report["blocked_ns"].as_u64().unwrap();
+    eprintln!("the kernel's schedstat: {blocked} ns asleep in the loops");
+    assert!(
+        ns as f64 >= 0.9 * blocked as f64,
+        "recorded {ns} ns of lock waits; the threads slept {blocked} ns on the lock"
+    );
     // The fight is for mmap_lock: an rwsem.
     let rwsem: u64 = kinds
         .iter()

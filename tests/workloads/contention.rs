@@ -10,7 +10,11 @@
 //! --mode mmap --threads T --ms MS:
 //!     T threads mmap / touch / munmap 256 KiB regions for MS ms: they fight
 //!     for the process's mmap_lock (an rwsem taken for writing by mmap and
-//!     munmap, for reading by page faults). JSON: {"pid", "wall_ns", "tids", "maps"}.
+//!     munmap, for reading by page faults). JSON: {"pid", "wall_ns", "tids",
+//!     "maps", "blocked_ns"}: blocked_ns is, summed over the threads, the
+//!     time each spent off its CPU and not waiting to run, during its loop,
+//!     from the kernel's schedstat (wall − on-CPU − run-queue wait). The loop
+//!     sleeps on nothing but mmap_lock, so that is time asleep on the lock.
 //! --mode quiet --threads T --ms MS:
 //!     T threads sleep MS ms (nothing to contend). Same JSON as mmap.
 //! --mode vfork --ms MS:
@@ -105,18 +109,21 @@ fn dstate(dir: &str, threads: u64, writes: u64) -> String {
 
 fn mmap_or_quiet(busy: bool, threads: u64, ms: u64) -> String {
     let maps = Arc::new(AtomicU64::new(0));
+    let blocked = Arc::new(AtomicU64::new(0));
     let start = Arc::new(Barrier::new(threads as usize + 1));
     let handles: Vec<_> = (0..threads)
         .map(|_| {
-            let (maps, start) = (maps.clone(), start.clone());
+            let (maps, blocked, start) = (maps.clone(), blocked.clone(), start.clone());
             std::thread::spawn(move || {
                 let me = tid();
                 start.wait();
-                let end = Instant::now() + Duration::from_millis(ms);
+                let began = Instant::now();
+                let end = began + Duration::from_millis(ms);
                 if !busy {
                     std::thread::sleep(Duration::from_millis(ms));
                     return me;
                 }
+                let (run0, wait0) = thread_schedstat();
                 while Instant::now() < end {
                     // SAFETY: an anonymous private mapping, touched only
                     // within its length, unmapped before the next one.
@@ -137,6 +144,13 @@ fn mmap_or_quiet(busy: bool, threads: u64, ms: u64) -> String {
                     }
                     maps.fetch_add(1, Ordering::Relaxed);
                 }
+                let (run1, wait1) = thread_schedstat();
+                let wall = began.elapsed().as_nanos() as u64;
+                blocked.fetch_add(
+                    wall.saturating_sub(run1 - run0)
+                        .saturating_sub(wait1 - wait0),
+                    Ordering::Relaxed,
+                );
                 me
             })
         })
@@ -148,11 +162,25 @@ fn mmap_or_quiet(busy: bool, threads: u64, ms: u64) -> String {
         .map(|h| h.join().expect("thread").to_string())
         .collect();
     format!(
-        r#"{{"pid":{},"wall_ns":{},"tids":[{}],"maps":{}}}"#,
+        r#"{{"pid":{},"wall_ns":{},"tids":[{}],"maps":{},"blocked_ns":{}}}"#,
         std::process::id(),
         t.elapsed().as_nanos(),
         tids.join(","),
-        maps.load(Ordering::Relaxed)
+        maps.load(Ordering::Relaxed),
+        blocked.load(Ordering::Relaxed)
+    )
+}
+
+/// The calling thread's time on the CPU and waiting on a run queue, in ns,
+/// from /proc/thread-self/schedstat (the kernel's own accounting).
+fn thread_schedstat() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    let mut f = text
+        .split_whitespace()
+        .map(|v| v.parse::<u64>().expect("a number"));
+    (
+        f.next().expect("on-CPU ns"),
+        f.next().expect("run-queue ns"),
     )
 }
 
