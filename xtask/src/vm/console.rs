@@ -205,6 +205,8 @@ pub(super) fn console_trouble(text: &str) -> Vec<String> {
         "RIP:",
         "pc :",
         "Krnl PSW",
+        // The bytes at the fault, to tell a patch site from ordinary code.
+        "Code:",
     ];
     let mut trouble: Vec<String> = Vec::new();
     for l in &lines {
@@ -219,7 +221,26 @@ pub(super) fn console_trouble(text: &str) -> Vec<String> {
             .collect();
     }
     trouble.truncate(8);
+    trouble.extend(first_call_trace(&lines));
     trouble
+}
+
+/// The first call trace's frames (up to 10, unreliable `?` guesses left out):
+/// where the kernel was when it stopped, which the RIP line alone cannot say.
+fn first_call_trace(lines: &[&str]) -> Vec<String> {
+    let Some(start) = lines.iter().position(|l| l.contains("Call Trace:")) else {
+        return Vec::new();
+    };
+    lines[start + 1..]
+        .iter()
+        .map(|l| l.split_once("] ").map_or(*l, |(_, rest)| rest).trim())
+        .take_while(|f| {
+            !f.starts_with("RIP:") && !f.starts_with("---[") && !f.starts_with("Modules")
+        })
+        .filter(|f| !f.starts_with('?') && !f.starts_with('<'))
+        .take(10)
+        .map(|f| format!("  at {f}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -282,6 +303,24 @@ mod tests {
             ]
         );
         assert_eq!(console_trouble("a\nb\n\nc\n"), ["a", "b", "c"]);
+        let oops = "[   31.22] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\r\n\
+                    [   31.22] RIP: 0010:__schedule+0x5b8/0xbf0\r\n\
+                    [   31.22] Call Trace:\r\n\
+                    [   31.22]  <TASK>\r\n\
+                    [   31.22]  ? die+0x36/0x90\r\n\
+                    [   31.22]  schedule+0x27/0xf0\r\n\
+                    [   31.22]  do_nanosleep+0x6b/0x190\r\n\
+                    [   31.22]  </TASK>\r\n\
+                    [   31.22] Modules linked in:\r\n";
+        assert_eq!(
+            console_trouble(oops),
+            [
+                "[   31.22] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI",
+                "[   31.22] RIP: 0010:__schedule+0x5b8/0xbf0",
+                "  at schedule+0x27/0xf0",
+                "  at do_nanosleep+0x6b/0x190",
+            ]
+        );
         assert!(!parse_log(log).finished);
     }
 
