@@ -399,14 +399,48 @@ fn explain_ftdc_alone_and_joined_to_a_recording() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/diagnostic.data"));
 
-    // Joined: a recording made of the same seconds without mongod data gets
-    // them back from FTDC by time.
+    // Joined: a recording without mongod data gets it from FTDC by time.
+    // Ground truth read without mdiag (tests/root/py/ftdc_times.py decodes
+    // the chunks with pymongo's bson): every sample's time, and the version.
+    let truth = ftdc_times(&ftdc);
+    let starts: Vec<i64> = truth["starts_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!(truth["version"], "7.0.0-rc6");
+    // The newest 20 samples, as an old recording of those seconds would be.
     let read = mdiag::mongo::ftdc::read(&ftdc, None, None, 20).unwrap();
     let mut rec = mdiag::mongo::ftdc::recording_from_ftdc(&read);
+    let t0 = rec.started_at.timestamp_millis();
+    assert_eq!(t0, starts[starts.len() - 20], "the 20th newest sample");
+    // 20 one-second slices from there, past the last sample: only the first
+    // few have a sample within mdiag's join tolerance of their middle.
+    let mut template = rec.slices[0].clone();
+    template.mongod = None;
     rec.mongod = None;
-    for s in &mut rec.slices {
-        s.mongod = None;
-    }
+    rec.slices = (0..20u64)
+        .map(|i| {
+            let mut s = template.clone();
+            s.start_ms = i * 1000;
+            s.duration_ms = 1000;
+            s
+        })
+        .collect();
+    let tolerance = mdiag::mongo::ftdc::JOIN_TOLERANCE_MS;
+    let expected = rec
+        .slices
+        .iter()
+        .filter(|s| {
+            let mid = t0 + (s.start_ms + s.duration_ms / 2) as i64;
+            starts.iter().any(|&t| (t - mid).abs() <= tolerance)
+        })
+        .count();
+    assert!(
+        (2..20).contains(&expected),
+        "{expected} of 20 slices near a sample: the layout no longer straddles the end"
+    );
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("old.mdiag");
     mdiag::recording::write_atomic(&rec, &file).unwrap();
@@ -421,7 +455,23 @@ fn explain_ftdc_alone_and_joined_to_a_recording() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let m = &v["measurements"]["mongod"];
-    assert_eq!(m["seconds_with_sample"], 20, "{m}");
-    assert_eq!(m["ftdc"]["joined_slices"], 20);
-    assert_eq!(m["version"], "7.0.0-rc6");
+    assert_eq!(m["seconds_with_sample"], expected, "{m}");
+    assert_eq!(m["ftdc"]["joined_slices"], expected);
+    assert_eq!(m["version"], truth["version"]);
+}
+
+/// What tests/root/py/ftdc_times.py reads from an FTDC directory.
+fn ftdc_times(dir: &Path) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("root/py/ftdc_times.py");
+    let out = Command::new(py_venv().join("bin/python"))
+        .arg(script)
+        .arg(dir)
+        .output()
+        .expect("running ftdc_times.py");
+    assert!(
+        out.status.success(),
+        "ftdc_times.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("ftdc_times.py's JSON")
 }
