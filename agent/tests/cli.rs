@@ -137,6 +137,17 @@ fn record_bad_arguments() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+#[test]
+fn nonsense_alloc_windows_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = mdiag(
+        &["record", "--alloc-window", "1s", "--alloc-every", "500ms"],
+        dir.path(),
+    );
+    assert_clean_usage_error(&out, "--alloc-every");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0 to turn"));
+}
+
 fn ftdc_fixture() -> std::path::PathBuf {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/fixtures/ftdc/mongod-7.0.0-rc6");

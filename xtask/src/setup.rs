@@ -70,7 +70,7 @@ pub fn setup() -> Result<()> {
 // ------------------------------------------------------------ python ----
 
 /// The venv holding SecantusDB; integration tests find `secantusd-py` in its
-/// `bin/` through `MDIAG_PY_VENV`, which the root tier sets.
+/// `bin/` through `MDIAG_PY_VENV`, which the unit and root tiers set.
 pub fn py_venv_dir() -> Result<PathBuf> {
     Ok(crate::cmd::target_dir()?.join(PY_VENV))
 }

@@ -75,8 +75,10 @@ impl Tier {
                     ])
                     .run()
             }
+            // The venv: agent/tests/ftdc_cli.rs decodes FTDC with pymongo.
             Tier::Unit => Cmd::cargo()
                 .args(["test", "--workspace", "--exclude", "mdiag-tests"])
+                .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
                 .run(),
             Tier::Root => root(),
             Tier::Cross => crate::cross::cross(),
