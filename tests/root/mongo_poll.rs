@@ -6,76 +6,13 @@
 //! stop the recording, and the recording must say when it stopped.
 
 use std::{
-    net::TcpStream,
     path::Path,
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    process::{Child, Command},
+    time::Duration,
 };
 
 use mdiag::recording::{Recording, read_file};
-use mdiag_tests::{py_venv, require_root, run_mdiag, start_record};
-
-/// A SecantusDB server on a free port; killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn start() -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(py_venv().join("bin/secantusd-py"))
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--storage-path",
-            ])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start secantusd-py");
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "SecantusDB did not listen on {port} within 90 s"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Server {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    fn uri(&self) -> String {
-        format!("mongodb://127.0.0.1:{}", self.port)
-    }
-
-    fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill(2) on our own child's pid.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
-        assert_eq!(rc, 0);
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.signal(libc::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use mdiag_tests::{py_venv, require_root, run_mdiag, secantus::SecantusServer, start_record};
 
 /// Inserts `n` documents one by one with pymongo; returns when done.
 fn insert_load(uri: &str, n: u32) {
@@ -132,7 +69,7 @@ fn finish(child: Child, stderr: std::thread::JoinHandle<String>, out: &Path) -> 
 fn record_uri_finds_the_server_by_port_and_counts_its_inserts() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let server = Server::start();
+    let server = SecantusServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("mongo.mdiag");
     let uri = server.uri();
@@ -157,7 +94,7 @@ fn record_uri_finds_the_server_by_port_and_counts_its_inserts() {
 
     // The target is the process listening on the port.
     let target = rec.target.as_ref().expect("a target process");
-    assert_eq!(target.pid, server.child.id());
+    assert_eq!(target.pid, server.pid());
     assert_eq!(target.how, "port");
     let m = rec.mongod.as_ref().expect("mongod section");
     assert_eq!(m.source, "live");
@@ -226,7 +163,7 @@ fn record_uri_finds_the_server_by_port_and_counts_its_inserts() {
 fn a_server_that_stops_answering_is_marked_and_the_recording_completes() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let server = Server::start();
+    let server = SecantusServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("stop.mdiag");
     let uri = server.uri();

@@ -9,97 +9,14 @@
 //! `fsync` commands are the only checkpoints while mdiag records.
 
 use std::{
-    net::{TcpListener, TcpStream},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    process::Command,
 };
 
 use mdiag::recording::read_file;
-use mdiag_tests::require_root;
+use mdiag_tests::{require_root, secantus::SecantusServer};
 
 use crate::tcmalloc::{start_record, stop_record};
-
-/// A running `secantusd-py`, killed (and its storage removed) on drop.
-struct Server {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-/// A port nobody listens on now (the kernel's choice for port 0).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
-}
-
-impl Server {
-    /// Starts the server on a free port with storage in a new temporary
-    /// directory; a port can be taken between the probe and the server's
-    /// bind, so up to three tries. Fails the test with the server's log.
-    fn start(venv: &Path) -> Self {
-        let mut last_log = String::new();
-        for _ in 0..3 {
-            let dir = tempfile::tempdir().unwrap();
-            let port = free_port();
-            let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-            let child = Command::new(venv.join("bin/secantusd-py"))
-                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .arg("--storage-path")
-                .arg(dir.path().join("data"))
-                .env("SECANTUS_CHECKPOINT_SECONDS", "0")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("start secantusd-py");
-            let mut server = Server { child, port, dir };
-            if server.wait_accepting(Duration::from_secs(60)) {
-                return server;
-            }
-            last_log = server.log();
-        }
-        panic!("secantusd-py did not accept connections:\n{last_log}");
-    }
-
-    /// Waits until the server accepts a TCP connection; false if it exited
-    /// or the time ran out.
-    fn wait_accepting(&mut self, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            if TcpStream::connect_timeout(
-                &([127, 0, 0, 1], self.port).into(),
-                Duration::from_millis(200),
-            )
-            .is_ok()
-            {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        false
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The client: inserts `batches` batches of documents with pymongo and
 /// forces a checkpoint with `fsync` after each, timing every `fsync` on
@@ -132,7 +49,7 @@ fn checkpoints_of_secantusdb_are_seen_through_its_shared_object() {
     let _serial = mdiag_tests::serial();
     require_root();
     let venv = mdiag_tests::py_venv();
-    let server = Server::start(&venv);
+    let server = SecantusServer::start(&[("SECANTUS_CHECKPOINT_SECONDS", "0")]);
     let pid = server.pid();
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     assert!(
@@ -153,7 +70,7 @@ fn checkpoints_of_secantusdb_are_seen_through_its_shared_object() {
     ]);
     const BATCHES: usize = 6;
     let client = Command::new(python(&venv))
-        .args(["-c", CLIENT, &server.port.to_string()])
+        .args(["-c", CLIENT, &server.port().to_string()])
         .args([BATCHES.to_string(), "2000".to_string()])
         .output()
         .expect("run the pymongo client");
@@ -178,7 +95,7 @@ fn checkpoints_of_secantusdb_are_seen_through_its_shared_object() {
     let rec = read_file(&out).unwrap();
     crate::physics::assert_physical(&rec);
     // Its data directory comes from the WiredTiger.lock it holds open, under --storage-path.
-    let data = std::fs::canonicalize(server.dir.path().join("data")).unwrap();
+    let data = std::fs::canonicalize(server.data_dir()).unwrap();
     let db = rec.host.db_path.as_ref().expect("db_path recorded");
     assert!(
         db.path

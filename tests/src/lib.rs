@@ -1,6 +1,8 @@
 //! Helpers for the root integration suite (`root/`): locating binaries,
 //! running mdiag, and reading kernel ground truth from /proc.
 
+pub mod secantus;
+
 use std::{
     io::{BufRead, BufReader},
     path::PathBuf,

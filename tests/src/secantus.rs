@@ -1,0 +1,116 @@
+//! A SecantusDB server for the root suite: the MongoDB-wire server in Python
+//! with real WiredTiger inside, from the venv `cargo xtask setup` makes. One
+//! launcher for every test that needs a server (polling, WiredTiger probes).
+
+use std::{
+    net::{TcpListener, TcpStream},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::py_venv;
+
+/// A running `secantusd-py` on a port of its own, storage and log in a new
+/// temporary directory; resumed (if stopped), killed and reaped on drop.
+pub struct SecantusServer {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+/// A port nobody listens on now (the kernel's choice for port 0).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+impl SecantusServer {
+    /// Starts the server with `env` added to its environment and returns
+    /// once it accepts connections. A port can be taken between the probe
+    /// and the server's bind, so up to three tries; fails the test with the
+    /// server's log.
+    pub fn start(env: &[(&str, &str)]) -> Self {
+        let venv = py_venv();
+        let mut last_log = String::new();
+        for _ in 0..3 {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let port = free_port();
+            let log = std::fs::File::create(dir.path().join("server.log")).expect("server.log");
+            let child = Command::new(venv.join("bin/secantusd-py"))
+                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                .arg("--storage-path")
+                .arg(dir.path().join("data"))
+                .envs(env.iter().copied())
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("server.log"))
+                .stderr(log)
+                .spawn()
+                .expect("start secantusd-py");
+            let mut server = SecantusServer { child, port, dir };
+            if server.wait_accepting(Duration::from_secs(90)) {
+                return server;
+            }
+            last_log = server.log();
+        }
+        panic!("secantusd-py did not accept connections:\n{last_log}");
+    }
+
+    /// Waits until the server accepts a TCP connection; false if it exited
+    /// or the time ran out.
+    fn wait_accepting(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            let addr = ([127, 0, 0, 1], self.port).into();
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn uri(&self) -> String {
+        format!("mongodb://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's data directory (its dbPath).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// What the server printed so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// Sends `sig` to the server (SIGSTOP makes it a wedged server).
+    pub fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill({}, {sig})", self.child.id());
+    }
+}
+
+impl Drop for SecantusServer {
+    fn drop(&mut self) {
+        // Resumed first, in case a test stopped it.
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGCONT) };
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
