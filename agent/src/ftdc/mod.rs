@@ -129,3 +129,5 @@ pub enum Corrupt {
 pub(crate) mod tests;
 #[cfg(test)]
 mod tests_damage;
+#[cfg(test)]
+mod tests_files;
