@@ -96,6 +96,20 @@ fn explain_future_version() {
 }
 
 #[test]
+fn explain_a_newer_builds_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = valid_recording_json();
+    v["slices_v2"] = serde_json::json!([]);
+    write_zst(
+        &dir.path().join("n.mdiag"),
+        &serde_json::to_vec(&v).unwrap(),
+    );
+    let out = mdiag(&["explain", "n.mdiag"], dir.path());
+    assert_clean_usage_error(&out, "`slices_v2`");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("upgrade mdiag"));
+}
+
+#[test]
 fn explain_valid_but_empty_recording_works() {
     let dir = tempfile::tempdir().unwrap();
     write_zst(

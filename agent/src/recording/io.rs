@@ -46,6 +46,15 @@ pub enum RecordingError {
         found: u64,
         mine: &'static str,
     },
+    #[error(
+        "{path} has a field this mdiag ({mine}) does not know, `{field}` (the file was written by mdiag {writer}): upgrade mdiag to read it"
+    )]
+    UnknownField {
+        path: PathBuf,
+        field: String,
+        writer: String,
+        mine: &'static str,
+    },
     #[error("cannot write recording {path}: {source}")]
     Write {
         path: PathBuf,
@@ -147,10 +156,35 @@ pub fn from_json(path: &Path, json: &[u8]) -> Result<Recording, RecordingError> 
             mine: env!("CARGO_PKG_VERSION"),
         });
     }
-    serde_json::from_value(value).map_err(|e| RecordingError::Corrupt {
-        path: path.to_owned(),
-        why: format!("format version {version} document does not have the expected shape: {e}"),
+    let writer = value
+        .get("mdiag_version")
+        .and_then(|v| v.as_str())
+        .unwrap_or("?")
+        .to_owned();
+    serde_json::from_value(value).map_err(|e| {
+        let message = e.to_string();
+        match unknown_field(&message) {
+            // Version 1 grows during 0.1: a newer build's field, not damage.
+            Some(field) => RecordingError::UnknownField {
+                path: path.to_owned(),
+                field: field.to_owned(),
+                writer,
+                mine: env!("CARGO_PKG_VERSION"),
+            },
+            None => RecordingError::Corrupt {
+                path: path.to_owned(),
+                why: format!(
+                    "format version {version} document does not have the expected shape: {message}"
+                ),
+            },
+        }
     })
+}
+
+/// The field named by serde's "unknown field `NAME`, expected ..." error.
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split_once('`').map(|(field, _)| field)
 }
 
 /// Writes `recording` to `path` atomically with mode 0600.
@@ -454,6 +488,43 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("upgrade mdiag"));
+    }
+
+    #[test]
+    fn a_newer_builds_field_asks_for_an_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.mdiag");
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["mdiag_version"] = serde_json::json!("0.1.7");
+        v["host"]["something_new"] = serde_json::json!(1);
+        std::fs::write(
+            &path,
+            zstd::encode_all(&serde_json::to_vec(&v).unwrap()[..], 3).unwrap(),
+        )
+        .unwrap();
+        let err = read_file(&path).unwrap_err();
+        assert!(
+            matches!(&err, RecordingError::UnknownField { field, writer, .. }
+                if field == "something_new" && writer == "0.1.7"),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("upgrade mdiag") && !text.contains("corrupt"),
+            "{text}"
+        );
+        // A field of the wrong type is still damage, not a newer build.
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["requested_duration_ms"] = serde_json::json!("soon");
+        std::fs::write(
+            &path,
+            zstd::encode_all(&serde_json::to_vec(&v).unwrap()[..], 3).unwrap(),
+        )
+        .unwrap();
+        assert!(matches!(
+            read_file(&path).unwrap_err(),
+            RecordingError::Corrupt { .. }
+        ));
     }
 
     #[test]
