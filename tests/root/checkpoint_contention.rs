@@ -8,8 +8,8 @@
 //! unsplit totals. Also end to end: `record` then `explain --format json`.
 
 use std::{
-    io::{BufRead, BufReader, Write},
-    process::{Command, Stdio},
+    io::{BufRead, Write},
+    process::Command,
 };
 
 use mdiag::probes::{ProbeConfig, Probes};
@@ -30,10 +30,8 @@ struct Run {
 fn run(checkpointers: &str) -> Run {
     let exe = workload();
     let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new(&exe)
-        .arg("--home")
-        .arg(home.path())
-        .args([
+    let (mut child, mut stdout) =
+        mdiag_tests::spawn_ready(Command::new(&exe).arg("--home").arg(home.path()).args([
             "--checkpoints",
             "5",
             "--interval-ms",
@@ -43,15 +41,8 @@ fn run(checkpointers: &str) -> Run {
             "--checkpointers",
             checkpointers,
             "--stats",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn wtcheckpoint workload");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        ]));
     let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "workload did not start");
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(child.id()),
     })

@@ -8,8 +8,8 @@
 
 use std::{
     collections::BTreeSet,
-    io::{BufRead, BufReader, Write},
-    process::{Command, Stdio},
+    io::{BufRead, Write},
+    process::Command,
 };
 
 use mdiag::{
@@ -31,16 +31,8 @@ fn run(
     ContentionSlice,
     Vec<mdiag::recording::KernelStack>,
 ) {
-    let mut child = Command::new(WORKLOAD)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn contention workload");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut stdout) = mdiag_tests::spawn_ready(Command::new(WORKLOAD).args(args));
     let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "workload did not start");
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(child.id()),
     })
@@ -254,17 +246,9 @@ fn a_quiet_process_shows_almost_no_contention() {
 fn record_mode(args: &[&str], during: impl FnOnce(u32)) -> (Recording, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("contention.mdiag");
-    let mut child = Command::new(WORKLOAD)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn contention workload");
-    let pid = child.id();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut stdout) = mdiag_tests::spawn_ready(Command::new(WORKLOAD).args(args));
     let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "workload did not start");
+    let pid = child.id();
     let (rec_child, rec_err) = start_record(&[
         "--duration",
         "8s",

@@ -7,9 +7,8 @@
 //! value on each side of the threshold for the test and restored after.
 
 use std::{
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
 };
 
 use mdiag::recording::read_file;
@@ -107,21 +106,15 @@ fn readahead_of_the_wiredtiger_home_disk_matches_sysfs_and_the_rule_follows_it()
     let home = tempfile::tempdir().unwrap();
     let home_path = std::fs::canonicalize(home.path()).unwrap();
     let (majmin, disk) = disk_of(&home_path);
-    let mut child = Command::new(&exe)
-        .arg("--home")
-        .arg(&home_path)
-        .args(["--checkpoints", "1", "--writers", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn wtcheckpoint workload");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
     // WiredTiger is open (WiredTiger.lock held) once it says so; it then
     // waits on stdin, holding it, while mdiag records.
-    assert_eq!(line.trim(), "ready", "workload did not start");
+    let (mut child, _stdout_held_open) =
+        mdiag_tests::spawn_ready(Command::new(&exe).arg("--home").arg(&home_path).args([
+            "--checkpoints",
+            "1",
+            "--writers",
+            "0",
+        ]));
     let pid = child.id().to_string();
 
     // One value on each side of 16 KiB.

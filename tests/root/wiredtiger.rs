@@ -6,9 +6,9 @@
 //! fails with a clear message when the headers or library are missing.
 
 use std::{
-    io::{BufRead, BufReader, Write},
+    io::{BufRead, Write},
     path::PathBuf,
-    process::{Command, Stdio},
+    process::Command,
 };
 
 use mdiag::{
@@ -73,19 +73,10 @@ fn short_idle_checkpoints_are_seen_too() {
 fn check_checkpoints(args: &[&str]) {
     let exe = workload();
     let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new(&exe)
-        .arg("--home")
-        .arg(home.path())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn wtcheckpoint workload");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
     // WiredTiger is open (and libwiredtiger.so mapped) once it says so.
-    assert_eq!(line.trim(), "ready", "workload did not start");
+    let (mut child, mut stdout) =
+        mdiag_tests::spawn_ready(Command::new(&exe).arg("--home").arg(home.path()).args(args));
+    let mut line = String::new();
 
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(child.id()),
