@@ -5,6 +5,7 @@
 //! user side of the programs in `ebpf/mdiag-ebpf`), recordings in
 //! [`recording`], the `record` command in [`record`], rules in [`rules`],
 //! `explain` in [`explain`] and the renderers in [`report`].
+pub mod agent;
 pub mod app;
 pub mod cli;
 pub mod compare;
