@@ -10,6 +10,7 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::format_number;
+use super::view::{Block, Cell, Column, Line, Section, Table, md_code};
 use crate::probes::alloc::stats::percentile_pair;
 use crate::recording::Recording;
 
@@ -186,96 +187,55 @@ pub fn summary_line(a: &AllocMeasurements) -> String {
     line
 }
 
-/// Column headers of the per-function table.
-pub const HEADERS: [&str; 8] = [
-    "function (latencies in ns)",
-    "calls/s in windows",
-    "p50 raw",
-    "p50 corr.",
-    "p90 raw",
-    "p90 corr.",
-    "p99 raw",
-    "p99 corr.",
-];
-
-/// One table row per function (latencies in ns).
-pub fn rows(a: &AllocMeasurements) -> Vec<[String; 8]> {
-    a.functions
-        .iter()
-        .map(|f| {
-            [
-                f.symbol.clone(),
-                format_number(f.per_s_in_windows),
-                format_number(f.raw_p50_ns),
-                format_number(f.corrected_p50_ns),
-                format_number(f.raw_p90_ns),
-                format_number(f.corrected_p90_ns),
-                format_number(f.raw_p99_ns),
-                format_number(f.corrected_p99_ns),
-            ]
-        })
-        .collect()
-}
-
-/// The terminal block (without its heading), at most 100 columns wide.
-pub fn terminal_rows(a: &AllocMeasurements) -> Vec<String> {
-    let fmt = |r: &[String; 8]| {
-        format!(
-            "    {:<24} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            truncate(&r[0], 24),
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            r[5],
-            r[6],
-            r[7]
-        )
-    };
-    let head = [
+/// The allocator latency section: the summary, then one row per function
+/// (latencies in ns, raw and corrected).
+pub fn section(a: &AllocMeasurements) -> Section {
+    let mut out = Section::new(Some("Allocator latency"));
+    let line = summary_line(a);
+    out.push(Line::title("Allocator latency", Some(line.clone()), true))
+        .push(Block::Para(format!("{line}.")));
+    let mut columns = vec![Column::text(
         "function (ns)",
-        "calls/s",
-        "p50 raw",
-        "p50 corr",
-        "p90 raw",
-        "p90 corr",
-        "p99 raw",
-        "p99 corr",
-    ]
-    .map(str::to_owned);
-    let mut out = vec![fmt(&head)];
-    out.extend(rows(a).iter().map(fmt));
-    out
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_owned()
-    } else {
-        let mut t: String = s.chars().take(n - 1).collect();
-        t.push('…');
-        t
+        "function (latencies in ns)",
+        "",
+        24,
+    )];
+    columns.push(Column::num("calls/s", "calls/s in windows", " ", 10));
+    for p in ["p50", "p90", "p99"] {
+        columns.push(Column::num(
+            &format!("{p} raw"),
+            &format!("{p} raw"),
+            " ",
+            8,
+        ));
+        columns.push(Column::num(
+            &format!("{p} corr"),
+            &format!("{p} corr. (ns)"),
+            " ",
+            8,
+        ));
     }
-}
-
-/// The markdown block (without its heading).
-pub fn markdown(a: &AllocMeasurements) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{}.", summary_line(a));
-    let _ = writeln!(out);
-    if a.functions.is_empty() {
-        return out;
+    let mut t = Table::new("    ", columns);
+    t.header_when_empty = true;
+    for f in &a.functions {
+        let mut cells = vec![
+            Cell::two(&f.symbol, md_code(&f.symbol)),
+            Cell::new(format_number(f.per_s_in_windows)),
+        ];
+        cells.extend(
+            [
+                f.raw_p50_ns,
+                f.corrected_p50_ns,
+                f.raw_p90_ns,
+                f.corrected_p90_ns,
+                f.raw_p99_ns,
+                f.corrected_p99_ns,
+            ]
+            .map(|ns| Cell::new(format_number(ns))),
+        );
+        t.rows.push(cells.into());
     }
-    let _ = writeln!(
-        out,
-        "| {} |",
-        HEADERS.join(" | ").replace(" corr.", " corr. (ns)")
-    );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
-    for r in rows(a) {
-        let _ = writeln!(out, "| `{}` | {} |", r[0], r[1..].join(" | "));
-    }
-    let _ = writeln!(out);
+    out.push(Block::Table(t));
     out
 }
 
@@ -357,17 +317,15 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("overhead on the target 0.440 %"), "{line}");
+        let md = crate::report::markdown::render_sections(&[section(&a)]);
+        assert!(md.contains("| `malloc` | 500 | 1024 | 324 |"), "{md}");
+        let term = crate::report::terminal::render_sections(&[section(&a)], false);
+        assert!(term.lines().all(|r| r.chars().count() <= 100), "{term}");
+        let rows: Vec<&str> = term.lines().rev().take(2).collect();
+        assert!(rows[1].contains("function (ns)"), "{term}");
         assert!(
-            markdown(&a).contains("| `malloc` | 500 | 1024 | 324 |"),
-            "{}",
-            markdown(&a)
-        );
-        let rows = terminal_rows(&a);
-        assert_eq!(rows.len(), 2);
-        assert!(rows.iter().all(|r| r.chars().count() <= 100), "{rows:#?}");
-        assert!(
-            rows[1].contains("malloc") && rows[1].contains("324"),
-            "{rows:#?}"
+            rows[0].contains("malloc") && rows[0].contains("324"),
+            "{term}"
         );
     }
 

@@ -9,14 +9,15 @@
 //! rest of the wall time; both are "ms of waiting per second", and their
 //! ratio says how much more the threads wait while a checkpoint runs.
 
-use std::collections::{BTreeMap, HashMap};
-
 use serde::{Deserialize, Serialize};
 
+mod build;
+
 use super::format_number;
-use crate::recording::model::Recording;
-use crate::recording::{KernelStack, WindowSplit};
-use crate::threads::thread_class;
+use super::view::{Block, Cell, Column, Line, Section, Table, md_cell, md_code, truncate};
+use crate::recording::WindowSplit;
+
+pub use build::{build, union_ns};
 
 /// D-state stacks listed, by time.
 pub const TOP_STACKS: usize = 5;
@@ -120,239 +121,6 @@ pub fn split(w: &WindowSplit, checkpoint_s: f64, outside_s: f64) -> SplitMeasure
     }
 }
 
-#[derive(Default)]
-struct ClassTotals {
-    tids: std::collections::BTreeSet<u32>,
-    futex_ns: u64,
-    futex: WindowSplit,
-    lock_ns: u64,
-    dstate_ns: u64,
-    involuntary: u64,
-    wakeup_preempted: u64,
-    runq_ns: u64,
-    runq_delays: u64,
-}
-
-/// Contention measurements of `rec`; `None` when neither the syscalls nor
-/// the contention family recorded a slice.
-pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
-    let has_cont = rec.slices.iter().any(|s| s.contention.is_some());
-    let has_sys = rec.slices.iter().any(|s| s.syscalls.is_some());
-    if !has_cont && !has_sys {
-        return None;
-    }
-    let wall_ns: u64 = rec.slices.iter().map(|s| s.duration_ms * 1_000_000).sum();
-    let ckpts: Vec<_> = rec
-        .slices
-        .iter()
-        .filter_map(|s| s.wiredtiger.as_ref())
-        .flat_map(|w| &w.checkpoints)
-        .collect();
-    let ckpt_ns = union_ns(ckpts.iter().map(|c| (c.start_ns, c.duration_ns))).min(wall_ns);
-    let duration_s = wall_ns as f64 / 1e9;
-    let checkpoint_s = ckpt_ns as f64 / 1e9;
-    let outside_s = (wall_ns - ckpt_ns) as f64 / 1e9;
-
-    // Thread names: the contention family's (read from /proc, so current),
-    // else the sched family's (the name at the thread's first switch).
-    let mut comms: HashMap<u32, String> = HashMap::new();
-    for s in &rec.slices {
-        if let Some(c) = &s.contention {
-            for t in &c.threads {
-                comms.insert(t.tid, t.comm.clone());
-            }
-        }
-    }
-    for s in &rec.slices {
-        if let Some(sched) = &s.sched {
-            for t in &sched.threads {
-                comms.entry(t.tid).or_insert_with(|| t.comm.clone());
-            }
-        }
-    }
-    let class_of = |tid: u32| thread_class(comms.get(&tid).map_or("", String::as_str));
-
-    let mut futex = WindowSplit::default();
-    let mut locks = WindowSplit::default();
-    let mut dstate = WindowSplit::default();
-    let mut classes: BTreeMap<&'static str, ClassTotals> = BTreeMap::new();
-    let mut kinds: BTreeMap<String, WindowSplit> = BTreeMap::new();
-    let mut stacks: BTreeMap<u32, WindowSplit> = BTreeMap::new();
-    let mut drops = 0;
-    for s in &rec.slices {
-        if let Some(sys) = &s.syscalls {
-            for t in &sys.threads {
-                if t.futex_waits == 0 && t.futex_wait_ns == 0 {
-                    continue;
-                }
-                let inside_ns = t.futex_wait_ns_in_checkpoint.min(t.futex_wait_ns);
-                let inside = t.futex_waits_in_checkpoint.min(t.futex_waits);
-                let w = WindowSplit {
-                    outside: t.futex_waits - inside,
-                    outside_ns: t.futex_wait_ns - inside_ns,
-                    inside,
-                    inside_ns,
-                };
-                futex.add(&w);
-                let c = classes.entry(class_of(t.tid)).or_default();
-                c.tids.insert(t.tid);
-                c.futex_ns += t.futex_wait_ns;
-                c.futex.add(&w);
-            }
-        }
-        if let Some(cont) = &s.contention {
-            for t in &cont.threads {
-                locks.add(&t.lock);
-                dstate.add(&t.dstate);
-                let c = classes.entry(class_of(t.tid)).or_default();
-                c.tids.insert(t.tid);
-                c.lock_ns += t.lock.ns();
-                c.dstate_ns += t.dstate.ns();
-            }
-            for k in &cont.lock_kinds {
-                kinds.entry(k.kind.clone()).or_default().add(&k.waits);
-            }
-            for st in &cont.dstate_stacks {
-                stacks.entry(st.stack_id).or_default().add(&st.sleeps);
-            }
-            let d = &cont.drops;
-            drops += d.inflight_full + d.thread_map_full + d.stack_failed + d.dstack_map_full;
-        }
-    }
-    // Scheduler figures of the classes that waited.
-    for s in &rec.slices {
-        let Some(sched) = &s.sched else { continue };
-        for t in &sched.threads {
-            if let Some(c) = classes.get_mut(class_of(t.tid)) {
-                c.tids.insert(t.tid);
-                c.involuntary += t.involuntary;
-                c.wakeup_preempted += t.wakeup_preempted;
-                c.runq_ns += t.runq_delay_ns;
-                c.runq_delays += t.runq_delays;
-            }
-        }
-    }
-    let per_s = |v: f64| {
-        if duration_s > 0.0 {
-            v / duration_s
-        } else {
-            0.0
-        }
-    };
-    let mut class_rows: Vec<ClassContention> = classes
-        .into_iter()
-        .map(|(class, c)| {
-            let f = split(&c.futex, checkpoint_s, outside_s);
-            ClassContention {
-                class: class.to_owned(),
-                threads: c.tids.len() as u64,
-                futex_wait_ms_per_s: per_s(c.futex_ns as f64 / 1e6),
-                futex_inside_ms_per_s: f.inside_ms_per_s,
-                futex_outside_ms_per_s: f.outside_ms_per_s,
-                lock_wait_ms_per_s: per_s(c.lock_ns as f64 / 1e6),
-                dstate_ms_per_s: per_s(c.dstate_ns as f64 / 1e6),
-                involuntary_per_s: per_s(c.involuntary as f64),
-                wakeup_preempted_per_s: per_s(c.wakeup_preempted as f64),
-                runq_mean_us: if c.runq_delays > 0 {
-                    c.runq_ns as f64 / c.runq_delays as f64 / 1e3
-                } else {
-                    0.0
-                },
-            }
-        })
-        .collect();
-    let waited =
-        |c: &ClassContention| c.futex_wait_ms_per_s + c.lock_wait_ms_per_s + c.dstate_ms_per_s;
-    class_rows.sort_by(|a, b| waited(b).total_cmp(&waited(a)).then(a.class.cmp(&b.class)));
-
-    let mut lock_kinds: Vec<LockKindMeasurement> = kinds
-        .into_iter()
-        .map(|(kind, w)| LockKindMeasurement {
-            kind,
-            waits: w.count(),
-            wait_ms: w.ns() as f64 / 1e6,
-            inside_ms: w.inside_ns as f64 / 1e6,
-        })
-        .collect();
-    lock_kinds.sort_by(|a, b| b.wait_ms.total_cmp(&a.wait_ms).then(a.kind.cmp(&b.kind)));
-
-    let by_id: HashMap<u32, &KernelStack> =
-        rec.kernel_stacks.iter().map(|k| (k.stack_id, k)).collect();
-    let mut top_stacks: Vec<StackMeasurement> = stacks
-        .into_iter()
-        .map(|(stack_id, w)| {
-            let k = by_id.get(&stack_id);
-            StackMeasurement {
-                stack_id,
-                signature: k.and_then(|k| k.signature.clone()),
-                frames: k.map(|k| shown_frames(k)).unwrap_or_default(),
-                sleeps: w.count(),
-                total_ms: w.ns() as f64 / 1e6,
-                inside_ms: w.inside_ns as f64 / 1e6,
-            }
-        })
-        .collect();
-    top_stacks.sort_by(|a, b| {
-        b.total_ms
-            .total_cmp(&a.total_ms)
-            .then(a.stack_id.cmp(&b.stack_id))
-    });
-    top_stacks.truncate(TOP_STACKS);
-
-    Some(ContentionMeasurements {
-        duration_s,
-        checkpoints: ckpts.len() as u64,
-        checkpoint_s,
-        futex: has_sys.then(|| split(&futex, checkpoint_s, outside_s)),
-        kernel_locks: has_cont.then(|| split(&locks, checkpoint_s, outside_s)),
-        dstate: has_cont.then(|| split(&dstate, checkpoint_s, outside_s)),
-        classes: class_rows,
-        lock_kinds,
-        top_stacks,
-        drops,
-    })
-}
-
-/// Length of the union of `(start, duration)` intervals: overlapping
-/// checkpoints (a second one waiting for WiredTiger's checkpoint lock while
-/// the first runs) count once.
-pub fn union_ns(intervals: impl Iterator<Item = (u64, u64)>) -> u64 {
-    let mut v: Vec<(u64, u64)> = intervals.map(|(s, d)| (s, s.saturating_add(d))).collect();
-    v.sort_unstable();
-    let mut total = 0;
-    let mut cur: Option<(u64, u64)> = None;
-    for (s, e) in v {
-        match cur {
-            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
-            Some((cs, ce)) => {
-                total += ce - cs;
-                cur = Some((s, e));
-            }
-            None => cur = Some((s, e)),
-        }
-    }
-    total + cur.map_or(0, |(s, e)| e - s)
-}
-
-/// The frames from the signature outwards (the plumbing above it left out).
-fn shown_frames(k: &KernelStack) -> Vec<String> {
-    let start = k
-        .signature
-        .as_ref()
-        .and_then(|sig| {
-            k.frames
-                .iter()
-                .position(|f| f.split('+').next() == Some(sig.as_str()))
-        })
-        .unwrap_or(0);
-    k.frames
-        .iter()
-        .skip(start)
-        .take(STACK_FRAMES)
-        .cloned()
-        .collect()
-}
-
 /// "futex waits 120.0 ms/s inside checkpoints vs 3.0 ms/s outside (40×)".
 pub fn split_line(name: &str, s: &SplitMeasurement) -> String {
     if s.inside_ms_per_s.is_none() {
@@ -409,9 +177,121 @@ pub fn windows_line(c: &ContentionMeasurements) -> String {
     }
 }
 
+/// The contention section: the windows, the inside/outside split, lock
+/// kinds, D-state stacks and thread classes.
+pub fn section(c: &ContentionMeasurements) -> Section {
+    let mut out = Section::new(Some("Contention"));
+    let windows = windows_line(c);
+    out.push(Line::title("Contention", Some(windows.clone()), true))
+        .push(Block::Para(format!(
+            "{}.",
+            super::view::capitalise(&windows)
+        )));
+    let mut bullets = Vec::new();
+    for (name, s) in [
+        ("futex waits", &c.futex),
+        ("kernel lock waits", &c.kernel_locks),
+        ("D-state sleeps", &c.dstate),
+    ] {
+        if let Some(s) = s {
+            out.push(Line::wrapped("    ", split_line(name, s)));
+            bullets.push(split_line(&super::view::capitalise(name), s));
+        }
+    }
+    if !c.lock_kinds.is_empty() {
+        let kinds: Vec<String> = c
+            .lock_kinds
+            .iter()
+            .map(|k| format!("{} {} waits {:.1} ms", k.kind, k.waits, k.wait_ms))
+            .collect();
+        let line = format!("kernel locks by kind: {}", kinds.join(", "));
+        out.push(Line::wrapped("    ", line));
+    }
+    for k in &c.lock_kinds {
+        bullets.push(format!(
+            "Kernel lock {}: {} waits, {:.1} ms ({:.1} ms inside checkpoints)",
+            md_code(&k.kind),
+            k.waits,
+            k.wait_ms,
+            k.inside_ms
+        ));
+    }
+    for st in &c.top_stacks {
+        let signature = st.signature.as_deref().unwrap_or("(unknown)");
+        let frames = st.frames.join(" < ");
+        let figures = format!(
+            "{} sleeps, {:.1} ms ({:.1} ms inside checkpoints)",
+            st.sleeps, st.total_ms, st.inside_ms
+        );
+        out.push(Line::wrapped(
+            "    ",
+            format!("D state in {signature}: {figures}; {frames}"),
+        ));
+        bullets.push(format!(
+            "D state in {}: {figures}: {}",
+            md_code(signature),
+            md_cell(&frames)
+        ));
+    }
+    out.push(Block::Bullets(bullets));
+    let mut t = Table::new(
+        "    ",
+        vec![
+            Column::text("class", "Thread class", "", 15),
+            Column::num("threads", "Threads", " ", 7),
+            Column::num("futex ms/s", "Futex ms/s", " ", 10),
+            Column::num(
+                "(in/out ckpt)",
+                "Futex ms/s inside / outside checkpoints",
+                " ",
+                13,
+            ),
+            Column::num("lock ms/s", "Lock ms/s", " ", 9),
+            Column::num("D ms/s", "D-state ms/s", " ", 8),
+            Column::num("invol/s", "Involuntary/s", " ", 8),
+            Column::num("wkpre/s", "Wakeup-preempted/s", " ", 8),
+            Column::num("runq µs", "Run-queue mean µs", " ", 8),
+        ],
+    );
+    t.dim_header = false;
+    let rate = |r: Option<f64>, decimals: usize| {
+        r.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
+    };
+    let one = |v: f64| Cell::new(format!("{v:.1}"));
+    for k in &c.classes {
+        let (inside, outside) = (k.futex_inside_ms_per_s, k.futex_outside_ms_per_s);
+        t.rows.push(
+            vec![
+                Cell::two(truncate(&k.class, 15), md_code(&k.class)),
+                Cell::new(k.threads.to_string()),
+                one(k.futex_wait_ms_per_s),
+                Cell::two(
+                    format!("{}/{}", rate(inside, 0), rate(outside, 0)),
+                    format!("{} / {}", rate(inside, 1), rate(outside, 1)),
+                ),
+                one(k.lock_wait_ms_per_s),
+                one(k.dstate_ms_per_s),
+                one(k.involuntary_per_s),
+                one(k.wakeup_preempted_per_s),
+                one(k.runq_mean_us),
+            ]
+            .into(),
+        );
+    }
+    out.push(Block::Table(t));
+    if c.drops > 0 {
+        out.push(Line::plain(
+            "    ",
+            format!("{} waits not timed (maps full or no stack)", c.drops),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::recording::{KernelStack, model::Recording};
 
     #[test]
     fn split_divides_by_window_time_and_gives_the_ratio() {
@@ -529,37 +409,6 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_recording_is_split_by_window_grouped_by_class_with_stacks() {
-        let c = build(&recording()).unwrap();
-        assert_eq!(
-            (c.duration_s, c.checkpoints, c.checkpoint_s),
-            (10.0, 2, 1.0)
-        );
-        let f = c.futex.unwrap();
-        // 400 ms in 1 s of windows vs 90 ms in 9 s outside: 400 vs 10 ms/s.
-        assert_eq!(f.inside_ms_per_s, Some(400.0));
-        assert_eq!(f.outside_ms_per_s, Some(10.0));
-        assert_eq!(f.ratio, Some(40.0));
-        let d = c.dstate.unwrap();
-        assert_eq!((d.inside_count, d.outside_count), (3, 2));
-        assert_eq!(d.inside_ms_per_s, Some(30.0));
-        assert_eq!(c.classes[0].class, "conn");
-        // 490 ms of futex wait over 10 s; the four conn threads' sched figures.
-        assert_eq!(c.classes[0].futex_wait_ms_per_s, 49.0);
-        assert_eq!(c.classes[0].futex_inside_ms_per_s, Some(400.0));
-        assert_eq!(c.classes[0].futex_outside_ms_per_s, Some(10.0));
-        assert_eq!(c.classes[0].threads, 4);
-        assert!(c.classes[0].involuntary_per_s > 60.0);
-        assert_eq!(c.classes[1].class, "checkpointer");
-        assert_eq!(c.classes[1].dstate_ms_per_s, 5.0);
-        assert_eq!(c.lock_kinds[0].kind, "rwsem:W");
-        assert_eq!(c.lock_kinds[0].inside_ms, 9.0);
-        assert_eq!(c.top_stacks[0].signature.as_deref(), Some("xfs_ilock"));
-        assert_eq!(c.top_stacks[0].frames, vec!["xfs_ilock+0x2"]);
-        assert_eq!(c.top_stacks[0].total_ms, 50.0);
-    }
-
-    #[test]
     fn every_format_shows_the_split_the_stacks_and_the_classes() {
         let rec = recording();
         let report = crate::explain::explain(
@@ -592,30 +441,5 @@ pub(crate) mod tests {
         let json = crate::report::json::render(&report).unwrap();
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["measurements"]["contention"]["futex"]["ratio"], 40.0);
-    }
-
-    #[test]
-    fn without_syscalls_or_contention_there_is_nothing_to_split() {
-        assert_eq!(build(&crate::rules::testdata::oversubscribed()), None);
-    }
-
-    #[test]
-    fn overlapping_checkpoints_count_once() {
-        assert_eq!(union_ns([(0, 10), (5, 10), (20, 5)].into_iter()), 15 + 5);
-        assert_eq!(union_ns([(20, 5), (0, 100)].into_iter()), 100);
-        assert_eq!(union_ns(std::iter::empty()), 0);
-    }
-
-    #[test]
-    fn frames_are_shown_from_the_signature_outwards() {
-        let k = KernelStack {
-            stack_id: 1,
-            frames: ["__schedule+0x1", "schedule+0x2", "xfs_ilock+0x3", "a+0x4"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            signature: Some("xfs_ilock".into()),
-        };
-        assert_eq!(shown_frames(&k), vec!["xfs_ilock+0x3", "a+0x4"]);
     }
 }

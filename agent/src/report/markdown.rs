@@ -4,17 +4,19 @@
 //! findings (evidence as a table, commands in `sh` code blocks so they can be
 //! copied as they are), the rules not assessed / not applicable / passed, the
 //! measurements of each probe family (as tables), and the probes.
+//!
+//! The measurements come as a view model ([`super::view`]) built by each
+//! family; this file only lays it out (headings, paragraphs, bullets, table
+//! syntax).
 
 use std::fmt::Write;
 
-use super::measurements::{Measurements, file_name};
-use super::terminal::{
-    NO_WATCHED_CALLS, confidence_line, missing_lines, net_line, net_rx_line, percent, perf_line,
-    ranking_line, recorded_line, rseq_calls_line, rseq_ownership_line, rules_line,
-    runq_percentiles, sched_scope, softirq_cpu_line, softirq_drops_line, target_line,
-    wiredtiger_line,
+use super::measurements::Measurements;
+use super::view::{
+    self, Block, Section, Table, confidence_line, md_cell as cell, md_code as code, missing_lines,
+    ranking_line, recorded_line, rules_line, target_line,
 };
-use super::{Finding, Report, format_number};
+use super::{Finding, Report};
 
 /// The report as GitHub-flavoured Markdown.
 pub fn render(report: &Report) -> String {
@@ -22,20 +24,6 @@ pub fn render(report: &Report) -> String {
     // Writing to a String cannot fail.
     let _ = write_report(&mut out, report);
     out
-}
-
-/// Escapes text for a table cell (pipes and line breaks).
-fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
-}
-
-/// Inline code that survives backticks inside `text`.
-fn code(text: &str) -> String {
-    if text.contains('`') {
-        format!("`` {text} ``")
-    } else {
-        format!("`{text}`")
-    }
 }
 
 /// A fence longer than any backtick run inside the commands.
@@ -174,364 +162,72 @@ fn write_measurements(out: &mut String, m: &Measurements) -> std::fmt::Result {
         "What the probes measured, whether or not a rule used it."
     )?;
     writeln!(out)?;
-    if let Some(s) = &m.sched {
-        writeln!(out, "### Scheduler")?;
-        writeln!(out)?;
-        writeln!(out, "Observed: {}, {:.1} s.", sched_scope(s), s.duration_s)?;
-        writeln!(out)?;
-        writeln!(out, "| Measurement | Value |")?;
-        writeln!(out, "|---|---:|")?;
-        writeln!(
-            out,
-            "| Context switches per second (all CPUs) | {} |",
-            format_number(s.switches_per_s)
-        )?;
-        writeln!(
-            out,
-            "| Switches of observed threads per second | {} |",
-            format_number(s.observed_switches_per_s)
-        )?;
-        writeln!(
-            out,
-            "| Involuntary switches per second | {} |",
-            format_number(s.involuntary_per_s)
-        )?;
-        writeln!(
-            out,
-            "| Involuntary share of observed switches | {} |",
-            percent(s.involuntary_share)
-        )?;
-        writeln!(out, "| Run-queue delay | {} |", runq_percentiles(s))?;
-        writeln!(out)?;
-        if !s.top_classes.is_empty() {
-            writeln!(
-                out,
-                "| Thread class | Threads | Involuntary/s | Involuntary % | Mean run-queue delay (µs) |"
-            )?;
-            writeln!(out, "|---|---:|---:|---:|---:|")?;
-            for c in &s.top_classes {
-                writeln!(
-                    out,
-                    "| {} | {} | {:.1} | {:.1} | {} |",
-                    cell(&c.class),
-                    c.threads,
-                    c.involuntary_per_s,
-                    c.involuntary_share * 100.0,
-                    format_number(c.runq_mean_us)
-                )?;
-            }
+    write_sections(out, &view::measurements(m))
+}
+
+/// The sections as Markdown (for tests of a family's section).
+#[cfg(test)]
+pub(crate) fn render_sections(sections: &[Section]) -> String {
+    let mut out = String::new();
+    let _ = write_sections(&mut out, sections);
+    out
+}
+
+/// Lays out the Markdown blocks of `sections` (terminal ones are skipped):
+/// a `###` heading, paragraphs, bullet lists and tables, each followed by
+/// a blank line.
+fn write_sections(out: &mut String, sections: &[Section]) -> std::fmt::Result {
+    for section in sections {
+        if let Some(title) = &section.md_title {
+            writeln!(out, "### {title}")?;
             writeln!(out)?;
         }
-    }
-    if let Some(s) = &m.softirq {
-        writeln!(out, "### Softirq")?;
-        writeln!(out)?;
-        writeln!(
-            out,
-            "Host-wide, {} CPUs, {:.1} s. CPU time in ms per second (1000 = one whole CPU).",
-            s.cpu_count, s.duration_s
-        )?;
-        writeln!(out)?;
-        let names: Vec<&str> = s.vectors.iter().map(|v| v.name.as_str()).collect();
-        writeln!(out, "| CPU | {} | all | % CPU |", names.join(" | "))?;
-        writeln!(out, "|---:|{}---:|---:|", "---:|".repeat(names.len()))?;
-        let row = |label: &str, times: &[f64], all: f64, share: f64| -> String {
-            let cells: Vec<String> = times.iter().map(|t| format!("{t:.1}")).collect();
-            format!(
-                "| {label} | {} | {all:.1} | {:.1} |",
-                cells.join(" | "),
-                share * 100.0
-            )
-        };
-        for c in &s.cpus {
-            writeln!(
-                out,
-                "{}",
-                row(
-                    &c.cpu.to_string(),
-                    &c.time_ms_per_s,
-                    c.all_ms_per_s,
-                    c.share
-                )
-            )?;
-        }
-        if let Some(o) = &s.other_cpus {
-            writeln!(
-                out,
-                "{}",
-                row(
-                    &format!("mean of the {} others", o.cpus),
-                    &o.time_ms_per_s,
-                    o.all_ms_per_s,
-                    o.share
-                )
-            )?;
-        }
-        let totals: Vec<f64> = s.vectors.iter().map(|v| v.time_ms_per_s).collect();
-        writeln!(
-            out,
-            "{}",
-            row("**all CPUs**", &totals, s.time_ms_per_s, s.cpu_mean_share)
-        )?;
-        let counts: Vec<String> = s
-            .vectors
-            .iter()
-            .map(|v| format!("{:.0}", v.count_per_s))
-            .collect();
-        writeln!(
-            out,
-            "| entries/s | {} | {:.0} | |",
-            counts.join(" | "),
-            s.count_per_s
-        )?;
-        writeln!(out)?;
-        writeln!(out, "- {}.", net_rx_line(s))?;
-        writeln!(out, "- {}.", capitalise(&softirq_cpu_line(s)))?;
-        writeln!(
-            out,
-            "- Hard IRQs: {}/s, {} ms/s.",
-            format_number(s.hardirq_count_per_s),
-            format_number(s.hardirq_time_ms_per_s)
-        )?;
-        if let Some(drops) = softirq_drops_line(s) {
-            writeln!(out, "- {}.", capitalise(&drops))?;
-        }
-        writeln!(out)?;
-        if !s.top_hardirqs.is_empty() {
-            writeln!(out, "| IRQ | Name | Per second | ms/s | Busiest CPU |")?;
-            writeln!(out, "|---:|---|---:|---:|---:|")?;
-            for h in &s.top_hardirqs {
-                writeln!(
-                    out,
-                    "| {} | {} | {:.0} | {:.1} | {} |",
-                    h.irq,
-                    cell(&h.name),
-                    h.count_per_s,
-                    h.time_ms_per_s,
-                    h.busiest_cpu
-                )?;
-            }
-            writeln!(out)?;
-        }
-    }
-    if let Some(s) = &m.syscalls {
-        writeln!(out, "### Syscalls")?;
-        writeln!(out)?;
-        writeln!(out, "Observed threads, {:.1} s.", s.duration_s)?;
-        writeln!(out)?;
-        if s.calls.is_empty() {
-            writeln!(out, "{}.", capitalise(NO_WATCHED_CALLS))?;
-        } else {
-            writeln!(
-                out,
-                "| Syscall | Calls/s | Errors | Mean (µs) | p99 (µs) | MiB/s |"
-            )?;
-            writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
-        }
-        for c in &s.calls {
-            writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} |",
-                cell(&c.name),
-                format_number(c.count_per_s),
-                c.errors,
-                format_number(c.mean_us),
-                c.p99_us.map_or("-".into(), format_number),
-                c.bytes_per_s
-                    .map_or("-".into(), |b| format_number(b / 1_048_576.0))
-            )?;
-        }
-        writeln!(out)?;
-        writeln!(
-            out,
-            "- Futex wait: {} ms/s blocked in total.",
-            format_number(s.futex_wait_ms_per_s)
-        )?;
-        writeln!(out, "- {}.", capitalise(&rseq_calls_line(s)))?;
-        writeln!(out)?;
-        if !s.top_futex_threads.is_empty() {
-            writeln!(
-                out,
-                "| Thread (tid) | Futex waits | Wait ms/s | Share of wall time blocked |"
-            )?;
-            writeln!(out, "|---:|---:|---:|---:|")?;
-            for t in &s.top_futex_threads {
-                writeln!(
-                    out,
-                    "| {} | {} | {} | {} |",
-                    t.tid,
-                    t.futex_waits,
-                    format_number(t.wait_ms_per_s),
-                    percent(t.blocked_share)
-                )?;
-            }
-            writeln!(out)?;
-        }
-    }
-    if let Some(r) = &m.rseq {
-        writeln!(out, "### rseq ownership")?;
-        writeln!(out)?;
-        writeln!(out, "{}.", capitalise(&rseq_ownership_line(r)))?;
-        writeln!(out)?;
-    }
-    if let Some(f) = &m.perf {
-        writeln!(out, "### Perf")?;
-        writeln!(out)?;
-        writeln!(
-            out,
-            "CPU-time sampling, {:.1} s: {}.",
-            f.duration_s,
-            perf_line(f)
-        )?;
-        writeln!(out)?;
-        if !f.top_symbols.is_empty() {
-            writeln!(out, "| Symbol | Object | Samples | % of target |")?;
-            writeln!(out, "|---|---|---:|---:|")?;
-            for t in &f.top_symbols {
-                writeln!(
-                    out,
-                    "| {} | {} | {} | {:.1} |",
-                    code(&t.symbol),
-                    cell(t.object.as_deref().map_or("?", file_name)),
-                    t.samples,
-                    t.share * 100.0
-                )?;
-            }
-            writeln!(out)?;
-        }
-    }
-    if let Some(w) = &m.wiredtiger {
-        writeln!(out, "### WiredTiger")?;
-        writeln!(out)?;
-        writeln!(out, "{}.", capitalise(&wiredtiger_line(w)))?;
-        writeln!(out)?;
-    }
-    if let Some(a) = &m.alloc {
-        writeln!(out, "### Allocator latency")?;
-        writeln!(out)?;
-        out.push_str(&super::alloc::markdown(a));
-    }
-    if let Some(c) = &m.contention {
-        write_contention(out, c)?;
-    }
-    writeln!(out, "### mongod")?;
-    writeln!(out)?;
-    match &m.mongod {
-        Some(mongod) => {
-            for line in mongod.lines() {
-                writeln!(out, "- {}", cell(&line).replace('*', "\\*"))?;
+        for block in &section.blocks {
+            match block {
+                Block::Para(text) => {
+                    writeln!(out, "{text}")?;
+                    writeln!(out)?;
+                }
+                Block::Bullets(items) => {
+                    for item in items {
+                        writeln!(out, "- {item}")?;
+                    }
+                    writeln!(out)?;
+                }
+                Block::Table(t) | Block::MdTable(t) => write_table(out, t)?,
+                Block::Line(_) | Block::Hanging { .. } => {}
             }
         }
-        None => writeln!(out, "{}.", crate::rules::facts::mongod::NOT_POLLED)?,
     }
-    writeln!(out)?;
-    if let Some(h) = &m.host_settings {
-        writeln!(out, "### Host settings")?;
-        writeln!(out)?;
-        for line in h.lines() {
-            writeln!(out, "- {}", cell(&line).replace('*', "\\*"))?;
-        }
-        writeln!(out)?;
+    Ok(())
+}
+
+/// A table with its header and alignment rows; nothing without rows. An
+/// empty cell is written as ` |`.
+fn write_table(out: &mut String, t: &Table) -> std::fmt::Result {
+    if t.rows.is_empty() {
+        return Ok(());
     }
-    writeln!(out, "{}.", net_line(m.net.as_ref()))?;
-    writeln!(out)?;
-    if !m.not_recorded.is_empty() {
-        writeln!(out, "Not measured:")?;
-        writeln!(out)?;
-        for n in &m.not_recorded {
-            if m.has(&n.family) {
-                // Its numbers are above, but incomplete.
-                writeln!(
-                    out,
-                    "- {} (measured in part): {}",
-                    code(&n.family),
-                    n.reason
-                )?;
+    let heads: Vec<&str> = t.columns.iter().map(|c| c.md.as_str()).collect();
+    writeln!(out, "| {} |", heads.join(" | "))?;
+    let align: String = t
+        .columns
+        .iter()
+        .map(|c| if c.md_right { "---:|" } else { "---|" })
+        .collect();
+    writeln!(out, "|{align}")?;
+    for row in &t.rows {
+        let mut line = String::from("|");
+        for c in &row.cells {
+            if c.md.is_empty() {
+                line.push_str(" |");
             } else {
-                writeln!(out, "- {}: {}", code(&n.family), n.reason)?;
+                let _ = write!(line, " {} |", c.md);
             }
         }
-        writeln!(out)?;
+        writeln!(out, "{line}")?;
     }
-    Ok(())
-}
-
-/// The contention section: windows, the split, lock kinds, stacks, classes.
-fn write_contention(
-    out: &mut String,
-    c: &crate::report::contention::ContentionMeasurements,
-) -> std::fmt::Result {
-    use crate::report::contention::{split_line, windows_line};
-    writeln!(out, "### Contention")?;
-    writeln!(out)?;
-    writeln!(out, "{}.", capitalise(&windows_line(c)))?;
-    writeln!(out)?;
-    for (name, s) in [
-        ("Futex waits", &c.futex),
-        ("Kernel lock waits", &c.kernel_locks),
-        ("D-state sleeps", &c.dstate),
-    ] {
-        if let Some(s) = s {
-            writeln!(out, "- {}", split_line(name, s))?;
-        }
-    }
-    for k in &c.lock_kinds {
-        writeln!(
-            out,
-            "- Kernel lock {}: {} waits, {:.1} ms ({:.1} ms inside checkpoints)",
-            code(&k.kind),
-            k.waits,
-            k.wait_ms,
-            k.inside_ms
-        )?;
-    }
-    for st in &c.top_stacks {
-        writeln!(
-            out,
-            "- D state in {}: {} sleeps, {:.1} ms ({:.1} ms inside checkpoints): {}",
-            code(st.signature.as_deref().unwrap_or("(unknown)")),
-            st.sleeps,
-            st.total_ms,
-            st.inside_ms,
-            cell(&st.frames.join(" < "))
-        )?;
-    }
-    writeln!(out)?;
-    if !c.classes.is_empty() {
-        writeln!(
-            out,
-            "| Thread class | Threads | Futex ms/s | Futex ms/s inside / outside checkpoints | Lock ms/s | D-state ms/s | Involuntary/s | Wakeup-preempted/s | Run-queue mean µs |"
-        )?;
-        writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
-        let rate = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
-        for k in &c.classes {
-            writeln!(
-                out,
-                "| {} | {} | {:.1} | {} / {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
-                code(&k.class),
-                k.threads,
-                k.futex_wait_ms_per_s,
-                rate(k.futex_inside_ms_per_s),
-                rate(k.futex_outside_ms_per_s),
-                k.lock_wait_ms_per_s,
-                k.dstate_ms_per_s,
-                k.involuntary_per_s,
-                k.wakeup_preempted_per_s,
-                k.runq_mean_us
-            )?;
-        }
-        writeln!(out)?;
-    }
-    Ok(())
-}
-
-/// First letter in upper case.
-fn capitalise(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
+    writeln!(out)
 }
 
 fn write_finding(out: &mut String, f: &Finding) -> std::fmt::Result {

@@ -3,8 +3,10 @@
 //! [`Report`] is also the JSON contract (`docs/report-json.md`): other tools
 //! parse it, so fields may be added but never removed or renamed, and
 //! `report_version` changes when a field's meaning changes. The renderers
-//! ([`terminal`], [`markdown`], [`json`], [`html`]) only format what is here;
-//! every decision (ranking, wording of reasons) is made when the report is
+//! ([`terminal`], [`markdown`], [`json`], [`html`]) only format what is here
+//! (the measurements through one view model, [`view`], that each family's
+//! file builds: [`sched`], [`softirq`], [`syscalls`], [`perf`],
+//! [`wiredtiger`], [`contention`], [`alloc`]); every decision (ranking, wording of reasons) is made when the report is
 //! built in [`crate::explain`], so the four outputs always agree.
 //!
 //! Besides the rules' verdicts, the report carries the [`Measurements`]: the
@@ -23,9 +25,15 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod measurements;
+pub mod perf;
+pub mod sched;
+pub mod softirq;
 pub mod svg;
+pub mod syscalls;
 pub mod terminal;
 pub mod timeline;
+pub mod view;
+pub mod wiredtiger;
 
 use std::collections::BTreeMap;
 use std::fmt;
