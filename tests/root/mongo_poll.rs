@@ -8,11 +8,12 @@
 use std::{
     path::Path,
     process::{Child, Command},
-    time::Duration,
 };
 
 use mdiag::recording::{Recording, read_file};
-use mdiag_tests::{py_venv, require_root, run_mdiag, secantus::SecantusServer, start_record};
+use mdiag_tests::{
+    py_venv, require_root, run_mdiag, secantus::SecantusServer, start_record, start_record_until,
+};
 
 /// Inserts `n` documents one by one with pymongo; returns when done.
 fn insert_load(uri: &str, n: u32) {
@@ -76,18 +77,20 @@ fn record_uri_finds_the_server_by_port_and_counts_its_inserts() {
     // The collection and its index exist before recording; the catalogue
     // sizes mdiag reads once must match the server's own dbStats.
     let (collections, indexes) = prepare_catalogue(&uri);
-    let (child, stderr) = start_record(&[
-        "--duration",
-        "14s",
-        "--uri",
-        &uri,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    // Quiet seconds first, so that answered polls see the count before the
-    // load (the driver's first connection to the Python server can take a
-    // few seconds on a busy host).
-    std::thread::sleep(Duration::from_millis(6000));
+    // The load starts once mdiag says mongod answers (the driver's first
+    // connection to the Python server can take seconds on a busy host), so
+    // answered polls see the count before it.
+    let (child, stderr) = start_record_until(
+        &[
+            "--duration",
+            "14s",
+            "--uri",
+            &uri,
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &["probes attached", "mongod answers serverStatus"],
+    );
     const N: u32 = 400;
     insert_load(&uri, N);
     let rec = finish(child, stderr, &out);
@@ -167,15 +170,17 @@ fn a_server_that_stops_answering_is_marked_and_the_recording_completes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("stop.mdiag");
     let uri = server.uri();
-    let (child, stderr) = start_record(&[
-        "--duration",
-        "9s",
-        "--uri",
-        &uri,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    std::thread::sleep(Duration::from_millis(3000));
+    let (child, stderr) = start_record_until(
+        &[
+            "--duration",
+            "9s",
+            "--uri",
+            &uri,
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &["probes attached", "mongod answers serverStatus"],
+    );
     // Stopped, not gone: connections hang, as with a wedged server. The
     // instant is taken on the wall clock, the clock of the recording's
     // started_at: on a loaded host the test may read "probes attached" well

@@ -117,6 +117,16 @@ pub fn run_mdiag(args: &[&str]) -> Output {
 /// attached (the recording's clock has started by then), with a thread
 /// draining its standard error.
 pub fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
+    start_record_until(args, &["probes attached"])
+}
+
+/// [`start_record`], returning once mdiag's log has shown every one of
+/// `lines` (in any order), e.g. "mongod answers serverStatus": the
+/// recording's own word that it is where the test needs it, never a sleep.
+pub fn start_record_until(
+    args: &[&str],
+    lines: &[&str],
+) -> (Child, std::thread::JoinHandle<String>) {
     // No colours, and no server from the caller's environment: a test that
     // polls mongod names it with --uri.
     let mut child = Command::new(mdiag_bin())
@@ -131,19 +141,21 @@ pub fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
         .expect("start mdiag record");
     let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
     let mut seen = String::new();
+    let mut waiting: Vec<&str> = lines.to_vec();
     // Attaching takes seconds on a loaded host; a minute or two is a hang.
     let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    while !waiting.is_empty() {
         let mut line = String::new();
         let n = stderr.read_line(&mut line).expect("read mdiag's stderr");
         seen.push_str(&line);
-        assert!(n > 0, "mdiag exited before attaching: {seen}");
-        if line.contains("probes attached") {
-            break;
+        if n == 0 {
+            let _ = child.wait();
+            panic!("mdiag exited before logging {waiting:?}: {seen}");
         }
+        waiting.retain(|w| !line.contains(w));
         assert!(
             Instant::now() < deadline,
-            "no 'probes attached' line: {seen}"
+            "mdiag never logged {waiting:?}: {seen}"
         );
     }
     // Keep draining stderr so mdiag never blocks on a full pipe.

@@ -24,6 +24,8 @@ pub struct MongoSession {
     rec: MongodRecording,
     /// The last poll answered (false before the first answer).
     answering: bool,
+    /// What the user was last told: mongod answers (true) or not (false).
+    told: Option<bool>,
     local: bool,
 }
 
@@ -49,8 +51,21 @@ impl MongoSession {
             start,
             rec,
             answering: false,
+            told: None,
             local: plan.local,
         }
+    }
+
+    /// One line on stderr when mongod starts or stops answering, never one
+    /// per poll (tests wait for "mongod answers serverStatus" too).
+    fn tell(&mut self, answers: bool, line: &str) {
+        if self.told == Some(answers) {
+            return;
+        }
+        self.told = Some(answers);
+        // A closed standard error must not stop the recording.
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "mdiag: {line}");
     }
 
     fn ms(&self, t: Instant) -> u64 {
@@ -96,6 +111,7 @@ impl MongoSession {
                         out.at_ms = Some(self.ms(done));
                         out.status = Some(reply.sample);
                         failure = None;
+                        self.tell(true, "mongod answers serverStatus");
                     }
                     Err(why) => {
                         self.rec.polls_failed += 1;
@@ -104,6 +120,10 @@ impl MongoSession {
                             self.rec.stopped_answering_at_ms = Some(self.ms(sent));
                         }
                         self.answering = false;
+                        self.tell(
+                            false,
+                            &format!("mongod does not answer serverStatus: {why}"),
+                        );
                         self.rec.last_error = Some(why.clone());
                         failure = Some(why);
                     }
