@@ -397,7 +397,7 @@ mod tests {
     use crate::rules::{RuleSource, testdata};
 
     /// The sched rule alone (the builtin set grows; the scenarios of every
-    /// builtin rule are in rules/scenarios.rs).
+    /// builtin rule are in rules/scenarios/).
     fn builtin() -> RuleSet {
         testdata::sched_rule_only()
     }
