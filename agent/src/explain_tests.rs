@@ -6,7 +6,7 @@ use crate::report::EvidenceValue;
 use crate::rules::{RuleSource, testdata};
 
 /// The sched rule alone (the builtin set grows; the scenarios of every
-/// builtin rule are in rules/scenarios.rs).
+/// builtin rule are in rules/scenarios/).
 fn builtin() -> RuleSet {
     testdata::sched_rule_only()
 }

@@ -17,22 +17,36 @@
 //! linearly inside the bucket where the cumulative count reaches
 //! `p × total`, so it is exact at bucket edges and at most a factor of 2 off
 //! inside a bucket (the width of the bucket).
+//!
+//! This file holds the shared machinery only: the value and group types,
+//! [`Facts::derive`], the arithmetic helpers and [`family_unavailable`]. Each
+//! group is derived in its own submodule: one per probe family (`sched`,
+//! `softirq`, `contention`), the always-bound `host`/`recording`/`target`
+//! groups in `host`, and the host-fact groups (`net`, `tuning`, `allocator`,
+//! `mongod`, `storage`, `filesystem`); `example` is the made-up recording
+//! rules are checked against.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use semver::Version;
 use serde::Serialize;
 
-use super::ranking::normalise_arch;
-use crate::recording::model::{Recording, SchedSlice, Slice};
+use crate::recording::model::Recording;
 
 pub mod allocator;
 pub mod contention;
+mod example;
 pub mod filesystem;
+mod host;
 pub mod mongod;
+pub mod net;
+mod sched;
 pub mod softirq;
 pub mod storage;
 pub mod tuning;
+
+pub(crate) use example::example_recording;
+pub use host::sched_feature_state;
 
 /// Every fact group this build can derive, in display order.
 pub const FACT_GROUPS: &[&str] = &[
@@ -137,27 +151,29 @@ impl Facts {
         };
         facts.groups.insert(
             "host".into(),
-            host_facts(rec, facts.kernel_version.as_ref()),
+            host::host_facts(rec, facts.kernel_version.as_ref()),
         );
         facts
             .groups
-            .insert("recording".into(), recording_facts(rec));
-        facts.groups.insert("target".into(), target_facts(rec));
+            .insert("recording".into(), host::recording_facts(rec));
+        facts
+            .groups
+            .insert("target".into(), host::target_facts(rec));
         if rec.target.is_none() {
             facts.absent.insert(
                 "target".into(),
                 "host-wide recording: no target process was observed".into(),
             );
         }
-        facts.insert_or_absent("sched", sched_facts(rec));
+        facts.insert_or_absent("sched", sched::sched_facts(rec));
         facts.insert_or_absent("softirq", softirq::softirq_facts(rec));
         facts.insert_or_absent(
             "net",
             rec.host
                 .net
                 .as_ref()
-                .map(softirq::net_facts)
-                .ok_or_else(|| softirq::NET_UNREADABLE.to_string()),
+                .map(net::net_facts)
+                .ok_or_else(|| net::NET_UNREADABLE.to_string()),
         );
         facts.insert_or_absent("tuning", tuning::tuning_facts(rec));
         facts.insert_or_absent("allocator", allocator::allocator_facts(rec));
@@ -378,113 +394,6 @@ fn ratio(num: f64, den: f64) -> f64 {
     if den > 0.0 { num / den } else { 0.0 }
 }
 
-fn host_facts(rec: &Recording, kernel: Option<&Version>) -> FactGroup {
-    let h = &rec.host;
-    let mut g = FactGroup::new();
-    let arch = normalise_arch(&h.arch).unwrap_or_else(|| h.arch.to_ascii_lowercase());
-    g.insert("arch".into(), text(arch));
-    g.insert("hostname".into(), text(h.hostname.clone()));
-    g.insert("kernel".into(), text(h.kernel_release.clone()));
-    g.insert("kernel_parsed".into(), FactValue::Bool(kernel.is_some()));
-    let (major, minor, patch) = kernel.map_or((0, 0, 0), |v| (v.major, v.minor, v.patch));
-    g.insert("kernel_major".into(), int(major));
-    g.insert("kernel_minor".into(), int(minor));
-    g.insert("kernel_patch".into(), int(patch));
-    let eevdf = kernel.is_some_and(|v| (v.major, v.minor) >= (6, 6));
-    g.insert("eevdf".into(), FactValue::Bool(eevdf));
-    g.insert("cpu_count".into(), int(u64::from(h.cpu_count)));
-    g.insert("cpu_model".into(), text(h.cpu_model.clone()));
-    g.insert(
-        "sched_features_readable".into(),
-        FactValue::Bool(h.sched_features.is_some()),
-    );
-    g.insert(
-        "sched_features".into(),
-        text(h.sched_features.clone().unwrap_or_default()),
-    );
-    g.insert(
-        "wakeup_preemption".into(),
-        text(sched_feature_state(
-            h.sched_features.as_deref(),
-            "WAKEUP_PREEMPTION",
-        )),
-    );
-    g.insert(
-        "sched_features_error".into(),
-        text(h.sched_features_error.clone().unwrap_or_default()),
-    );
-    g.insert(
-        "lockdown".into(),
-        text(h.lockdown.clone().unwrap_or_default()),
-    );
-    // Writes to debugfs (the scheduler features) are refused in any lockdown
-    // mode but "none"; the file may also be absent or unreadable.
-    let locked = h.lockdown.as_deref().is_some_and(|m| m != "none");
-    g.insert(
-        "sched_features_writable".into(),
-        FactValue::Bool(h.sched_features.is_some() && !locked),
-    );
-    g.insert("net_readable".into(), FactValue::Bool(h.net.is_some()));
-    if let Some(p) = h.page_size {
-        g.insert("page_size".into(), int(p));
-    }
-    g
-}
-
-/// "on" / "off" / "unknown" for one feature in /sys/kernel/debug/sched/features
-/// (a feature is listed as `NAME` when on and `NO_NAME` when off).
-pub fn sched_feature_state(features: Option<&str>, name: &str) -> &'static str {
-    let Some(features) = features else {
-        return "unknown";
-    };
-    for token in features.split_whitespace() {
-        if token == name {
-            return "on";
-        }
-        if token.strip_prefix("NO_") == Some(name) {
-            return "off";
-        }
-    }
-    "unknown"
-}
-
-fn recording_duration_s(rec: &Recording) -> f64 {
-    let ms = (rec.ended_at - rec.started_at).num_milliseconds();
-    if ms > 0 {
-        ms as f64 / 1000.0
-    } else {
-        rec.slices.iter().map(|s| s.duration_ms).sum::<u64>() as f64 / 1000.0
-    }
-}
-
-fn recording_facts(rec: &Recording) -> FactGroup {
-    let mut g = FactGroup::new();
-    g.insert("duration_s".into(), float(recording_duration_s(rec)));
-    g.insert(
-        "requested_duration_s".into(),
-        float(rec.requested_duration_ms as f64 / 1000.0),
-    );
-    g.insert("slices".into(), int(rec.slices.len() as u64));
-    g.insert("stop_reason".into(), text(rec.stop_reason.clone()));
-    g.insert("host_wide".into(), FactValue::Bool(rec.target.is_none()));
-    g
-}
-
-fn target_facts(rec: &Recording) -> FactGroup {
-    let mut g = FactGroup::new();
-    let t = rec.target.as_ref();
-    g.insert("present".into(), FactValue::Bool(t.is_some()));
-    g.insert("pid".into(), int(t.map_or(0, |t| u64::from(t.pid))));
-    g.insert("comm".into(), text(t.map_or("", |t| t.comm.as_str())));
-    g.insert("how".into(), text(t.map_or("", |t| t.how.as_str())));
-    g.insert(
-        "exited".into(),
-        FactValue::Bool(t.is_some_and(|t| t.exit_code.is_some())),
-    );
-    g
-}
-
-/// Why the facts of probe family `family` ("sched", "softirq", ...) cannot be
 /// relied on, or `None` when every program of the family attached.
 pub fn family_unavailable(rec: &Recording, family: &str) -> Option<String> {
     let Some(probe) = rec.probes.iter().find(|p| p.family == family) else {
@@ -526,516 +435,6 @@ pub fn family_unavailable(rec: &Recording, family: &str) -> Option<String> {
             "the {family} probe attached only partly, its numbers are incomplete: {}",
             failed.join("; ")
         ))
-    }
-}
-
-#[derive(Default)]
-struct ThreadTotals {
-    comm: String,
-    tgid: u32,
-    voluntary: u64,
-    involuntary: u64,
-    preempted: u64,
-    runq_delay_ns: u64,
-    runq_delays: u64,
-    oncpu_ns: u64,
-}
-
-#[derive(Default)]
-struct ClassTotals {
-    threads: u64,
-    voluntary: u64,
-    involuntary: u64,
-    preempted: u64,
-    runq_delay_ns: u64,
-    runq_delays: u64,
-    oncpu_ns: u64,
-}
-
-fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
-    if let Some(reason) = family_unavailable(rec, "sched") {
-        return Err(reason);
-    }
-    let slices: Vec<(&Slice, &SchedSlice)> = rec
-        .slices
-        .iter()
-        .filter_map(|s| s.sched.as_ref().map(|sched| (s, sched)))
-        .collect();
-    if slices.is_empty() {
-        return Err(format!(
-            "the sched probe attached but the recording has no scheduler data ({} slices)",
-            rec.slices.len()
-        ));
-    }
-    let duration_s = slices.iter().map(|(s, _)| s.duration_ms).sum::<u64>() as f64 / 1000.0;
-    let cpu_count = f64::from(rec.host.cpu_count.max(1));
-
-    let (mut switches, mut voluntary, mut involuntary, mut preempted, mut wakeups) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut hist: Vec<u64> = Vec::new();
-    let mut drops = crate::recording::model::SchedDrops::default();
-    let mut threads: BTreeMap<u32, ThreadTotals> = BTreeMap::new();
-    let (mut wakeup_preemptions, mut migrations) = (0u64, 0u64);
-    for (_, s) in &slices {
-        switches = switches.saturating_add(s.switches_total);
-        voluntary = voluntary.saturating_add(s.voluntary);
-        involuntary = involuntary.saturating_add(s.involuntary);
-        preempted = preempted.saturating_add(s.preempted);
-        wakeups = wakeups.saturating_add(s.wakeups);
-        wakeup_preemptions = wakeup_preemptions.saturating_add(s.wakeup_preemptions);
-        migrations = migrations.saturating_add(s.migrations);
-        if hist.len() < s.runq_hist_log2_ns.len() {
-            hist.resize(s.runq_hist_log2_ns.len(), 0);
-        }
-        for (acc, &n) in hist.iter_mut().zip(&s.runq_hist_log2_ns) {
-            *acc = acc.saturating_add(n);
-        }
-        drops.thread_map_full = drops
-            .thread_map_full
-            .saturating_add(s.drops.thread_map_full);
-        drops.wakeup_map_full = drops
-            .wakeup_map_full
-            .saturating_add(s.drops.wakeup_map_full);
-        drops.read_failed = drops.read_failed.saturating_add(s.drops.read_failed);
-        for t in &s.threads {
-            let acc = threads.entry(t.tid).or_default();
-            acc.comm.clone_from(&t.comm);
-            acc.tgid = t.tgid;
-            acc.voluntary = acc.voluntary.saturating_add(t.voluntary);
-            acc.involuntary = acc.involuntary.saturating_add(t.involuntary);
-            acc.preempted = acc.preempted.saturating_add(t.preempted);
-            acc.runq_delay_ns = acc.runq_delay_ns.saturating_add(t.runq_delay_ns);
-            acc.runq_delays = acc.runq_delays.saturating_add(t.runq_delays);
-            acc.oncpu_ns = acc.oncpu_ns.saturating_add(t.oncpu_ns);
-        }
-    }
-
-    let observed = voluntary.saturating_add(involuntary);
-    let runq_delays: u64 = hist.iter().sum();
-    let pct_us = |p: f64| log2_hist_percentile_ns(&hist, p).unwrap_or(0.0) / 1000.0;
-    let max_bucket_us = hist
-        .iter()
-        .rposition(|&c| c > 0)
-        .map_or(0.0, |i| bucket_bounds_ns(i).1 / 1000.0);
-    let thread_delay_ns: u64 = threads.values().map(|t| t.runq_delay_ns).sum();
-    let thread_delays: u64 = threads.values().map(|t| t.runq_delays).sum();
-    let oncpu_ns: u64 = threads.values().map(|t| t.oncpu_ns).sum();
-    let oncpu_s = oncpu_ns as f64 / 1e9;
-    let cpu_busy = ratio(oncpu_s, duration_s);
-    let processes: BTreeSet<u32> = threads.values().map(|t| t.tgid).collect();
-
-    let mut g = FactGroup::new();
-    let scope = if rec.target.is_some() {
-        "target"
-    } else {
-        "host"
-    };
-    g.insert("scope".into(), text(scope));
-    g.insert("duration_s".into(), float(duration_s));
-    g.insert("switches_total".into(), int(switches));
-    g.insert(
-        "switches_per_s".into(),
-        float(ratio(switches as f64, duration_s)),
-    );
-    g.insert(
-        "switches_per_cpu_per_s".into(),
-        float(ratio(switches as f64, duration_s) / cpu_count),
-    );
-    g.insert("observed_switches".into(), int(observed));
-    g.insert(
-        "observed_switches_per_s".into(),
-        float(ratio(observed as f64, duration_s)),
-    );
-    g.insert("voluntary".into(), int(voluntary));
-    g.insert("involuntary".into(), int(involuntary));
-    g.insert("preempted".into(), int(preempted));
-    g.insert("wakeups".into(), int(wakeups));
-    g.insert(
-        "wakeups_per_s".into(),
-        float(ratio(wakeups as f64, duration_s)),
-    );
-    g.insert(
-        "involuntary_share".into(),
-        float(ratio(involuntary as f64, observed as f64)),
-    );
-    g.insert(
-        "involuntary_per_s".into(),
-        float(ratio(involuntary as f64, duration_s)),
-    );
-    g.insert(
-        "preempted_share".into(),
-        float(ratio(preempted as f64, involuntary as f64)),
-    );
-    g.insert("wakeup_preemptions".into(), int(wakeup_preemptions));
-    g.insert(
-        "wakeup_preemptions_per_s".into(),
-        float(ratio(wakeup_preemptions as f64, duration_s)),
-    );
-    g.insert(
-        "wakeup_preemption_share".into(),
-        float(ratio(wakeup_preemptions as f64, involuntary as f64)),
-    );
-    g.insert(
-        "migrations_per_s".into(),
-        float(ratio(migrations as f64, duration_s)),
-    );
-    g.insert("runq_delays".into(), int(runq_delays));
-    g.insert("runq_p50_us".into(), float(pct_us(0.50)));
-    g.insert("runq_p90_us".into(), float(pct_us(0.90)));
-    g.insert("runq_p99_us".into(), float(pct_us(0.99)));
-    g.insert("runq_max_bucket_us".into(), float(max_bucket_us));
-    g.insert(
-        "runq_mean_us".into(),
-        float(ratio(thread_delay_ns as f64, thread_delays as f64) / 1000.0),
-    );
-    g.insert("threads".into(), int(threads.len() as u64));
-    g.insert("processes".into(), int(processes.len() as u64));
-    g.insert("oncpu_s".into(), float(oncpu_s));
-    g.insert("cpu_busy".into(), float(cpu_busy));
-    g.insert("cpu_busy_share".into(), float(cpu_busy / cpu_count));
-
-    let busiest = threads
-        .iter()
-        .max_by_key(|(tid, t)| (t.oncpu_ns, std::cmp::Reverse(**tid)));
-    g.insert(
-        "busiest_thread".into(),
-        text(busiest.map_or("", |(_, t)| t.comm.as_str())),
-    );
-    g.insert(
-        "busiest_thread_tid".into(),
-        int(busiest.map_or(0, |(tid, _)| u64::from(*tid))),
-    );
-    g.insert(
-        "busiest_thread_oncpu_share".into(),
-        float(busiest.map_or(0.0, |(_, t)| ratio(t.oncpu_ns as f64 / 1e9, duration_s))),
-    );
-
-    g.insert("drops".into(), int(drops.total()));
-    g.insert("drops_thread_map_full".into(), int(drops.thread_map_full));
-    g.insert("drops_wakeup_map_full".into(), int(drops.wakeup_map_full));
-    g.insert("drops_read_failed".into(), int(drops.read_failed));
-
-    let mut classes: BTreeMap<String, ClassTotals> = BTreeMap::new();
-    for t in threads.values() {
-        let c = classes.entry(thread_class(&t.comm)).or_default();
-        c.threads += 1;
-        c.voluntary = c.voluntary.saturating_add(t.voluntary);
-        c.involuntary = c.involuntary.saturating_add(t.involuntary);
-        c.preempted = c.preempted.saturating_add(t.preempted);
-        c.runq_delay_ns = c.runq_delay_ns.saturating_add(t.runq_delay_ns);
-        c.runq_delays = c.runq_delays.saturating_add(t.runq_delays);
-        c.oncpu_ns = c.oncpu_ns.saturating_add(t.oncpu_ns);
-    }
-    let classes: BTreeMap<String, FactValue> = classes
-        .into_iter()
-        .map(|(name, c)| {
-            let mut m = BTreeMap::new();
-            let switched = c.voluntary.saturating_add(c.involuntary);
-            m.insert("threads".into(), int(c.threads));
-            m.insert("voluntary".into(), int(c.voluntary));
-            m.insert("involuntary".into(), int(c.involuntary));
-            m.insert("preempted".into(), int(c.preempted));
-            m.insert(
-                "involuntary_share".into(),
-                float(ratio(c.involuntary as f64, switched as f64)),
-            );
-            m.insert("runq_delays".into(), int(c.runq_delays));
-            m.insert(
-                "runq_mean_us".into(),
-                float(ratio(c.runq_delay_ns as f64, c.runq_delays as f64) / 1000.0),
-            );
-            m.insert("oncpu_s".into(), float(c.oncpu_ns as f64 / 1e9));
-            (name, FactValue::Map(m))
-        })
-        .collect();
-    g.insert("classes".into(), FactValue::Map(classes));
-    Ok(g)
-}
-
-/// A made-up, fully populated recording (see [`Facts::example`]).
-pub(crate) fn example_recording() -> Recording {
-    use crate::recording::model::{
-        FORMAT_NAME, FORMAT_VERSION, HardIrqSlice, HostFacts, MemoryFacts, NetFacts, NetInterface,
-        NumaNode, PerfSlice, PerfSlowPath, ProbeStatus, ProcessFacts, ProgramStatus, ResourceLimit,
-        RxQueue, SchedDrops, SoftirqDrops, SoftirqSlice, SoftirqVector, SysfsChoice, Target,
-        ThpFacts, ThreadSlice, VmSysctls,
-    };
-    use crate::symbols::AllocatorKind;
-    let choice = |sel: &str| SysfsChoice {
-        selected: Some(sel.into()),
-        raw: format!("always [{sel}] never"),
-    };
-    let started_at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
-    let thread = |tid: u32, comm: &str| ThreadSlice {
-        tid,
-        tgid: 100,
-        comm: comm.into(),
-        voluntary: 10,
-        involuntary: 20,
-        preempted: 15,
-        runq_delay_ns: 3_000_000,
-        runq_delays: 25,
-        oncpu_ns: 400_000_000,
-        wakeup_preempted: 0,
-        migrations: 0,
-        wakeup_preempting: 0,
-    };
-    Recording {
-        format: FORMAT_NAME.into(),
-        version: FORMAT_VERSION,
-        mdiag_version: env!("CARGO_PKG_VERSION").into(),
-        started_at,
-        ended_at: started_at + chrono::TimeDelta::seconds(1),
-        requested_duration_ms: 1000,
-        stop_reason: "duration".into(),
-        host: HostFacts {
-            hostname: "example".into(),
-            kernel_release: "6.8.1-example".into(),
-            arch: "x86_64".into(),
-            cpu_count: 2,
-            cpu_model: "example".into(),
-            sched_features: Some("WAKEUP_PREEMPTION".into()),
-            net: Some(NetFacts {
-                rps_sock_flow_entries: 4096,
-                interfaces: vec![NetInterface {
-                    name: "eth0".into(),
-                    rx_queues: vec![RxQueue {
-                        name: "rx-0".into(),
-                        rps_cpus: "3".into(),
-                        rps_flow_cnt: 2048,
-                    }],
-                }],
-            }),
-            memory: Some(MemoryFacts {
-                mem_total_bytes: Some(64 << 30),
-                mem_available_bytes: Some(48 << 30),
-                swap_total_bytes: Some(8 << 30),
-                thp: Some(ThpFacts {
-                    enabled: Some(choice("madvise")),
-                    defrag: Some(choice("madvise")),
-                    khugepaged_max_ptes_none: Some(511),
-                }),
-                vm: VmSysctls {
-                    dirty_ratio: Some(20),
-                    dirty_background_ratio: Some(10),
-                    dirty_bytes: Some(0),
-                    dirty_background_bytes: Some(0),
-                    dirty_expire_centisecs: Some(3000),
-                    dirty_writeback_centisecs: Some(500),
-                    swappiness: Some(60),
-                    overcommit_memory: Some(0),
-                    zone_reclaim_mode: Some(0),
-                    max_map_count: Some(65530),
-                    overcommit_ratio: Some(50),
-                    overcommit_kbytes: Some(0),
-                },
-                numa_balancing: Some(1),
-                commit_limit_bytes: Some(40 << 30),
-                committed_as_bytes: Some(20 << 30),
-            }),
-            numa_nodes: Some(vec![NumaNode {
-                id: 0,
-                cpus: "0-1".into(),
-                mem_total_bytes: Some(64 << 30),
-            }]),
-            target_process: Some(ProcessFacts {
-                pid: 100,
-                glibc_version: Some("2.36".into()),
-                numa_policy: Some("default".into()),
-                max_open_files: Some(ResourceLimit {
-                    soft: Some(1024),
-                    hard: Some(524_288),
-                }),
-                ..ProcessFacts::default()
-            }),
-            db_path: Some(crate::recording::DbPathFacts {
-                path: Some("/data/db".into()),
-                found_by: Some("open file WiredTiger.lock".into()),
-                unknown_reason: None,
-                storage: Some(crate::host::StorageFacts {
-                    path: "/data/db".into(),
-                    mount_point: Some("/data".into()),
-                    fs_type: Some("xfs".into()),
-                    source: Some("/dev/nvme0n1p1".into()),
-                    device: Some("259:1".into()),
-                    disk: Some("nvme0n1".into()),
-                    read_ahead_kb: Some(128),
-                    rotational: Some(false),
-                    mount_options: Some(vec!["noatime".into(), "rw".into()]),
-                    scheduler: Some(crate::recording::SysfsChoice {
-                        selected: Some("none".into()),
-                        raw: "[none] mq-deadline".into(),
-                    }),
-                    ..Default::default()
-                }),
-            }),
-            page_size: Some(4096),
-            tcp_keepalive_time: Some(7200),
-            ..HostFacts::default()
-        },
-        target: Some(Target {
-            pid: 100,
-            comm: "mongod".into(),
-            exe: None,
-            cmdline: vec!["mongod".into()],
-            how: "pid".into(),
-            exit_code: None,
-        }),
-        probes: vec![
-            ProbeStatus {
-                family: "sched".into(),
-                programs: vec![ProgramStatus {
-                    name: "sched_switch".into(),
-                    attach_point: "tp_btf/sched_switch".into(),
-                    error: None,
-                }],
-            },
-            ProbeStatus {
-                family: "softirq".into(),
-                programs: vec![ProgramStatus {
-                    name: "softirq_entry".into(),
-                    attach_point: "tp_btf/softirq_entry".into(),
-                    error: None,
-                }],
-            },
-        ],
-        slices: vec![Slice {
-            start_ms: 0,
-            duration_ms: 1000,
-            sched: Some(SchedSlice {
-                switches_total: 100,
-                switches_per_cpu: vec![50, 50],
-                voluntary: 20,
-                involuntary: 40,
-                preempted: 30,
-                wakeups: 25,
-                wakeup_preemptions: 0,
-                migrations: 0,
-                runq_hist_log2_ns: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 20, 20],
-                threads: vec![thread(101, "conn1"), thread(102, "WTEvict-1")],
-                drops: SchedDrops {
-                    thread_map_full: 1,
-                    wakeup_map_full: 1,
-                    read_failed: 1,
-                },
-            }),
-            softirq: Some(SoftirqSlice {
-                vectors: softirq::MAIN_VECTORS
-                    .iter()
-                    .map(|name| SoftirqVector {
-                        name: (*name).into(),
-                        count_per_cpu: vec![100, 10],
-                        time_ns_per_cpu: vec![1_000_000, 100_000],
-                    })
-                    .collect(),
-                hardirqs: vec![HardIrqSlice {
-                    irq: 45,
-                    name: "eth0-TxRx-0".into(),
-                    count_per_cpu: vec![50, 5],
-                    time_ns_per_cpu: vec![200_000, 20_000],
-                }],
-                drops: SoftirqDrops {
-                    unmatched_exit: 1,
-                    irq_map_full: 1,
-                    bad_vector: 1,
-                },
-            }),
-            // conn1 waits on futexes inside and outside a 300 ms checkpoint;
-            // one D-state stack in xfs_ilock.
-            syscalls: Some(crate::recording::SyscallsSlice {
-                threads: vec![crate::recording::model::ThreadSyscallSlice {
-                    tid: 101,
-                    tgid: 100,
-                    futex_waits: 10,
-                    futex_wait_ns: 100_000_000,
-                    futex_waits_in_checkpoint: 6,
-                    futex_wait_ns_in_checkpoint: 60_000_000,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            wiredtiger: Some(crate::recording::model::WiredTigerSlice {
-                checkpoints: vec![crate::recording::model::Checkpoint {
-                    tid: 103,
-                    start_ns: 1_000,
-                    duration_ns: 300_000_000,
-                    ret: 0,
-                    in_progress: false,
-                }],
-                drops: Default::default(),
-            }),
-            perf: Some(PerfSlice {
-                freq_hz: 99,
-                samples: 2000,
-                target_samples: 1000,
-                allocator: Some(AllocatorKind::GoogleTcmalloc),
-                allocator_samples: 200,
-                allocator_slow_path_samples: 50,
-                slow_paths: vec![PerfSlowPath {
-                    label: "central_free_list".into(),
-                    samples: 50,
-                }],
-                ..PerfSlice::default()
-            }),
-            alloc: None,
-            contention: Some(crate::recording::ContentionSlice {
-                threads: vec![crate::recording::ThreadContentionSlice {
-                    tid: 101,
-                    tgid: 100,
-                    comm: "conn1".into(),
-                    lock: crate::recording::WindowSplit::from_arrays(
-                        [2, 1],
-                        [2_000_000, 3_000_000],
-                    ),
-                    dstate: crate::recording::WindowSplit::from_arrays(
-                        [1, 2],
-                        [1_000_000, 8_000_000],
-                    ),
-                }],
-                lock_kinds: vec![crate::recording::LockKindSlice {
-                    kind: "rwsem:W".into(),
-                    flags: 0,
-                    waits: crate::recording::WindowSplit::from_arrays(
-                        [2, 1],
-                        [2_000_000, 3_000_000],
-                    ),
-                }],
-                dstate_stacks: vec![crate::recording::DStateStackSlice {
-                    stack_id: 7,
-                    sleeps: crate::recording::WindowSplit::from_arrays(
-                        [1, 2],
-                        [1_000_000, 8_000_000],
-                    ),
-                }],
-                ..Default::default()
-            }),
-            mongod: None,
-        }],
-        checks: Default::default(),
-        target_code: Some(allocator::example_code(
-            AllocatorKind::GoogleTcmalloc,
-            "/usr/bin/mongod",
-        )),
-        rseq: Some(crate::rseq::RseqOwnership {
-            allocator: AllocatorKind::GoogleTcmalloc,
-            glibc_rseq_size: Some(32),
-            verdict: crate::rseq::Verdict::BlockedByGlibcRegistration,
-            method: "example".into(),
-            confidence: "example".into(),
-            threads: Vec::new(),
-        }),
-        alloc: None,
-        kernel_stacks: vec![crate::recording::KernelStack {
-            stack_id: 7,
-            frames: vec![
-                "__schedule".into(),
-                "rwsem_down_write_slowpath".into(),
-                "xfs_ilock".into(),
-                "xfs_file_buffered_write".into(),
-            ],
-            signature: Some("xfs_ilock".into()),
-        }],
-        mongod: None,
     }
 }
 
@@ -1090,122 +489,6 @@ mod tests {
         assert_eq!(thread_class("kworker/3:1H"), "kworker");
         assert_eq!(thread_class("ftdc"), "ftdc");
         assert_eq!(thread_class("123"), "123");
-    }
-
-    #[test]
-    fn sched_feature_state_reads_debugfs_tokens() {
-        let f = "PLACE_LAG RUN_TO_PARITY NO_NEXT_BUDDY WAKEUP_PREEMPTION NO_HRTICK";
-        assert_eq!(sched_feature_state(Some(f), "WAKEUP_PREEMPTION"), "on");
-        assert_eq!(sched_feature_state(Some(f), "NEXT_BUDDY"), "off");
-        assert_eq!(sched_feature_state(Some(f), "TTWU_QUEUE"), "unknown");
-        assert_eq!(sched_feature_state(None, "WAKEUP_PREEMPTION"), "unknown");
-    }
-
-    #[test]
-    fn sched_facts_sum_all_slices() {
-        let rec = testdata::oversubscribed();
-        let f = Facts::derive(&rec);
-        let slices = rec.slices.len() as i64;
-        assert_eq!(f.get("sched.voluntary"), Some(&FactValue::Int(70 * slices)));
-        assert_eq!(
-            f.get("sched.involuntary"),
-            Some(&FactValue::Int(650 * slices))
-        );
-        let share = f
-            .get("sched.involuntary_share")
-            .and_then(FactValue::as_f64)
-            .unwrap();
-        assert!((share - 650.0 / 720.0).abs() < 1e-9, "{share}");
-        let per_s = f
-            .get("sched.involuntary_per_s")
-            .and_then(FactValue::as_f64)
-            .unwrap();
-        assert!((per_s - 650.0).abs() < 1e-9, "{per_s}");
-        let preempted = f
-            .get("sched.preempted_share")
-            .and_then(FactValue::as_f64)
-            .unwrap();
-        assert!((preempted - 640.0 / 650.0).abs() < 1e-9);
-        assert_eq!(f.get("sched.threads"), Some(&FactValue::Int(4)));
-        assert_eq!(f.get("sched.processes"), Some(&FactValue::Int(1)));
-        let p99 = f
-            .get("sched.runq_p99_us")
-            .and_then(FactValue::as_f64)
-            .unwrap();
-        assert!((2000.0..10_000.0).contains(&p99), "p99 {p99} µs");
-        let mean = f
-            .get("sched.runq_mean_us")
-            .and_then(FactValue::as_f64)
-            .unwrap();
-        assert!((mean - 3000.0).abs() < 1e-6, "mean {mean}");
-        // 4 threads each on CPU half the time: 2 CPUs busy of 2.
-        let busy = f
-            .get("sched.cpu_busy_share")
-            .and_then(FactValue::as_f64)
-            .unwrap();
-        assert!((busy - 1.0).abs() < 1e-9, "{busy}");
-        assert_eq!(
-            f.get("sched.classes.conn.threads"),
-            Some(&FactValue::Int(4)),
-            "{:?}",
-            f.get("sched.classes")
-        );
-        assert_eq!(f.get("host.eevdf"), Some(&FactValue::Bool(true)));
-        assert_eq!(f.get("host.kernel_minor"), Some(&FactValue::Int(18)));
-        assert_eq!(
-            f.get("host.wakeup_preemption"),
-            Some(&FactValue::Text("on".into()))
-        );
-        assert_eq!(f.get("target.present"), Some(&FactValue::Bool(true)));
-        assert_eq!(f.absent_reason("sched"), None);
-        assert_eq!(f.absent_reason("target"), None);
-    }
-
-    #[test]
-    fn sched_is_absent_with_reason_when_probe_failed() {
-        let mut rec = testdata::oversubscribed();
-        rec.probes[0].programs[0].error = Some("tracepoint not found".into());
-        let partly = Facts::derive(&rec);
-        assert!(partly.group("sched").is_none(), "partial data is not used");
-        let reason = partly.absent_reason("sched").unwrap();
-        assert!(reason.contains("attached only partly"), "{reason}");
-
-        rec.probes[0].programs[1].error = Some("tracepoint not found".into());
-        for s in &mut rec.slices {
-            s.sched = None;
-        }
-        let f = Facts::derive(&rec);
-        assert!(f.group("sched").is_none());
-        let reason = f.absent_reason("sched").unwrap();
-        assert!(reason.contains("did not attach"), "{reason}");
-        assert!(reason.contains("tracepoint not found"), "{reason}");
-        // One reason shared by every program is said once.
-        assert_eq!(
-            reason.matches("tracepoint not found").count(),
-            1,
-            "{reason}"
-        );
-
-        rec.probes.clear();
-        let reason = Facts::derive(&rec)
-            .absent_reason("sched")
-            .unwrap()
-            .to_string();
-        assert!(reason.contains("not part of this recording"), "{reason}");
-    }
-
-    #[test]
-    fn sched_is_absent_when_attached_but_no_slice_has_data() {
-        let mut rec = testdata::oversubscribed();
-        for s in &mut rec.slices {
-            s.sched = None;
-        }
-        let f = Facts::derive(&rec);
-        assert!(
-            f.absent_reason("sched")
-                .unwrap()
-                .contains("no scheduler data")
-        );
     }
 
     #[test]

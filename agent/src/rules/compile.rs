@@ -1,0 +1,463 @@
+//! Parsing and checking one rule file into a [`Rule`]: the schema, ids,
+//! texts, version requirements, fact groups, fix placeholders, and every CEL
+//! expression (fact names on the syntax tree, then a trial evaluation on
+//! [`Facts::example`]).
+//!
+//! Every problem is collected with the file (and line when known) instead of
+//! stopping at the first, so that one run of `--rules DIR` lists them all.
+
+use std::collections::BTreeMap;
+
+use cel::Program;
+use semver::VersionReq;
+
+use super::{
+    ALWAYS_BOUND, EvalError, Evidence, FACT_GROUPS, Facts, Rule, RuleFile, RuleFileError, eval,
+    facts, placeholders, ranking,
+};
+
+/// `family.name`: lowercase ASCII letters, digits and `_`, at least two
+/// dot-separated parts, each starting with a letter.
+fn valid_id(id: &str) -> bool {
+    let parts: Vec<&str> = id.split('.').collect();
+    parts.len() >= 2
+        && parts.iter().all(|p| {
+            p.starts_with(|c: char| c.is_ascii_lowercase())
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset)
+        .map_or(0, |before| before.matches('\n').count())
+        + 1
+}
+
+/// Parses and checks one rule file. Returns every problem found.
+pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<RuleFileError>> {
+    let mut errors = Vec::new();
+    let mut err = |line: Option<usize>, message: String| {
+        errors.push(RuleFileError {
+            file: file.to_string(),
+            line,
+            message,
+        })
+    };
+    let def: RuleFile = match toml::from_str(text) {
+        Ok(def) => def,
+        Err(e) => {
+            err(None, e.to_string().trim_end().to_string());
+            return Err(errors);
+        }
+    };
+
+    if !valid_id(&def.id) {
+        err(
+            None,
+            format!(
+                "id {:?} must look like family.name (lowercase letters, digits, '_'), e.g. \"sched.wakeup_preemption\"",
+                def.id
+            ),
+        );
+    }
+    let texts = [
+        ("title", &def.title),
+        ("summary", &def.summary),
+        ("impact.expected", &def.impact.expected),
+        ("impact.source", &def.impact.source),
+        ("fix.summary", &def.fix.summary),
+        ("fix.risk", &def.fix.risk),
+        ("fix.verify", &def.fix.verify),
+    ];
+    for (field, value) in texts {
+        if value.trim().is_empty() {
+            err(None, format!("{field} must not be empty"));
+        }
+    }
+    let readable: Vec<&str> = ALWAYS_BOUND
+        .iter()
+        .copied()
+        .chain(def.requires.iter().map(String::as_str))
+        .chain(def.optional.iter().map(String::as_str))
+        .collect();
+    let fix_texts = def
+        .fix
+        .commands
+        .iter()
+        .chain(def.fix.revert.iter())
+        .chain(def.fix.files.iter().map(|f| &f.content))
+        .chain(std::iter::once(&def.fix.verify));
+    for text in fix_texts {
+        for name in placeholders::names(text) {
+            if let Some(problem) = placeholders::check(name, &readable, example) {
+                err(None, format!("fix: {problem}"));
+            }
+        }
+    }
+    for (field, value) in [
+        ("confidence", def.confidence),
+        ("impact.score", def.impact.score),
+    ] {
+        if !(0.0..=1.0).contains(&value) {
+            err(
+                None,
+                format!("{field} must be between 0 and 1, not {value}"),
+            );
+        }
+    }
+    for (i, group) in def.requires.iter().enumerate() {
+        if !FACT_GROUPS.contains(&group.as_str()) {
+            err(
+                None,
+                format!(
+                    "requires: unknown fact group {group:?} (known: {})",
+                    FACT_GROUPS.join(", ")
+                ),
+            );
+        } else if def.requires[..i].contains(group) {
+            err(None, format!("requires: {group:?} is listed twice"));
+        }
+    }
+    for (i, group) in def.optional.iter().enumerate() {
+        if !FACT_GROUPS.contains(&group.as_str()) {
+            err(
+                None,
+                format!(
+                    "optional: unknown fact group {group:?} (known: {})",
+                    FACT_GROUPS.join(", ")
+                ),
+            );
+        } else if def.optional[..i].contains(group) || def.requires.contains(group) {
+            err(
+                None,
+                format!("optional: {group:?} is listed twice (or also in requires)"),
+            );
+        }
+    }
+    let known_arches = ranking::KNOWN_ARCHES.join(", ");
+    let mut arch = Vec::new();
+    for a in &def.applies_to.arch {
+        match ranking::normalise_arch(a) {
+            Some(n) => arch.push(n),
+            None => err(
+                None,
+                format!("applies_to.arch: unknown architecture {a:?} (known: {known_arches})"),
+            ),
+        }
+    }
+    let mut arch_priors = BTreeMap::new();
+    for (a, &prior) in &def.arch_priors {
+        match ranking::normalise_arch(a) {
+            Some(n) => {
+                arch_priors.insert(n, prior);
+            }
+            None => err(
+                None,
+                format!("arch_priors: unknown architecture {a:?} (known: {known_arches})"),
+            ),
+        }
+        if !(prior.is_finite() && prior > 0.0 && prior <= 10.0) {
+            err(
+                None,
+                format!("arch_priors.{a} must be a number above 0 and at most 10, not {prior}"),
+            );
+        }
+    }
+    let mut version_req = |field: &str, value: &Option<String>| -> Option<VersionReq> {
+        let value = value.as_ref()?;
+        match VersionReq::parse(value) {
+            Ok(req) => Some(req),
+            Err(e) => {
+                err(
+                    None,
+                    format!(
+                        "applies_to.{field}: {value:?} is not a version requirement like \">=6.6\": {e}"
+                    ),
+                );
+                None
+            }
+        }
+    };
+    let kernel = version_req("kernel", &def.applies_to.kernel);
+    let mongod = version_req("mongod", &def.applies_to.mongod);
+    for a in &def.applies_to.allocator {
+        if !facts::allocator::KIND_NAMES.contains(&a.as_str()) {
+            err(
+                None,
+                format!(
+                    "applies_to.allocator: unknown allocator {a:?}; use one of {}",
+                    facts::allocator::KIND_NAMES.join(", ")
+                ),
+            );
+        }
+    }
+    for r in &def.references {
+        if r.title.trim().is_empty() {
+            err(None, "references: title must not be empty".into());
+        }
+        if let Some(url) = &r.url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            err(
+                None,
+                format!("references: url {url:?} must start with https:// or http://"),
+            );
+        }
+    }
+    if def
+        .fix
+        .commands
+        .iter()
+        .chain(&def.fix.revert)
+        .any(|c| c.trim().is_empty())
+    {
+        err(None, "fix: commands must not be empty strings".into());
+    }
+    for f in &def.fix.files {
+        let has_content = !f.content.trim().is_empty() || f.wiredtiger_config.is_some();
+        if !f.path.starts_with('/') || f.how.trim().is_empty() || !has_content {
+            err(
+                None,
+                format!(
+                    "fix.files: {:?} needs an absolute path, a `how` and some content",
+                    f.path
+                ),
+            );
+        }
+    }
+
+    // Expressions: compile, then evaluate on the example facts with only the
+    // always-bound and required groups, so unknown facts and missing
+    // `requires` entries are caught now.
+    let mut bound: Vec<&str> = ALWAYS_BOUND.to_vec();
+    bound.extend(def.requires.iter().map(String::as_str));
+    bound.extend(def.optional.iter().map(String::as_str));
+    let ctx = eval::context(example, Some(&bound));
+    let explain_error = |what: &str, e: EvalError| -> String {
+        match &e {
+            EvalError::UnknownName(name) if FACT_GROUPS.contains(&name.as_str()) => {
+                format!(
+                    "{what} reads {name}.* facts but neither `requires` nor `optional` lists \"{name}\""
+                )
+            }
+            EvalError::NoSuchFact(_) => {
+                format!("{what}: {e} (the facts are listed in rules/README.md)")
+            }
+            _ => format!("{what}: {e}"),
+        }
+    };
+    // Fact names are checked on the syntax tree first (every branch), then
+    // by a trial evaluation (types, anything the walk cannot see).
+    let static_check = |what: &str, program: &Program| -> Option<String> {
+        for (group, field) in eval::selections(program) {
+            if !FACT_GROUPS.contains(&group.as_str()) {
+                continue;
+            }
+            if !bound.contains(&group.as_str()) {
+                return Some(explain_error(what, EvalError::UnknownName(group)));
+            }
+            if example
+                .group(&group)
+                .is_some_and(|g| !g.contains_key(&field))
+            {
+                return Some(explain_error(
+                    what,
+                    EvalError::NoSuchFact(format!("{group}.{field}")),
+                ));
+            }
+        }
+        None
+    };
+    let condition_line = Some(line_of(text, def.condition.span().start));
+    let condition = match eval::compile(def.condition.get_ref()) {
+        Ok(program) => {
+            if let Some(problem) = static_check("condition", &program) {
+                err(condition_line, problem);
+            } else if let Err(e) = eval::eval_bool(&program, &ctx) {
+                err(condition_line, explain_error("condition", e));
+            }
+            Some(program)
+        }
+        Err(e) => {
+            err(condition_line, format!("condition: {e}"));
+            None
+        }
+    };
+    if def.evidence.is_empty() {
+        err(
+            None,
+            "evidence: at least one entry is needed (the numbers that make the rule fire)".into(),
+        );
+    }
+    let mut evidence = Vec::new();
+    for (label, expr) in def.evidence_in_file_order() {
+        let line = Some(line_of(text, expr.span().start));
+        let what = format!("evidence {label:?}");
+        match eval::compile(expr.get_ref()) {
+            Ok(program) => {
+                if let Some(problem) = static_check(&what, &program) {
+                    err(line, problem);
+                } else if let Err(e) = eval::eval_scalar(&program, &ctx) {
+                    err(line, explain_error(&what, e));
+                }
+                evidence.push(Evidence {
+                    label: label.to_string(),
+                    expr: expr.get_ref().clone(),
+                    program,
+                });
+            }
+            Err(e) => err(line, format!("{what}: {e}")),
+        }
+    }
+
+    match condition {
+        Some(condition) if errors.is_empty() => Ok(Rule {
+            def,
+            file: file.to_string(),
+            arch,
+            arch_priors,
+            kernel,
+            mongod,
+            condition,
+            evidence,
+        }),
+        _ => Err(errors),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::testdata;
+
+    fn compile_one(text: &str) -> Result<Rule, Vec<RuleFileError>> {
+        compile("test.toml", text, &Facts::example())
+    }
+
+    fn errors_of(text: &str) -> String {
+        match compile_one(text) {
+            Ok(_) => panic!("expected errors"),
+            Err(errors) => errors.iter().map(|e| e.to_string() + "\n").collect(),
+        }
+    }
+
+    #[test]
+    fn evidence_keeps_file_order() {
+        let text = testdata::rule_toml("t.order", "true", 0.5, 0.5, "").replace(
+            "\"involuntary share\" = \"sched.involuntary_share\"",
+            "zeta = \"sched.threads\"\nalpha = \"sched.voluntary\"\nmid = \"host.cpu_count\"",
+        );
+        let rule = compile_one(&text).unwrap();
+        let labels: Vec<&str> = rule.evidence().iter().map(|e| e.label.as_str()).collect();
+        assert_eq!(labels, ["zeta", "alpha", "mid"]);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_reported() {
+        let base = testdata::rule_toml("t.bad", "true", 0.5, 0.5, "");
+        let typo = base.replace("severity =", "severty =");
+        assert!(errors_of(&typo).contains("unknown field `severty`"));
+
+        let e = errors_of(&testdata::rule_toml("Bad Id", "true", 1.5, -0.1, ""));
+        assert!(
+            e.contains("id \"Bad Id\" must look like family.name"),
+            "{e}"
+        );
+        assert!(
+            e.contains("confidence must be between 0 and 1, not 1.5"),
+            "{e}"
+        );
+        assert!(
+            e.contains("impact.score must be between 0 and 1, not -0.1"),
+            "{e}"
+        );
+
+        let e = errors_of(&testdata::rule_toml(
+            "t.applies",
+            "true",
+            0.5,
+            0.5,
+            "[applies_to]\narch = [\"s390\"]\nkernel = \">=six\"\n\n[arch_priors]\nx86_64 = 0.0\n",
+        ));
+        assert!(e.contains("unknown architecture \"s390\""), "{e}");
+        assert!(
+            e.contains("applies_to.kernel: \">=six\" is not a version requirement"),
+            "{e}"
+        );
+        assert!(
+            e.contains("arch_priors.x86_64 must be a number above 0"),
+            "{e}"
+        );
+
+        let e = errors_of(&base.replace("requires = [\"sched\"]", "requires = [\"shed\"]"));
+        assert!(e.contains("unknown fact group \"shed\""), "{e}");
+    }
+
+    #[test]
+    fn cel_problems_are_reported_with_line() {
+        let e = errors_of(&testdata::rule_toml(
+            "t.syntax",
+            "sched.threads >",
+            0.5,
+            0.5,
+            "",
+        ));
+        assert!(
+            e.contains("test.toml:7: condition: CEL syntax error"),
+            "{e}"
+        );
+
+        let e = errors_of(&testdata::rule_toml(
+            "t.fact",
+            "sched.runq_p98_us > 1.0",
+            0.5,
+            0.5,
+            "",
+        ));
+        assert!(
+            e.contains("condition: no fact named `sched.runq_p98_us`"),
+            "{e}"
+        );
+
+        // A typo behind a short-circuit is found too.
+        let e = errors_of(&testdata::rule_toml(
+            "t.short",
+            "sched.involuntary >= 1000000 && sched.runq_p98_us > 1.0",
+            0.5,
+            0.5,
+            "",
+        ));
+        assert!(
+            e.contains("test.toml:7: condition: no fact named `sched.runq_p98_us`"),
+            "{e}"
+        );
+
+        let e = errors_of(&testdata::rule_toml(
+            "t.type",
+            "sched.threads",
+            0.5,
+            0.5,
+            "",
+        ));
+        assert!(e.contains("must be true or false"), "{e}");
+
+        let missing = testdata::rule_toml("t.req", "sched.threads > 1", 0.5, 0.5, "")
+            .replace("requires = [\"sched\"]", "requires = []")
+            .replace("\"sched.involuntary_share\"", "\"host.cpu_count\"");
+        let e = errors_of(&missing);
+        assert!(
+            e.contains("condition reads sched.* facts but neither `requires` nor `optional` lists \"sched\""),
+            "{e}"
+        );
+
+        let e = errors_of(
+            &testdata::rule_toml("t.ev", "true", 0.5, 0.5, "")
+                .replace("\"sched.involuntary_share\"", "\"sched.classes\""),
+        );
+        assert!(
+            e.contains("test.toml:10: evidence \"involuntary share\": must give a number"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,377 @@
+//! The `sched` fact group: context switches, run-queue delays and on-CPU time
+//! of the recorded threads (the target's, or every thread host-wide), summed
+//! over every slice with scheduler data, with a per-class breakdown.
+//!
+//! Percentiles come from the log2 run-queue histogram
+//! ([`super::log2_hist_percentile_ns`]); the mean comes from the per-thread
+//! delay totals, which are exact.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{
+    FactGroup, FactValue, bucket_bounds_ns, family_unavailable, float, int,
+    log2_hist_percentile_ns, ratio, text, thread_class,
+};
+use crate::recording::model::{Recording, SchedSlice, Slice, ThreadSlice};
+
+/// Switches, run-queue delays and on-CPU time of a thread or a class of
+/// threads, summed over slices (saturating).
+#[derive(Default)]
+struct Counts {
+    voluntary: u64,
+    involuntary: u64,
+    preempted: u64,
+    runq_delay_ns: u64,
+    runq_delays: u64,
+    oncpu_ns: u64,
+}
+
+impl Counts {
+    fn add(&mut self, o: &Counts) {
+        self.voluntary = self.voluntary.saturating_add(o.voluntary);
+        self.involuntary = self.involuntary.saturating_add(o.involuntary);
+        self.preempted = self.preempted.saturating_add(o.preempted);
+        self.runq_delay_ns = self.runq_delay_ns.saturating_add(o.runq_delay_ns);
+        self.runq_delays = self.runq_delays.saturating_add(o.runq_delays);
+        self.oncpu_ns = self.oncpu_ns.saturating_add(o.oncpu_ns);
+    }
+}
+
+impl From<&ThreadSlice> for Counts {
+    fn from(t: &ThreadSlice) -> Counts {
+        Counts {
+            voluntary: t.voluntary,
+            involuntary: t.involuntary,
+            preempted: t.preempted,
+            runq_delay_ns: t.runq_delay_ns,
+            runq_delays: t.runq_delays,
+            oncpu_ns: t.oncpu_ns,
+        }
+    }
+}
+
+#[derive(Default)]
+struct ThreadTotals {
+    comm: String,
+    tgid: u32,
+    n: Counts,
+}
+
+#[derive(Default)]
+struct ClassTotals {
+    threads: u64,
+    n: Counts,
+}
+
+/// The `sched` group, or why it is absent (the probe did not attach, or no
+/// slice carries scheduler data).
+pub(super) fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
+    if let Some(reason) = family_unavailable(rec, "sched") {
+        return Err(reason);
+    }
+    let slices: Vec<(&Slice, &SchedSlice)> = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.sched.as_ref().map(|sched| (s, sched)))
+        .collect();
+    if slices.is_empty() {
+        return Err(format!(
+            "the sched probe attached but the recording has no scheduler data ({} slices)",
+            rec.slices.len()
+        ));
+    }
+    let duration_s = slices.iter().map(|(s, _)| s.duration_ms).sum::<u64>() as f64 / 1000.0;
+    let cpu_count = f64::from(rec.host.cpu_count.max(1));
+
+    let (mut switches, mut voluntary, mut involuntary, mut preempted, mut wakeups) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut hist: Vec<u64> = Vec::new();
+    let mut drops = crate::recording::model::SchedDrops::default();
+    let mut threads: BTreeMap<u32, ThreadTotals> = BTreeMap::new();
+    let (mut wakeup_preemptions, mut migrations) = (0u64, 0u64);
+    for (_, s) in &slices {
+        switches = switches.saturating_add(s.switches_total);
+        voluntary = voluntary.saturating_add(s.voluntary);
+        involuntary = involuntary.saturating_add(s.involuntary);
+        preempted = preempted.saturating_add(s.preempted);
+        wakeups = wakeups.saturating_add(s.wakeups);
+        wakeup_preemptions = wakeup_preemptions.saturating_add(s.wakeup_preemptions);
+        migrations = migrations.saturating_add(s.migrations);
+        if hist.len() < s.runq_hist_log2_ns.len() {
+            hist.resize(s.runq_hist_log2_ns.len(), 0);
+        }
+        for (acc, &n) in hist.iter_mut().zip(&s.runq_hist_log2_ns) {
+            *acc = acc.saturating_add(n);
+        }
+        drops.thread_map_full = drops
+            .thread_map_full
+            .saturating_add(s.drops.thread_map_full);
+        drops.wakeup_map_full = drops
+            .wakeup_map_full
+            .saturating_add(s.drops.wakeup_map_full);
+        drops.read_failed = drops.read_failed.saturating_add(s.drops.read_failed);
+        for t in &s.threads {
+            let acc = threads.entry(t.tid).or_default();
+            acc.comm.clone_from(&t.comm);
+            acc.tgid = t.tgid;
+            acc.n.add(&Counts::from(t));
+        }
+    }
+
+    let observed = voluntary.saturating_add(involuntary);
+    let runq_delays: u64 = hist.iter().sum();
+    let pct_us = |p: f64| log2_hist_percentile_ns(&hist, p).unwrap_or(0.0) / 1000.0;
+    let max_bucket_us = hist
+        .iter()
+        .rposition(|&c| c > 0)
+        .map_or(0.0, |i| bucket_bounds_ns(i).1 / 1000.0);
+    let thread_delay_ns: u64 = threads.values().map(|t| t.n.runq_delay_ns).sum();
+    let thread_delays: u64 = threads.values().map(|t| t.n.runq_delays).sum();
+    let oncpu_ns: u64 = threads.values().map(|t| t.n.oncpu_ns).sum();
+    let oncpu_s = oncpu_ns as f64 / 1e9;
+    let cpu_busy = ratio(oncpu_s, duration_s);
+    let processes: BTreeSet<u32> = threads.values().map(|t| t.tgid).collect();
+
+    let mut g = FactGroup::new();
+    let scope = if rec.target.is_some() {
+        "target"
+    } else {
+        "host"
+    };
+    g.insert("scope".into(), text(scope));
+    g.insert("duration_s".into(), float(duration_s));
+    g.insert("switches_total".into(), int(switches));
+    g.insert(
+        "switches_per_s".into(),
+        float(ratio(switches as f64, duration_s)),
+    );
+    g.insert(
+        "switches_per_cpu_per_s".into(),
+        float(ratio(switches as f64, duration_s) / cpu_count),
+    );
+    g.insert("observed_switches".into(), int(observed));
+    g.insert(
+        "observed_switches_per_s".into(),
+        float(ratio(observed as f64, duration_s)),
+    );
+    g.insert("voluntary".into(), int(voluntary));
+    g.insert("involuntary".into(), int(involuntary));
+    g.insert("preempted".into(), int(preempted));
+    g.insert("wakeups".into(), int(wakeups));
+    g.insert(
+        "wakeups_per_s".into(),
+        float(ratio(wakeups as f64, duration_s)),
+    );
+    g.insert(
+        "involuntary_share".into(),
+        float(ratio(involuntary as f64, observed as f64)),
+    );
+    g.insert(
+        "involuntary_per_s".into(),
+        float(ratio(involuntary as f64, duration_s)),
+    );
+    g.insert(
+        "preempted_share".into(),
+        float(ratio(preempted as f64, involuntary as f64)),
+    );
+    g.insert("wakeup_preemptions".into(), int(wakeup_preemptions));
+    g.insert(
+        "wakeup_preemptions_per_s".into(),
+        float(ratio(wakeup_preemptions as f64, duration_s)),
+    );
+    g.insert(
+        "wakeup_preemption_share".into(),
+        float(ratio(wakeup_preemptions as f64, involuntary as f64)),
+    );
+    g.insert(
+        "migrations_per_s".into(),
+        float(ratio(migrations as f64, duration_s)),
+    );
+    g.insert("runq_delays".into(), int(runq_delays));
+    g.insert("runq_p50_us".into(), float(pct_us(0.50)));
+    g.insert("runq_p90_us".into(), float(pct_us(0.90)));
+    g.insert("runq_p99_us".into(), float(pct_us(0.99)));
+    g.insert("runq_max_bucket_us".into(), float(max_bucket_us));
+    g.insert(
+        "runq_mean_us".into(),
+        float(ratio(thread_delay_ns as f64, thread_delays as f64) / 1000.0),
+    );
+    g.insert("threads".into(), int(threads.len() as u64));
+    g.insert("processes".into(), int(processes.len() as u64));
+    g.insert("oncpu_s".into(), float(oncpu_s));
+    g.insert("cpu_busy".into(), float(cpu_busy));
+    g.insert("cpu_busy_share".into(), float(cpu_busy / cpu_count));
+
+    let busiest = threads
+        .iter()
+        .max_by_key(|(tid, t)| (t.n.oncpu_ns, std::cmp::Reverse(**tid)));
+    g.insert(
+        "busiest_thread".into(),
+        text(busiest.map_or("", |(_, t)| t.comm.as_str())),
+    );
+    g.insert(
+        "busiest_thread_tid".into(),
+        int(busiest.map_or(0, |(tid, _)| u64::from(*tid))),
+    );
+    g.insert(
+        "busiest_thread_oncpu_share".into(),
+        float(busiest.map_or(0.0, |(_, t)| ratio(t.n.oncpu_ns as f64 / 1e9, duration_s))),
+    );
+
+    g.insert("drops".into(), int(drops.total()));
+    g.insert("drops_thread_map_full".into(), int(drops.thread_map_full));
+    g.insert("drops_wakeup_map_full".into(), int(drops.wakeup_map_full));
+    g.insert("drops_read_failed".into(), int(drops.read_failed));
+
+    let mut classes: BTreeMap<String, ClassTotals> = BTreeMap::new();
+    for t in threads.values() {
+        let c = classes.entry(thread_class(&t.comm)).or_default();
+        c.threads += 1;
+        c.n.add(&t.n);
+    }
+    let classes: BTreeMap<String, FactValue> = classes
+        .into_iter()
+        .map(
+            |(
+                name,
+                ClassTotals {
+                    threads: members,
+                    n: c,
+                },
+            )| {
+                let mut m = BTreeMap::new();
+                let switched = c.voluntary.saturating_add(c.involuntary);
+                m.insert("threads".into(), int(members));
+                m.insert("voluntary".into(), int(c.voluntary));
+                m.insert("involuntary".into(), int(c.involuntary));
+                m.insert("preempted".into(), int(c.preempted));
+                m.insert(
+                    "involuntary_share".into(),
+                    float(ratio(c.involuntary as f64, switched as f64)),
+                );
+                m.insert("runq_delays".into(), int(c.runq_delays));
+                m.insert(
+                    "runq_mean_us".into(),
+                    float(ratio(c.runq_delay_ns as f64, c.runq_delays as f64) / 1000.0),
+                );
+                m.insert("oncpu_s".into(), float(c.oncpu_ns as f64 / 1e9));
+                (name, FactValue::Map(m))
+            },
+        )
+        .collect();
+    g.insert("classes".into(), FactValue::Map(classes));
+    Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::rules::facts::{FactValue, Facts};
+    use crate::rules::testdata;
+
+    #[test]
+    fn sched_facts_sum_all_slices() {
+        let rec = testdata::oversubscribed();
+        let f = Facts::derive(&rec);
+        let slices = rec.slices.len() as i64;
+        assert_eq!(f.get("sched.voluntary"), Some(&FactValue::Int(70 * slices)));
+        assert_eq!(
+            f.get("sched.involuntary"),
+            Some(&FactValue::Int(650 * slices))
+        );
+        let share = f
+            .get("sched.involuntary_share")
+            .and_then(FactValue::as_f64)
+            .unwrap();
+        assert!((share - 650.0 / 720.0).abs() < 1e-9, "{share}");
+        let per_s = f
+            .get("sched.involuntary_per_s")
+            .and_then(FactValue::as_f64)
+            .unwrap();
+        assert!((per_s - 650.0).abs() < 1e-9, "{per_s}");
+        let preempted = f
+            .get("sched.preempted_share")
+            .and_then(FactValue::as_f64)
+            .unwrap();
+        assert!((preempted - 640.0 / 650.0).abs() < 1e-9);
+        assert_eq!(f.get("sched.threads"), Some(&FactValue::Int(4)));
+        assert_eq!(f.get("sched.processes"), Some(&FactValue::Int(1)));
+        let p99 = f
+            .get("sched.runq_p99_us")
+            .and_then(FactValue::as_f64)
+            .unwrap();
+        assert!((2000.0..10_000.0).contains(&p99), "p99 {p99} µs");
+        let mean = f
+            .get("sched.runq_mean_us")
+            .and_then(FactValue::as_f64)
+            .unwrap();
+        assert!((mean - 3000.0).abs() < 1e-6, "mean {mean}");
+        // 4 threads each on CPU half the time: 2 CPUs busy of 2.
+        let busy = f
+            .get("sched.cpu_busy_share")
+            .and_then(FactValue::as_f64)
+            .unwrap();
+        assert!((busy - 1.0).abs() < 1e-9, "{busy}");
+        assert_eq!(
+            f.get("sched.classes.conn.threads"),
+            Some(&FactValue::Int(4)),
+            "{:?}",
+            f.get("sched.classes")
+        );
+        assert_eq!(f.get("host.eevdf"), Some(&FactValue::Bool(true)));
+        assert_eq!(f.get("host.kernel_minor"), Some(&FactValue::Int(18)));
+        assert_eq!(
+            f.get("host.wakeup_preemption"),
+            Some(&FactValue::Text("on".into()))
+        );
+        assert_eq!(f.get("target.present"), Some(&FactValue::Bool(true)));
+        assert_eq!(f.absent_reason("sched"), None);
+        assert_eq!(f.absent_reason("target"), None);
+    }
+
+    #[test]
+    fn sched_is_absent_with_reason_when_probe_failed() {
+        let mut rec = testdata::oversubscribed();
+        rec.probes[0].programs[0].error = Some("tracepoint not found".into());
+        let partly = Facts::derive(&rec);
+        assert!(partly.group("sched").is_none(), "partial data is not used");
+        let reason = partly.absent_reason("sched").unwrap();
+        assert!(reason.contains("attached only partly"), "{reason}");
+
+        rec.probes[0].programs[1].error = Some("tracepoint not found".into());
+        for s in &mut rec.slices {
+            s.sched = None;
+        }
+        let f = Facts::derive(&rec);
+        assert!(f.group("sched").is_none());
+        let reason = f.absent_reason("sched").unwrap();
+        assert!(reason.contains("did not attach"), "{reason}");
+        assert!(reason.contains("tracepoint not found"), "{reason}");
+        // One reason shared by every program is said once.
+        assert_eq!(
+            reason.matches("tracepoint not found").count(),
+            1,
+            "{reason}"
+        );
+
+        rec.probes.clear();
+        let reason = Facts::derive(&rec)
+            .absent_reason("sched")
+            .unwrap()
+            .to_string();
+        assert!(reason.contains("not part of this recording"), "{reason}");
+    }
+
+    #[test]
+    fn sched_is_absent_when_attached_but_no_slice_has_data() {
+        let mut rec = testdata::oversubscribed();
+        for s in &mut rec.slices {
+            s.sched = None;
+        }
+        let f = Facts::derive(&rec);
+        assert!(
+            f.absent_reason("sched")
+                .unwrap()
+                .contains("no scheduler data")
+        );
+    }
+}

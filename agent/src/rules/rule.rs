@@ -1,0 +1,248 @@
+//! A compiled rule ([`Rule`]) and whether it applies to a recording
+//! ([`Applies`]): architecture, kernel, mongod and allocator requirements,
+//! then the fact groups it needs.
+//!
+//! Kept apart from [`super::compile`], which builds a [`Rule`] from a file,
+//! so that what a loaded rule is and how it is judged read on their own.
+
+use std::collections::BTreeMap;
+
+use cel::Program;
+use semver::VersionReq;
+
+use super::facts;
+use super::{FactValue, Facts, RuleFile};
+
+/// One evidence entry, compiled.
+#[derive(Debug)]
+pub struct Evidence {
+    pub label: String,
+    pub expr: String,
+    pub program: Program,
+}
+
+/// A checked, compiled rule.
+#[derive(Debug)]
+pub struct Rule {
+    /// The file as written.
+    pub def: RuleFile,
+    /// File it came from (for messages).
+    pub file: String,
+    pub(super) arch: Vec<String>,
+    pub(super) arch_priors: BTreeMap<String, f64>,
+    pub(super) kernel: Option<VersionReq>,
+    pub(super) mongod: Option<VersionReq>,
+    pub(super) condition: Program,
+    pub(super) evidence: Vec<Evidence>,
+}
+
+/// Whether a rule can be evaluated on a recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applies {
+    Yes,
+    /// The rule does not concern this host (other architecture, kernel, ...).
+    No(String),
+    /// Cannot tell: something the rule needs was not recorded.
+    Unknown(String),
+}
+
+impl Rule {
+    pub fn id(&self) -> &str {
+        &self.def.id
+    }
+
+    pub fn condition(&self) -> &Program {
+        &self.condition
+    }
+
+    /// Evidence in file order.
+    pub fn evidence(&self) -> &[Evidence] {
+        &self.evidence
+    }
+
+    /// Priors keyed by normalised architecture name.
+    pub fn arch_priors(&self) -> &BTreeMap<String, f64> {
+        &self.arch_priors
+    }
+
+    /// Whether the rule applies to a recording with `facts`, ranked for `arch`
+    /// (normalised). Checked in order: architecture, kernel, mongod, allocator,
+    /// then the required fact groups.
+    pub fn applies(&self, facts: &Facts, arch: &str) -> Applies {
+        if !self.arch.is_empty() && facts::unnamed(arch) {
+            let why = facts
+                .arch_unknown
+                .as_deref()
+                .unwrap_or("the recording does not name it");
+            return Applies::Unknown(format!(
+                "architecture unknown: {why}; the rule is only for {} (--arch names one)",
+                self.arch.join(", ")
+            ));
+        }
+        if !self.arch.is_empty() && !self.arch.iter().any(|a| a == arch) {
+            return Applies::No(format!("only for {}; this is {arch}", self.arch.join(", ")));
+        }
+        let kernel_release = facts
+            .get("host.kernel")
+            .and_then(|v| match v {
+                FactValue::Text(s) => Some(s.as_str()),
+                _ => None,
+            })
+            .unwrap_or("?");
+        if let Some(req) = &self.kernel {
+            match &facts.kernel_version {
+                None => {
+                    return Applies::Unknown(match &facts.kernel_unknown {
+                        Some(why) => {
+                            format!("kernel unknown: {why}; the rule needs kernel {req}")
+                        }
+                        None => format!(
+                            "kernel release {kernel_release:?} not understood; the rule needs kernel {req}"
+                        ),
+                    });
+                }
+                Some(v) if !req.matches(v) => {
+                    return Applies::No(format!(
+                        "needs kernel {req}; this host runs {v} ({kernel_release})"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(req) = &self.mongod {
+            match &facts.mongod_version {
+                None => {
+                    return Applies::Unknown(format!(
+                        "mongod version unknown ({}); the rule needs mongod {req}",
+                        facts
+                            .mongod_version_unknown
+                            .as_deref()
+                            .unwrap_or("the recording has no mongod data")
+                    ));
+                }
+                Some(v) if !req.matches(v) => {
+                    return Applies::No(format!("needs mongod {req}; the target runs {v}"));
+                }
+                Some(_) => {}
+            }
+        }
+        let allocators = &self.def.applies_to.allocator;
+        if !allocators.is_empty() {
+            match &facts.allocator {
+                None => {
+                    return Applies::Unknown(format!(
+                        "memory allocator unknown ({}); the rule is about {}",
+                        facts.allocator_unknown.as_deref().unwrap_or("not recorded"),
+                        allocators.join(", ")
+                    ));
+                }
+                Some(a) if !allocators.iter().any(|x| x == a) => {
+                    let uses = match a.as_str() {
+                        "unknown" => "another one (e.g. macOS's or Windows' own)".to_string(),
+                        named => named.to_string(),
+                    };
+                    return Applies::No(format!(
+                        "about the {} allocator; the target uses {uses}",
+                        allocators.join(", ")
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        for group in &self.def.requires {
+            if let Some(reason) = facts.absent_reason(group) {
+                return Applies::Unknown(format!("needs {group} data: {reason}"));
+            }
+        }
+        Applies::Yes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::{compile, testdata};
+
+    fn compile_one(text: &str) -> Rule {
+        compile("test.toml", text, &Facts::example()).unwrap()
+    }
+
+    #[test]
+    fn applicability_checks_arch_kernel_and_requirements() {
+        let text = testdata::rule_toml(
+            "t.apply",
+            "true",
+            0.5,
+            0.5,
+            "[applies_to]\narch = [\"s390x\", \"x86_64\"]\nkernel = \">=6.6\"\n",
+        );
+        let rule = compile_one(&text);
+        let facts = |kernel: &str| Facts::derive(&testdata::base(kernel, "x86_64", 2));
+        let mut rec = testdata::oversubscribed();
+        let on_618 = Facts::derive(&rec);
+        assert_eq!(rule.applies(&on_618, "x86_64"), Applies::Yes);
+        assert_eq!(rule.applies(&on_618, "s390x"), Applies::Yes);
+        assert!(
+            matches!(rule.applies(&on_618, "aarch64"), Applies::No(r) if r.contains("only for s390x, x86_64"))
+        );
+        match rule.applies(&facts("5.15.0-91-generic"), "x86_64") {
+            Applies::No(r) => assert!(
+                r.contains("needs kernel >=6.6; this host runs 5.15.0"),
+                "{r}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(rule.applies(&facts("weird"), "x86_64"), Applies::Unknown(r) if r.contains("not understood"))
+        );
+        // An architecture or kernel the recording does not name: not
+        // assessed, never judged against an empty name.
+        let mut unnamed = testdata::base("", "", 2);
+        let f = Facts::derive(&unnamed);
+        for arch in ["", "unknown"] {
+            assert!(
+                matches!(rule.applies(&f, arch), Applies::Unknown(r) if r.starts_with("architecture unknown: the recording does not name it; the rule is only for s390x, x86_64"))
+            );
+        }
+        unnamed.host.arch = "x86_64".into();
+        assert!(
+            matches!(rule.applies(&Facts::derive(&unnamed), "x86_64"), Applies::Unknown(r) if r.starts_with("kernel unknown: the recording does not name it; the rule needs kernel >=6.6"))
+        );
+        // 6.6.0 itself is included.
+        rec.host.kernel_release = "6.6.0".into();
+        assert_eq!(rule.applies(&Facts::derive(&rec), "x86_64"), Applies::Yes);
+        // No slices: sched facts absent → not assessed with the reason.
+        match rule.applies(&facts("6.8.0"), "x86_64") {
+            Applies::Unknown(r) => assert!(
+                r.contains("needs sched data") && r.contains("no scheduler data"),
+                "{r}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn mongod_and_allocator_requirements_are_not_assessed_without_data() {
+        let rule = compile_one(&testdata::rule_toml(
+            "t.mongod",
+            "true",
+            0.5,
+            0.5,
+            "[applies_to]\nmongod = \">=7.0\"\nallocator = [\"google_tcmalloc\"]\n",
+        ));
+        let mut facts = Facts::derive(&testdata::oversubscribed());
+        assert!(
+            matches!(rule.applies(&facts, "x86_64"), Applies::Unknown(r) if r.contains("mongod version unknown"))
+        );
+        facts.mongod_version = Some(semver::Version::new(6, 0, 14));
+        assert!(
+            matches!(rule.applies(&facts, "x86_64"), Applies::No(r) if r.contains("needs mongod >=7.0"))
+        );
+        facts.mongod_version = Some(semver::Version::new(7, 0, 2));
+        assert!(
+            matches!(rule.applies(&facts, "x86_64"), Applies::Unknown(r) if r.contains("allocator unknown"))
+        );
+        facts.allocator = Some("google_tcmalloc".into());
+        assert_eq!(rule.applies(&facts, "x86_64"), Applies::Yes);
+    }
+}

@@ -1,0 +1,230 @@
+//! Scenarios of the `host.*` rules: swappiness, NUMA, open files, readahead,
+//! overcommit, max_map_count and TCP keepalive; each fires with its evidence
+//! and has near misses.
+
+use super::{fired, fix_has, num, passed, report, tuning, txt};
+use crate::recording::model::{DbPathFacts, NumaNode, ResourceLimit};
+use crate::rseq::Verdict;
+use crate::rules::facts::storage::example_storage;
+use crate::rules::testdata::{
+    GIB, baseline, healthy_mongod, set_allocator, set_mongod, with_figure,
+};
+use crate::symbols::AllocatorKind;
+
+#[test]
+fn swappiness_numa_and_open_files_basics() {
+    let mut rec = baseline();
+    tuning(&mut rec).vm.swappiness = Some(60);
+    let f = fired(&rec, "host.swappiness");
+    assert_eq!(num(&f, "vm.swappiness"), 60.0);
+    // The revert restores the value this host had, not a default.
+    let mut thirty = rec.clone();
+    tuning(&mut thirty).vm.swappiness = Some(30);
+    let f = fired(&thirty, "host.swappiness");
+    assert!(
+        f.fix
+            .revert
+            .iter()
+            .any(|c| c.ends_with("sysctl -w vm.swappiness=30")),
+        "{:?}",
+        f.fix.revert
+    );
+    // Near miss: no swap at all.
+    tuning(&mut rec).swap_total_bytes = Some(0);
+    passed(&rec, "host.swappiness");
+
+    let mut numa = baseline();
+    numa.host.numa_nodes = Some(
+        (0..2)
+            .map(|id| NumaNode {
+                id,
+                cpus: if id == 0 { "0-3" } else { "4-7" }.into(),
+                mem_total_bytes: Some(32 * GIB),
+            })
+            .collect(),
+    );
+    let f = fired(&numa, "host.numa");
+    assert_eq!(num(&f, "NUMA nodes"), 2.0);
+    assert_eq!(txt(&f, "memory policy"), "default");
+    numa.host.target_process.as_mut().unwrap().numa_policy = Some("interleave:0-1".into());
+    passed(&numa, "host.numa");
+    tuning(&mut numa).vm.zone_reclaim_mode = Some(1);
+    fired(&numa, "host.numa");
+
+    let mut files = baseline();
+    files.host.target_process.as_mut().unwrap().max_open_files = Some(ResourceLimit {
+        soft: Some(1024),
+        hard: Some(524_288),
+    });
+    let f = fired(&files, "host.open_files");
+    assert_eq!(num(&f, "soft limit"), 1024.0);
+    // Unlimited counts as enough.
+    files.host.target_process.as_mut().unwrap().max_open_files = Some(ResourceLimit {
+        soft: None,
+        hard: None,
+    });
+    passed(&files, "host.open_files");
+}
+
+#[test]
+fn readahead_fires_above_16_kib_and_names_the_disk() {
+    let mut rec = baseline();
+    let storage = rec.host.db_path.as_mut().unwrap().storage.as_mut().unwrap();
+    storage.read_ahead_kb = Some(128);
+    let f = fired(&rec, "host.readahead");
+    assert_eq!(num(&f, "readahead (KiB)"), 128.0);
+    assert_eq!(num(&f, "sectors"), 256.0);
+    assert_eq!(txt(&f, "disk"), "nvme0n1");
+    assert_eq!(txt(&f, "dbPath"), "/data/db");
+    assert_eq!(txt(&f, "found from"), "open file WiredTiger.lock");
+    // The commands name this recording's disk; the revert restores its value.
+    assert!(fix_has(&f, "blockdev --setra 32 /dev/nvme0n1"));
+    assert!(fix_has(
+        &f,
+        "KERNEL==\"nvme0n1\", ATTR{queue/read_ahead_kb}=\"16\""
+    ));
+    assert!(
+        f.fix
+            .revert
+            .iter()
+            .any(|c| c == "blockdev --setra 256 /dev/nvme0n1")
+    );
+    assert!(
+        f.fix
+            .verify
+            .contains("/sys/block/nvme0n1/queue/read_ahead_kb")
+    );
+    // Near misses: 16 KiB (32 sectors) is the top of the range; 4 KiB its bottom.
+    for kb in [16, 4] {
+        let storage = rec.host.db_path.as_mut().unwrap().storage.as_mut().unwrap();
+        storage.read_ahead_kb = Some(kb);
+        passed(&rec, "host.readahead");
+    }
+}
+
+#[test]
+fn readahead_uses_mongods_db_path_and_is_not_assessed_without_a_disk() {
+    let mut rec = baseline();
+    // mongod's own dbPath (getCmdLineOpts) wins over what mdiag found.
+    if let Some(i) = rec.mongod.as_mut().and_then(|m| m.info.as_mut()) {
+        i.db_path_storage = Some(example_storage("/var/lib/mongo", "sdb", 4096));
+    }
+    let f = fired(&rec, "host.readahead");
+    assert_eq!(txt(&f, "disk"), "sdb");
+    assert_eq!(num(&f, "readahead (KiB)"), 4096.0);
+    assert!(txt(&f, "found from").contains("getCmdLineOpts"));
+
+    let mut rec = baseline();
+    rec.host.db_path = Some(DbPathFacts {
+        unknown_reason: Some("the target (pid 1000) has none of WiredTiger.lock open".into()),
+        ..DbPathFacts::default()
+    });
+    let r = report(&rec);
+    let n = r
+        .not_assessed
+        .iter()
+        .find(|n| n.rule_id == "host.readahead")
+        .expect("not assessed");
+    assert!(n.reason.contains("pid 1000"), "{}", n.reason);
+    rec.host.db_path = None;
+    let r = report(&rec);
+    assert!(
+        r.not_assessed
+            .iter()
+            .any(|n| n.rule_id == "host.readahead" && n.reason.contains("was not recorded"))
+    );
+}
+
+#[test]
+fn overcommit_fires_in_strict_mode_with_the_commit_figures() {
+    let mut rec = baseline();
+    let m = tuning(&mut rec);
+    m.vm.overcommit_memory = Some(2);
+    m.commit_limit_bytes = Some(36 * GIB);
+    m.committed_as_bytes = Some(33 * GIB);
+    let f = fired(&rec, "host.overcommit");
+    assert_eq!(num(&f, "vm.overcommit_memory"), 2.0);
+    assert_eq!(num(&f, "overcommit_ratio"), 50.0);
+    assert_eq!(num(&f, "CommitLimit"), 36.0);
+    assert_eq!(num(&f, "Committed_AS"), 33.0);
+    assert!((num(&f, "committed (%") - 100.0 * 33.0 / 36.0).abs() < 1e-9);
+    // mongod 8 (Google TCMalloc): MongoDB's own unit sets 1.
+    assert!(
+        fix_has(&f, "vm.overcommit_memory = 1"),
+        "{:?}",
+        f.fix.commands
+    );
+    assert!(f.fix.revert[0].contains("sysctl -w vm.overcommit_memory=2"));
+    // Another allocator: the kernel's default heuristic.
+    let mut glibc = rec.clone();
+    set_allocator(
+        &mut glibc,
+        AllocatorKind::Glibc,
+        Verdict::AllocatorHasNoPerCpuMode,
+        32,
+    );
+    let g = fired(&glibc, "host.overcommit");
+    assert!(
+        fix_has(&g, "vm.overcommit_memory = 0"),
+        "{:?}",
+        g.fix.commands
+    );
+    // Near misses: heuristic (0) and always (1) overcommit.
+    for mode in [0, 1] {
+        tuning(&mut rec).vm.overcommit_memory = Some(mode);
+        passed(&rec, "host.overcommit");
+    }
+    // Unknown: not assessed, never guessed.
+    tuning(&mut rec).vm.overcommit_memory = None;
+    let r = report(&rec);
+    assert!(
+        r.not_assessed
+            .iter()
+            .any(|n| n.rule_id == "host.overcommit" && n.reason.contains("overcommit_memory")),
+        "{:?}",
+        r.not_assessed
+    );
+}
+
+#[test]
+fn max_map_count_follows_mongods_own_startup_check() {
+    let mut rec = baseline();
+    let conns = with_figure(
+        with_figure(healthy_mongod(), "connections.current", 200, 0),
+        "connections.available",
+        838_660,
+        0,
+    );
+    set_mongod(&mut rec, &conns);
+    tuning(&mut rec).vm.max_map_count = Some(65_530);
+    let f = fired(&rec, "host.max_map_count");
+    assert_eq!(num(&f, "wanted by mongod"), 1_677_720.0);
+    assert!(
+        fix_has(&f, "vm.max_map_count = 1677720"),
+        "{:?}",
+        f.fix.commands
+    );
+    assert!(f.fix.revert[0].contains("sysctl -w vm.max_map_count=65530"));
+    // Near miss: at the wanted value.
+    tuning(&mut rec).vm.max_map_count = Some(1_677_720);
+    passed(&rec, "host.max_map_count");
+}
+
+#[test]
+fn tcp_keepalive_follows_mongodbs_faq() {
+    let mut rec = baseline();
+    rec.host.tcp_keepalive_time = Some(7200);
+    let f = fired(&rec, "host.tcp_keepalive");
+    assert_eq!(num(&f, "tcp_keepalive_time"), 7200.0);
+    assert!(fix_has(&f, "net.ipv4.tcp_keepalive_time = 120"));
+    assert!(f.fix.revert[0].ends_with("net.ipv4.tcp_keepalive_time=7200"));
+    // Near miss: the FAQ's value; unknown: not assessed.
+    passed(&baseline(), "host.tcp_keepalive");
+    rec.host.tcp_keepalive_time = None;
+    assert!(
+        report(&rec)
+            .not_assessed
+            .iter()
+            .any(|n| n.rule_id == "host.tcp_keepalive")
+    );
+}

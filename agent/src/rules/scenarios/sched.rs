@@ -1,0 +1,48 @@
+//! Scenarios of the `sched.*` rules: wakeup preemption, which needs real
+//! wakeup preemptions and says when the setting cannot be changed.
+
+use super::{fired, passed, txt};
+use crate::rules::testdata;
+
+#[test]
+fn wakeup_preemption_needs_real_wakeup_preemptions_and_says_when_it_cannot_be_fixed() {
+    let rec = testdata::oversubscribed();
+    let f = fired(&rec, "sched.wakeup_preemption");
+    assert_eq!(txt(&f, "fix can be applied on this host"), "yes");
+    // Near miss: as many involuntary switches and as long run-queue waits,
+    // but none of them to a task just woken (time-slice expiry alone).
+    let mut slices_only = rec.clone();
+    for s in &mut slices_only.slices {
+        let sched = s.sched.as_mut().unwrap();
+        sched.wakeup_preemptions = 0;
+        for t in &mut sched.threads {
+            t.wakeup_preempted = 0;
+        }
+    }
+    passed(&slices_only, "sched.wakeup_preemption");
+    // This host's case: kernel lockdown (integrity) refuses debugfs, even reads.
+    let mut locked = rec.clone();
+    locked.host.sched_features = None;
+    locked.host.sched_features_error = Some("permission denied".into());
+    locked.host.lockdown = Some("integrity".into());
+    let f = fired(&locked, "sched.wakeup_preemption");
+    let why = txt(&f, "fix can be applied on this host");
+    assert!(
+        why.starts_with("no: the kernel is locked down (integrity)"),
+        "{why}"
+    );
+    assert!(f.fix.summary.contains("lockdown"), "{}", f.fix.summary);
+    // A kernel without the file (no debugfs, or an older scheduler).
+    let mut absent = rec.clone();
+    absent.host.sched_features = None;
+    absent.host.sched_features_error =
+        Some("not found (debugfs not mounted, or no such file on this kernel)".into());
+    absent.host.lockdown = Some("none".into());
+    let f = fired(&absent, "sched.wakeup_preemption");
+    assert!(
+        txt(&f, "fix can be applied on this host")
+            .starts_with("no: /sys/kernel/debug/sched/features not found"),
+        "{:?}",
+        f.evidence
+    );
+}

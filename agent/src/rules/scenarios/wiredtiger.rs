@@ -1,0 +1,327 @@
+//! Scenarios of the `wiredtiger.*` rules: cache size and limits, eviction
+//! threads, data handles, checkpoint lock contention and the configuration
+//! fragments their fixes write; each fires with its evidence and has near
+//! misses.
+
+use super::{fired, fix_has, num, passed, report, tuning, txt};
+use crate::rules::testdata::{
+    GIB, baseline, healthy_mongod, set_contention, set_mongod, with_figure,
+};
+
+#[test]
+fn checkpoint_lock_contention_needs_waits_concentrated_in_checkpoints() {
+    // 4 conn threads × 400 ms inside a 500 ms checkpoint per slice: 3200 ms
+    // of waiting per second of checkpoint time, vs 4 × 20 ms per 500 ms
+    // outside (160 ms/s).
+    let mut rec = baseline();
+    set_contention(&mut rec, 400, 20, "submit_bio_wait", 5);
+    let f = fired(&rec, "wiredtiger.checkpoint_lock_contention");
+    assert_eq!(num(&f, "checkpoints seen"), 10.0);
+    assert!((num(&f, "inside checkpoints (ms per s)") - 3200.0).abs() < 1e-6);
+    assert!((num(&f, "outside checkpoints (ms per s)") - 160.0).abs() < 1e-6);
+    assert!((num(&f, "inside / outside") - 20.0).abs() < 1e-6);
+    // All waiting inside, none outside: the strongest case still fires.
+    set_contention(&mut rec, 400, 0, "submit_bio_wait", 5);
+    let f = fired(&rec, "wiredtiger.checkpoint_lock_contention");
+    assert_eq!(txt(&f, "inside / outside"), "no waits outside");
+    // Near miss: the same waits spread evenly (ratio 1).
+    set_contention(&mut rec, 100, 100, "submit_bio_wait", 5);
+    passed(&rec, "wiredtiger.checkpoint_lock_contention");
+    // Near miss: concentrated but tiny.
+    set_contention(&mut rec, 10, 0, "submit_bio_wait", 5);
+    passed(&rec, "wiredtiger.checkpoint_lock_contention");
+}
+
+#[test]
+fn cache_size_fires_on_a_full_cache_of_a_read_mostly_server_with_memory_to_spare() {
+    // 64 GiB host, 40 GiB available; 24 GiB cache at 97 % and app eviction.
+    let mut rec = baseline();
+    let full = with_figure(
+        with_figure(
+            healthy_mongod(),
+            "wiredTiger.cache.bytes currently in the cache",
+            23_300_000_000,
+            0,
+        ),
+        "wiredTiger.cache.pages evicted by application threads",
+        0,
+        20,
+    );
+    set_mongod(&mut rec, &full);
+    let f = fired(&rec, "wiredtiger.cache_size");
+    assert!(num(&f, "cache fill, highest") > 90.0);
+    assert!(
+        (num(&f, "reads (query + getmore) of all operations") - 1000.0 / 1100.0 * 100.0).abs()
+            < 0.01
+    );
+    // 60 % of this server's 64 GB limit (hostInfo memLimitMB 65536), not a
+    // number from another host.
+    assert_eq!(num(&f, "suggested cacheSizeGB"), 38.4);
+    assert!(fix_has(&f, "cache_size=38.4G"), "{:?}", f.fix.commands);
+    let conf = &f.fix.files[0];
+    assert_eq!(conf.path, "/etc/mongod.conf");
+    assert!(
+        conf.content.contains("cacheSizeGB: 38.4"),
+        "{}",
+        conf.content
+    );
+    assert!(
+        !f.fix.commands.iter().any(|c| c.contains("storage:")),
+        "config shown as a command"
+    );
+    // The revert restores the recorded size (24 GiB in bytes).
+    assert!(
+        f.fix.revert[0].contains(&format!("cache_size={}", 24 * GIB)),
+        "{:?}",
+        f.fix.revert
+    );
+    assert!(f.summary.contains("cautions"), "{}", f.summary);
+    // In a container with an 8 GB limit the same figures give 4.8 GB, and
+    // a 4.8 GB step is not above a 24 GB cache: no finding.
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .host_mem_limit_mb = Some(8192);
+    passed(&rec, "wiredtiger.cache_size");
+    // Near miss: the same server writing mostly.
+    let writes = with_figure(full.clone(), "opcounters.insert", 0, 5000);
+    set_mongod(&mut rec, &writes);
+    passed(&rec, "wiredtiger.cache_size");
+    // Near miss: no memory to spare.
+    set_mongod(&mut rec, &full);
+    tuning(&mut rec).mem_available_bytes = Some(4 * GIB);
+    passed(&rec, "wiredtiger.cache_size");
+    // Near miss: the healthy baseline (half-full cache).
+    passed(&baseline(), "wiredtiger.cache_size");
+}
+
+#[test]
+fn eviction_threads_fire_when_application_threads_evict() {
+    let mut rec = baseline();
+    // 50 ms of application eviction per second, 300 pages/s.
+    let evicting = with_figure(
+        with_figure(
+            healthy_mongod(),
+            "wiredTiger.cache.application thread time evicting (usecs)",
+            0,
+            50_000,
+        ),
+        "wiredTiger.cache.pages evicted by application threads",
+        0,
+        300,
+    );
+    set_mongod(&mut rec, &evicting);
+    let f = fired(&rec, "wiredtiger.eviction_threads");
+    assert!((num(&f, "application thread time evicting") - 50.0).abs() < 0.5);
+    assert!(fix_has(&f, "eviction=(threads_min=4,threads_max=8)"));
+    // Revert to what the server had (mongod's default 4/4 here), not 1/4.
+    assert!(
+        f.fix.revert[0].contains("eviction=(threads_min=4,threads_max=4)"),
+        "{:?}",
+        f.fix.revert
+    );
+    // The configString keeps what the server had and adds the threads.
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .wt_config_string =
+        Some("eviction_target=85,eviction=(threads_min=6,threads_max=10)".into());
+    let f = fired(&rec, "wiredtiger.eviction_threads");
+    assert!(
+        f.fix.revert[0].contains("threads_min=6,threads_max=10"),
+        "{:?}",
+        f.fix.revert
+    );
+    assert!(
+        f.fix.files[0].content.contains(
+            "configString: \"eviction_target=85,eviction=(threads_min=6,threads_max=14)\""
+        ),
+        "{}",
+        f.fix.files[0].content
+    );
+    passed(&baseline(), "wiredtiger.eviction_threads");
+}
+
+#[test]
+fn two_configstring_changes_become_one_setting() {
+    // Application threads evict and 45000 handles are open: both rules add
+    // to configString; each shows the same combined line.
+    let mut rec = baseline();
+    let both = with_figure(
+        with_figure(
+            healthy_mongod(),
+            "wiredTiger.cache.application thread time evicting (usecs)",
+            0,
+            50_000,
+        ),
+        "wiredTiger.data-handle.connection data handles currently active",
+        45_000,
+        0,
+    );
+    set_mongod(&mut rec, &both);
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .wt_config_string = Some("eviction_target=85".into());
+    let r = report(&rec);
+    let line = |id: &str| {
+        let f = r.findings.iter().find(|f| f.rule_id == id).unwrap();
+        f.fix
+            .files
+            .iter()
+            .find(|x| x.content.contains("configString"))
+            .unwrap()
+            .clone()
+    };
+    let (a, b) = (
+        line("wiredtiger.eviction_threads"),
+        line("wiredtiger.data_handles"),
+    );
+    assert_eq!(a.content, b.content);
+    assert!(a.content.contains("eviction_target=85"), "{}", a.content);
+    assert!(
+        a.content.contains("eviction=(threads_min=4,threads_max=8)"),
+        "{}",
+        a.content
+    );
+    assert!(
+        a.content
+            .contains("hash=(buckets=8192,dhandle_buckets=8192)"),
+        "{}",
+        a.content
+    );
+    assert!(a.how.contains("wiredtiger.data_handles"), "{}", a.how);
+}
+
+#[test]
+fn data_handles_fire_in_the_tens_of_thousands() {
+    let mut rec = baseline();
+    set_mongod(
+        &mut rec,
+        &with_figure(
+            healthy_mongod(),
+            "wiredTiger.data-handle.connection data handles currently active",
+            45_000,
+            0,
+        ),
+    );
+    let f = fired(&rec, "wiredtiger.data_handles");
+    assert_eq!(num(&f, "active data handles"), 45_000.0);
+    // Not mongod's own defaults again (600 s idle, 10 s scan): sooner closing
+    // as a startup parameter, and hash tables sized for 45000 handles.
+    assert!(
+        f.fix.files[0]
+            .content
+            .contains("wiredTigerFileHandleCloseIdleTime: 300")
+    );
+    assert!(
+        !f.fix
+            .files
+            .iter()
+            .any(|x| x.content.contains("close_scan_interval=30"))
+    );
+    assert_eq!(num(&f, "suggested hash buckets"), 8192.0);
+    assert!(
+        f.fix.files[1].content.contains("dhandle_buckets=8192"),
+        "{}",
+        f.fix.files[1].content
+    );
+    // 8000 handles with a contended handle lock fire too; without, not.
+    let busy = with_figure(
+        with_figure(
+            healthy_mongod(),
+            "wiredTiger.data-handle.connection data handles currently active",
+            8000,
+            0,
+        ),
+        "wiredTiger.lock.dhandle lock application thread time waiting (usecs)",
+        0,
+        100_000,
+    );
+    set_mongod(&mut rec, &busy);
+    fired(&rec, "wiredtiger.data_handles");
+    set_mongod(
+        &mut rec,
+        &with_figure(
+            healthy_mongod(),
+            "wiredTiger.data-handle.connection data handles currently active",
+            8000,
+            0,
+        ),
+    );
+    passed(&rec, "wiredtiger.data_handles");
+}
+
+#[test]
+fn cache_above_the_memory_limit_is_found_from_mongods_own_limit() {
+    // A 24 GiB cache in a container limited to 16 GB.
+    let mut rec = baseline();
+    set_mongod(&mut rec, &healthy_mongod());
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .host_mem_limit_mb = Some(16_384);
+    let f = fired(&rec, "wiredtiger.cache_above_memory_limit");
+    assert_eq!(num(&f, "cache as % of the limit"), 150.0);
+    // mongod's own default for 16 GB: 50 % of (16 - 1) = 7.5 GB.
+    assert!(fix_has(&f, "cache_size=7.5G"), "{:?}", f.fix.commands);
+    assert!(f.fix.files[0].content.contains("cacheSizeGB: 7.5"));
+    // Near miss: the same cache with the host's 64 GB (37.5 %).
+    passed(&baseline(), "wiredtiger.cache_above_memory_limit");
+    let mut host = baseline();
+    set_mongod(&mut host, &healthy_mongod());
+    passed(&host, "wiredtiger.cache_above_memory_limit");
+}
+
+#[test]
+fn config_fragments_render_as_file_content_in_every_format() {
+    let mut rec = baseline();
+    set_mongod(&mut rec, &healthy_mongod());
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .host_mem_limit_mb = Some(16_384);
+    let r = report(&rec);
+    let yaml = "storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 7.5";
+    // Terminal: flush left after a line naming the file, never as `$ `.
+    let t = crate::report::terminal::render(&r, false);
+    assert!(
+        t.contains("In /etc/mongod.conf (set under the existing storage: section"),
+        "{t}"
+    );
+    assert!(t.contains(yaml), "{t}");
+    assert!(!t.contains("$ storage:"), "{t}");
+    // Markdown and HTML: a yaml code block after the file's name.
+    let m = crate::report::markdown::render(&r);
+    assert!(m.contains(&format!("```yaml\n{yaml}\n```")), "{m}");
+    assert!(m.contains("In `/etc/mongod.conf`"), "{m}");
+    let h = crate::report::html::render(&r);
+    assert!(h.contains("cacheSizeGB: 7.5"), "{h}");
+    // JSON: fix.files with path, how, content, language.
+    let j: serde_json::Value =
+        serde_json::from_str(&crate::report::json::render(&r).unwrap()).unwrap();
+    let f = j["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule_id"] == "wiredtiger.cache_above_memory_limit")
+        .unwrap();
+    assert_eq!(f["fix"]["files"][0]["path"], "/etc/mongod.conf");
+    assert_eq!(f["fix"]["files"][0]["language"], "yaml");
+    assert_eq!(f["fix"]["files"][0]["content"], yaml);
+}
