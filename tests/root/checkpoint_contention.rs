@@ -12,7 +12,7 @@ use std::{
     process::Command,
 };
 
-use mdiag::probes::{ProbeConfig, Probes};
+use mdiag::probes::{Counters, ProbeConfig, Probes};
 use mdiag_tests::require_root;
 
 use crate::wiredtiger::workload;

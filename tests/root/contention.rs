@@ -13,7 +13,7 @@ use std::{
 };
 
 use mdiag::{
-    probes::{ProbeConfig, Probes},
+    probes::{Counters, ProbeConfig, Probes},
     recording::{ContentionSlice, Recording, WindowSplit},
 };
 use mdiag_tests::{finish, require_root, start_record, thread_state};

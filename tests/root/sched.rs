@@ -5,7 +5,7 @@
 
 use std::{process::Command, time::Duration};
 
-use mdiag::probes::{ProbeConfig, Probes};
+use mdiag::probes::{Counters, ProbeConfig, Probes};
 use mdiag_tests::{
     finish, proc_stat_ctxt, rel_diff, require_root, schedstat, spawn_ready, start_record,
     thread_migrations, thread_switches,

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use mdiag::probes::{ProbeConfig, Probes};
+use mdiag::probes::{Counters, ProbeConfig, Probes};
 use mdiag_tests::{proc_softirqs, rel_diff, require_root};
 
 const LOOPBACK: &str = env!("CARGO_BIN_EXE_mdiag-loopback");

@@ -7,7 +7,7 @@ use std::{
 };
 
 use mdiag::{
-    probes::{ProbeConfig, Probes},
+    probes::{Counters, ProbeConfig, Probes},
     recording::SyscallsSlice,
 };
 use mdiag_tests::{rel_diff, require_root};

@@ -4,6 +4,35 @@
 
 use std::collections::HashMap;
 
+use aya::{
+    Pod,
+    maps::{HashMap as BpfHashMap, MapData},
+};
+
+/// A per-thread counter value of a kernel map: its thread's thread group.
+pub trait ThreadValue {
+    fn tgid(&self) -> u32;
+}
+
+/// Forgets the threads of `last` that no longer exist, in the kernel map
+/// `map` and in `last`; returns their tids. Their last counts are in the
+/// slice just taken.
+pub(crate) fn prune_exited<V: ThreadValue + Pod>(
+    map: &mut BpfHashMap<MapData, u32, V>,
+    last: &mut HashMap<u32, V>,
+) -> Vec<u32> {
+    let gone: Vec<u32> = last
+        .iter()
+        .filter(|(tid, t)| !thread_alive(t.tgid(), **tid))
+        .map(|(tid, _)| *tid)
+        .collect();
+    for tid in &gone {
+        let _ = map.remove(tid);
+        last.remove(tid);
+    }
+    gone
+}
+
 /// For each thread in `after`, `diff(tid, after, before)` where `before` is
 /// the earlier value of the same thread, or `empty` when the thread is new or
 /// its tid now belongs to another process (tid reuse). Threads for which

@@ -13,6 +13,7 @@ pub mod contention;
 pub mod credit;
 pub mod delta;
 pub mod perf;
+mod reader;
 pub mod sched;
 pub mod softirq;
 pub mod syscalls;
@@ -24,7 +25,12 @@ use mdiag_common::{
     syscalls as syscalls_common,
 };
 
-use crate::recording::{ProbeStatus, ProgramStatus};
+pub use reader::{Counters, FamilyReader, ReadError, TakeMapError};
+pub(crate) use reader::{
+    PerCpuSum, clock_ns, monotonic_now_ns, read_per_cpu, read_summed, sum_cpus, take_map,
+};
+
+use crate::recording::{ProbeStatus, ProgramStatus, Slice};
 
 /// Every probe family, by the name its [`ProbeStatus`] carries, in the order
 /// [`Probes::attach`] tries them (`alloc` last, from [`Probes::attach_alloc`]).
@@ -222,24 +228,7 @@ impl Probes {
         let mut status = vec![sched_status, softirq_status, syscalls_status, perf_status];
         status.extend(wiredtiger_status);
         status.push(contention_status);
-        if sched.is_none()
-            && softirq.is_none()
-            && syscalls.is_none()
-            && wiredtiger.is_none()
-            && perf.is_none()
-            && contention.is_none()
-        {
-            let why = status
-                .iter()
-                .flat_map(|s| s.programs.iter())
-                .filter_map(|p| p.error.as_ref().map(|e| format!("{}: {e}", p.attach_point)))
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(ProbeError::NothingAttached(why));
-        }
-        drop(kernel_btf);
-        release_freed_memory();
-        Ok(Self {
+        let mut probes = Self {
             sched,
             softirq,
             syscalls,
@@ -250,7 +239,54 @@ impl Probes {
             status,
             wiredtiger_retry: wiredtiger::Retry::default(),
             _ebpf: ebpf,
-        })
+        };
+        if probes.readers().next().is_none() {
+            let why = probes
+                .status
+                .iter()
+                .flat_map(|s| s.programs.iter())
+                .filter_map(|p| p.error.as_ref().map(|e| format!("{}: {e}", p.attach_point)))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(ProbeError::NothingAttached(why));
+        }
+        drop(kernel_btf);
+        release_freed_memory();
+        Ok(probes)
+    }
+
+    /// Every attached family's reader, in the order a slice reads them: the
+    /// families whose per-thread times are split at the cut first (syscalls
+    /// credits its waits in flight up to the moment it is read, closest to
+    /// the slice's end), then the others, the slow reads last (perf
+    /// symbolizes). The one table that drives the clock's start
+    /// ([`Self::start_clock`]), every slice ([`Self::take_slice`]) and the
+    /// "nothing attached" check.
+    pub fn readers(&mut self) -> impl Iterator<Item = &mut dyn FamilyReader> {
+        let table: [Option<&mut dyn FamilyReader>; 7] = [
+            self.syscalls.as_mut().map(|r| r as _),
+            self.sched.as_mut().map(|r| r as _),
+            self.contention.as_mut().map(|r| r as _),
+            self.softirq.as_mut().map(|r| r as _),
+            self.wiredtiger.as_mut().map(|r| r as _),
+            self.perf.as_mut().map(|r| r as _),
+            self.alloc.as_mut().map(|r| r as _),
+        ];
+        table.into_iter().flatten()
+    }
+
+    /// Every attached family's section of the slice that ends now (its time
+    /// and mongod's section left to the caller); a family whose read fails
+    /// has no section, with a warning. The `last` slice also lists the
+    /// checkpoints still running.
+    pub fn take_slice(&mut self, last: bool) -> Slice {
+        let mut slice = Slice::default();
+        for reader in self.readers() {
+            if let Err(e) = reader.read_into(&mut slice, last) {
+                tracing::warn!("{} slice lost: {e}", reader.family());
+            }
+        }
+        slice
     }
 
     /// Starts every family's slices now, at the recording's start: counts
@@ -262,48 +298,26 @@ impl Probes {
     /// first), so each family's first slice spans the recording's first
     /// slice as closely as its later ones do.
     pub fn start_clock(&mut self) -> std::time::Instant {
-        let text = |e: &dyn std::fmt::Display| e.to_string();
         // Samples taken before the clock are drained and dropped (no
         // symbols are read: a held child still maps mdiag's own code).
-        let perf = self
-            .perf
-            .as_mut()
-            .map(|r| r.discard().map_err(|e| text(&e)));
+        self.rebase_all(true);
         let start = std::time::Instant::now();
-        // In the order the slices read them (see record/run.rs).
-        let results = [
-            (perf::FAMILY, perf),
-            (
-                syscalls::FAMILY,
-                self.syscalls
-                    .as_mut()
-                    .map(|r| r.rebase().map_err(|e| text(&e))),
-            ),
-            (
-                sched::FAMILY,
-                self.sched
-                    .as_mut()
-                    .map(|r| r.rebase().map_err(|e| text(&e))),
-            ),
-            (
-                contention::FAMILY,
-                self.contention
-                    .as_mut()
-                    .map(|r| r.rebase().map_err(|e| text(&e))),
-            ),
-            (
-                softirq::FAMILY,
-                self.softirq
-                    .as_mut()
-                    .map(|r| r.rebase().map_err(|e| text(&e))),
-            ),
-        ];
-        for (family, result) in results {
-            if let Some(Err(e)) = result {
+        self.rebase_all(false);
+        start
+    }
+
+    /// Rebases, in slice order, the readers that do so before the clock
+    /// (`before_clock`) or after it.
+    fn rebase_all(&mut self, before_clock: bool) {
+        for reader in self.readers() {
+            if reader.rebases_before_clock() != before_clock {
+                continue;
+            }
+            if let Err(e) = reader.rebase() {
+                let family = reader.family();
                 tracing::warn!(family, "could not start at the clock: {e}");
             }
         }
-        start
     }
 
     /// Status of every family and program, for the recording.
@@ -497,38 +511,6 @@ fn attach_btf_tracepoint(
         .attach()
         .map_err(|e| format!("attach: {}", error_chain(&e)))?;
     Ok(())
-}
-
-/// Why a family's map could not be taken from the loaded object.
-#[derive(Debug, thiserror::Error)]
-pub enum TakeMapError {
-    #[error("map {0} missing from the eBPF object")]
-    Missing(&'static str),
-    #[error("map {name}: {source}")]
-    Convert {
-        name: &'static str,
-        source: aya::maps::MapError,
-    },
-}
-
-/// Takes map `name` out of the object as a typed map (every reader owns its maps).
-pub(crate) fn take_map<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, TakeMapError>
-where
-    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
-{
-    let map = ebpf.take_map(name).ok_or(TakeMapError::Missing(name))?;
-    T::try_from(map).map_err(|source| TakeMapError::Convert { name, source })
-}
-
-/// CLOCK_MONOTONIC now, in ns: the clock of the kernel's `bpf_ktime_get_ns`.
-pub(crate) fn monotonic_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a valid timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// `e: cause: cause` on one line (aya puts the verifier log in a source).

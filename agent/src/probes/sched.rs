@@ -29,24 +29,14 @@ use mdiag_common::{
 };
 
 use super::{
+    Counters, FamilyReader, ReadError,
     credit::{self, Credit},
-    delta,
+    delta::{self, ThreadValue},
 };
-use crate::recording::{SchedDrops, SchedSlice, ThreadSlice};
+use crate::recording::{SchedDrops, SchedSlice, Slice, ThreadSlice};
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "sched";
-
-#[derive(Debug, thiserror::Error)]
-pub enum SchedError {
-    #[error(transparent)]
-    Take(#[from] super::TakeMapError),
-    #[error("map {name}: {source}")]
-    Map {
-        name: &'static str,
-        source: aya::maps::MapError,
-    },
-}
 
 /// Cumulative counters at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -67,7 +57,7 @@ pub struct SchedReader {
 }
 
 impl SchedReader {
-    pub(super) fn new(ebpf: &mut Ebpf, target_tgid: Option<u32>) -> Result<Self, SchedError> {
+    pub(super) fn new(ebpf: &mut Ebpf, target_tgid: Option<u32>) -> Result<Self, ReadError> {
         let threads: BpfHashMap<MapData, u32, ThreadSched> = super::take_map(ebpf, MAP_THREADS)?;
         let cpu: PerCpuArray<MapData, SchedCpu> = super::take_map(ebpf, MAP_CPU)?;
         let running: PerCpuArray<MapData, Running> = super::take_map(ebpf, MAP_RUNNING)?;
@@ -83,38 +73,8 @@ impl SchedReader {
         Ok(reader)
     }
 
-    /// Reads every counter now.
-    pub fn snapshot(&self) -> Result<SchedSnapshot, SchedError> {
-        let cpus = self.cpu.get(&0, 0).map_err(|source| SchedError::Map {
-            name: MAP_CPU,
-            source,
-        })?;
-        let cpus: Vec<SchedCpu> = cpus.iter().copied().collect();
-        let mut threads = HashMap::new();
-        // An entry deleted between key iteration and lookup is simply skipped.
-        for (tid, value) in self.threads.iter().flatten() {
-            threads.insert(tid, value);
-        }
-        Ok(SchedSnapshot { cpus, threads })
-    }
-
-    /// Starts the slices now: what was counted before is left out of the
-    /// first slice (the recording's clock starts here).
-    pub fn rebase(&mut self) -> Result<(), SchedError> {
-        let open = self.runs_in_progress()?;
-        let at_ns = super::monotonic_now_ns();
-        self.last = self.snapshot()?;
-        let open = uncounted_runs(open, &self.last);
-        let last = &self.last;
-        self.credit
-            .begin(credit::Cut { open: &open, at_ns }, |tid| {
-                last_counted_run(last, tid)
-            });
-        Ok(())
-    }
-
     /// The slice since the previous call (or since attach).
-    pub fn next_slice(&mut self) -> Result<SchedSlice, SchedError> {
+    pub fn next_slice(&mut self) -> Result<SchedSlice, ReadError> {
         let open = self.runs_in_progress()?;
         let at_ns = super::monotonic_now_ns();
         let now = self.snapshot()?;
@@ -123,17 +83,15 @@ impl SchedReader {
         let cut = credit::Cut { open: &open, at_ns };
         credit_runs(&mut self.credit, &mut slice, &now, cut);
         self.last = now;
-        self.prune_exited();
+        let gone = delta::prune_exited(&mut self.threads, &mut self.last.threads);
+        self.credit.retain_threads(|tid| !gone.contains(&tid));
         Ok(slice)
     }
 
     /// The observed threads on a CPU now, with the start of their run (read
     /// before the counters: see [`super::credit`]).
-    fn runs_in_progress(&self) -> Result<Vec<credit::Open<()>>, SchedError> {
-        let per_cpu = self.running.get(&0, 0).map_err(|source| SchedError::Map {
-            name: MAP_RUNNING,
-            source,
-        })?;
+    fn runs_in_progress(&self) -> Result<Vec<credit::Open<()>>, ReadError> {
+        let per_cpu = super::read_per_cpu(&self.running, 0, MAP_RUNNING)?;
         Ok(per_cpu
             .iter()
             .filter(|r| r.tid != 0)
@@ -146,30 +104,58 @@ impl SchedReader {
             .collect())
     }
 
-    /// Totals since attach, as one slice (for checks and tests).
-    pub fn totals_since_attach(&self) -> Result<SchedSlice, SchedError> {
-        Ok(slice_between(&SchedSnapshot::default(), &self.snapshot()?))
-    }
-
     pub fn target_tgid(&self) -> Option<u32> {
         self.target_tgid
     }
+}
 
-    /// Forgets threads that no longer exist, in the kernel map and here.
-    fn prune_exited(&mut self) {
-        let gone: Vec<u32> = self
-            .last
-            .threads
-            .iter()
-            .filter(|(tid, t)| !delta::thread_alive(t.tgid, **tid))
-            .map(|(tid, _)| *tid)
-            .collect();
-        for tid in &gone {
-            // The thread is gone: its last counts are in the slice just taken.
-            let _ = self.threads.remove(tid);
-            self.last.threads.remove(tid);
+impl Counters for SchedReader {
+    type Snapshot = SchedSnapshot;
+    type Slice = SchedSlice;
+
+    fn snapshot(&self) -> Result<SchedSnapshot, ReadError> {
+        let cpus = super::read_per_cpu(&self.cpu, 0, MAP_CPU)?;
+        let cpus: Vec<SchedCpu> = cpus.iter().copied().collect();
+        let mut threads = HashMap::new();
+        // An entry deleted between key iteration and lookup is simply skipped.
+        for (tid, value) in self.threads.iter().flatten() {
+            threads.insert(tid, value);
         }
-        self.credit.retain_threads(|tid| !gone.contains(&tid));
+        Ok(SchedSnapshot { cpus, threads })
+    }
+
+    fn slice_between(before: &SchedSnapshot, after: &SchedSnapshot) -> SchedSlice {
+        slice_between(before, after)
+    }
+}
+
+impl FamilyReader for SchedReader {
+    fn family(&self) -> &'static str {
+        FAMILY
+    }
+
+    fn rebase(&mut self) -> Result<(), ReadError> {
+        let open = self.runs_in_progress()?;
+        let at_ns = super::monotonic_now_ns();
+        self.last = self.snapshot()?;
+        let open = uncounted_runs(open, &self.last);
+        let last = &self.last;
+        self.credit
+            .begin(credit::Cut { open: &open, at_ns }, |tid| {
+                last_counted_run(last, tid)
+            });
+        Ok(())
+    }
+
+    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
+        slice.sched = Some(self.next_slice()?);
+        Ok(())
+    }
+}
+
+impl ThreadValue for ThreadSched {
+    fn tgid(&self) -> u32 {
+        self.tgid
     }
 }
 

@@ -13,21 +13,11 @@ use aya::{
 };
 use mdiag_common::softirq::{IrqStat, MAP_CPU, MAP_HARDIRQ, NR_SOFTIRQS, SoftirqCpu, VECTOR_NAMES};
 
-use crate::recording::{HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector};
+use super::{Counters, FamilyReader, ReadError};
+use crate::recording::{HardIrqSlice, Slice, SoftirqDrops, SoftirqSlice, SoftirqVector};
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "softirq";
-
-#[derive(Debug, thiserror::Error)]
-pub enum SoftirqError {
-    #[error(transparent)]
-    Take(#[from] super::TakeMapError),
-    #[error("map {name}: {source}")]
-    Map {
-        name: &'static str,
-        source: aya::maps::MapError,
-    },
-}
 
 /// Cumulative counters at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -46,7 +36,7 @@ pub struct SoftirqReader {
 }
 
 impl SoftirqReader {
-    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, SoftirqError> {
+    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, ReadError> {
         let cpu: PerCpuArray<MapData, SoftirqCpu> = super::take_map(ebpf, MAP_CPU)?;
         let irqs: PerCpuHashMap<MapData, u32, IrqStat> = super::take_map(ebpf, MAP_HARDIRQ)?;
         let mut reader = Self {
@@ -59,28 +49,8 @@ impl SoftirqReader {
         Ok(reader)
     }
 
-    pub fn snapshot(&self) -> Result<SoftirqSnapshot, SoftirqError> {
-        let cpus = self.cpu.get(&0, 0).map_err(|source| SoftirqError::Map {
-            name: MAP_CPU,
-            source,
-        })?;
-        let cpus: Vec<SoftirqCpu> = cpus.iter().copied().collect();
-        let mut irqs = BTreeMap::new();
-        for (irq, values) in self.irqs.iter().flatten() {
-            irqs.insert(irq, values.iter().copied().collect());
-        }
-        Ok(SoftirqSnapshot { cpus, irqs })
-    }
-
-    /// Starts the slices now: what was counted before is left out of the
-    /// first slice (the recording's clock starts here).
-    pub fn rebase(&mut self) -> Result<(), SoftirqError> {
-        self.last = self.snapshot()?;
-        Ok(())
-    }
-
     /// The slice since the previous call (or since attach).
-    pub fn next_slice(&mut self) -> Result<SoftirqSlice, SoftirqError> {
+    pub fn next_slice(&mut self) -> Result<SoftirqSlice, ReadError> {
         let now = self.snapshot()?;
         let mut slice = slice_between(&self.last, &now);
         for irq in &mut slice.hardirqs {
@@ -93,13 +63,40 @@ impl SoftirqReader {
         self.last = now;
         Ok(slice)
     }
+}
 
-    /// Totals since attach, as one slice (for checks and tests).
-    pub fn totals_since_attach(&self) -> Result<SoftirqSlice, SoftirqError> {
-        Ok(slice_between(
-            &SoftirqSnapshot::default(),
-            &self.snapshot()?,
-        ))
+impl Counters for SoftirqReader {
+    type Snapshot = SoftirqSnapshot;
+    type Slice = SoftirqSlice;
+
+    fn snapshot(&self) -> Result<SoftirqSnapshot, ReadError> {
+        let cpus = super::read_per_cpu(&self.cpu, 0, MAP_CPU)?;
+        let cpus: Vec<SoftirqCpu> = cpus.iter().copied().collect();
+        let mut irqs = BTreeMap::new();
+        for (irq, values) in self.irqs.iter().flatten() {
+            irqs.insert(irq, values.iter().copied().collect());
+        }
+        Ok(SoftirqSnapshot { cpus, irqs })
+    }
+
+    fn slice_between(before: &SoftirqSnapshot, after: &SoftirqSnapshot) -> SoftirqSlice {
+        slice_between(before, after)
+    }
+}
+
+impl FamilyReader for SoftirqReader {
+    fn family(&self) -> &'static str {
+        FAMILY
+    }
+
+    fn rebase(&mut self) -> Result<(), ReadError> {
+        self.last = self.snapshot()?;
+        Ok(())
+    }
+
+    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
+        slice.softirq = Some(self.next_slice()?);
+        Ok(())
     }
 }
 

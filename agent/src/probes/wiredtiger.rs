@@ -25,24 +25,13 @@ use mdiag_common::wiredtiger::{
     PROG_CKPT_ENTER, PROG_CKPT_EXIT, WiredTigerDrops,
 };
 
-use super::error_chain;
+use super::{FamilyReader, PerCpuSum, ReadError, error_chain};
 use crate::recording::{
-    Checkpoint, ProbeStatus, ProgramStatus, WiredTigerDropsSlice, WiredTigerSlice,
+    Checkpoint, ProbeStatus, ProgramStatus, Slice, WiredTigerDropsSlice, WiredTigerSlice,
 };
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "wiredtiger";
-
-#[derive(Debug, thiserror::Error)]
-pub enum WiredTigerError {
-    #[error(transparent)]
-    Take(#[from] super::TakeMapError),
-    #[error("map {name}: {source}")]
-    Map {
-        name: &'static str,
-        source: aya::maps::MapError,
-    },
-}
 
 /// Where the probes went: one object of the target and the symbol in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -305,7 +294,7 @@ pub struct WiredTigerReader {
 }
 
 impl WiredTigerReader {
-    fn new(ebpf: &mut Ebpf, attached: Vec<AttachedObject>) -> Result<Self, WiredTigerError> {
+    fn new(ebpf: &mut Ebpf, attached: Vec<AttachedObject>) -> Result<Self, ReadError> {
         let mut reader = Self {
             starts: super::take_map(ebpf, MAP_CKPT_START)?,
             events: super::take_map(ebpf, MAP_CKPT_EVENTS)?,
@@ -333,7 +322,7 @@ impl WiredTigerReader {
     }
 
     /// The checkpoints that returned since the previous slice, and the drops.
-    pub fn next_slice(&mut self) -> Result<WiredTigerSlice, WiredTigerError> {
+    pub fn next_slice(&mut self) -> Result<WiredTigerSlice, ReadError> {
         self.poll();
         let now = self.read_drops()?;
         let slice = WiredTigerSlice {
@@ -346,7 +335,7 @@ impl WiredTigerReader {
 
     /// [`Self::next_slice`] plus the checkpoints still running now, marked
     /// `in_progress`: for the recording's last slice.
-    pub fn final_slice(&mut self) -> Result<WiredTigerSlice, WiredTigerError> {
+    pub fn final_slice(&mut self) -> Result<WiredTigerSlice, ReadError> {
         let mut slice = self.next_slice()?;
         slice.checkpoints.extend(self.running());
         Ok(slice)
@@ -359,21 +348,34 @@ impl WiredTigerReader {
         in_progress(&starts, super::monotonic_now_ns())
     }
 
-    fn read_drops(&self) -> Result<WiredTigerDrops, WiredTigerError> {
-        let per_cpu = self
-            .drops
-            .get(&0, 0)
-            .map_err(|source| WiredTigerError::Map {
-                name: MAP_DROPS,
-                source,
-            })?;
-        Ok(per_cpu
-            .iter()
-            .fold(WiredTigerDrops::default(), |a, b| WiredTigerDrops {
-                ring_full: a.ring_full + b.ring_full,
-                missing_entry: a.missing_entry + b.missing_entry,
-                start_map_full: a.start_map_full + b.start_map_full,
-            }))
+    fn read_drops(&self) -> Result<WiredTigerDrops, ReadError> {
+        super::read_summed(&self.drops, 0, MAP_DROPS)
+    }
+}
+
+/// Checkpoints arrive as events; the last slice also lists those running.
+impl FamilyReader for WiredTigerReader {
+    fn family(&self) -> &'static str {
+        FAMILY
+    }
+
+    fn read_into(&mut self, slice: &mut Slice, last: bool) -> Result<(), ReadError> {
+        slice.wiredtiger = Some(if last {
+            self.final_slice()?
+        } else {
+            self.next_slice()?
+        });
+        Ok(())
+    }
+}
+
+impl PerCpuSum for WiredTigerDrops {
+    fn add(self, b: &Self) -> Self {
+        WiredTigerDrops {
+            ring_full: self.ring_full + b.ring_full,
+            missing_entry: self.missing_entry + b.missing_entry,
+            start_map_full: self.start_map_full + b.start_map_full,
+        }
     }
 }
 

@@ -392,97 +392,21 @@ impl Session {
     /// Appends the slice [from, to); returns the number of events in it.
     /// The `last` slice also lists the checkpoints still running.
     fn take_slice(&mut self, start: Instant, from: Instant, to: Instant, last: bool) -> u64 {
-        // Syscalls first: its waits in flight are credited up to the moment
-        // it is read, closest to the slice's end.
-        let syscalls = self
-            .probes
-            .syscalls
-            .as_mut()
-            .and_then(|r| match r.next_slice() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!("syscalls slice lost: {e}");
-                    None
-                }
-            });
-        let sched = self
-            .probes
+        // The families first (in the order of `Probes::readers`), then mongod.
+        let mut slice = self.probes.take_slice(last);
+        slice.start_ms = (from - start).as_millis() as u64;
+        slice.duration_ms = (to - from).as_millis() as u64;
+        slice.mongod = self.mongo.as_mut().map(crate::mongo::MongoSession::slice);
+        let events = slice
             .sched
-            .as_mut()
-            .and_then(|r| match r.next_slice() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!("sched slice lost: {e}");
-                    None
-                }
-            });
-        // The other families with per-thread times next, before the slow
-        // reads (perf symbolizes): their cuts stay close to the slice's end.
-        let contention = self
-            .probes
-            .contention
-            .as_mut()
-            .and_then(|r| match r.next_slice() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!("contention slice lost: {e}");
-                    None
-                }
-            });
-        let softirq = self
-            .probes
-            .softirq
-            .as_mut()
-            .and_then(|r| match r.next_slice() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!("softirq slice lost: {e}");
-                    None
-                }
-            });
-        let wiredtiger = self.probes.wiredtiger.as_mut().and_then(|r| {
-            match if last {
-                r.final_slice()
-            } else {
-                r.next_slice()
-            } {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!("wiredtiger slice lost: {e}");
-                    None
-                }
-            }
-        });
-        let perf = self
-            .probes
-            .perf
-            .as_mut()
-            .and_then(|r| match r.next_slice() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!("perf slice lost: {e}");
-                    None
-                }
-            });
-        let alloc = self.probes.alloc.as_mut().map(|a| a.next_slice());
-        let mongod = self.mongo.as_mut().map(crate::mongo::MongoSession::slice);
-        let events = sched.as_ref().map_or(0, |s| s.switches_total + s.wakeups)
-            + softirq.as_ref().map_or(0, SoftirqSlice::events)
-            + syscalls
+            .as_ref()
+            .map_or(0, |s| s.switches_total + s.wakeups)
+            + slice.softirq.as_ref().map_or(0, SoftirqSlice::events)
+            + slice
+                .syscalls
                 .as_ref()
                 .map_or(0, |s| s.calls.iter().map(|c| c.count).sum::<u64>());
-        self.slices.push(Slice {
-            start_ms: (from - start).as_millis() as u64,
-            duration_ms: (to - from).as_millis() as u64,
-            sched,
-            softirq,
-            syscalls,
-            wiredtiger,
-            perf,
-            alloc,
-            contention,
-            mongod,
-        });
+        self.slices.push(slice);
         events
     }
 }

@@ -1,10 +1,17 @@
 //! Recordings: the data model (format v1), reading / writing files, and
 //! windows merging consecutive slices (one code path for `explain` and the
-//! agent's rolling windows).
+//! agent's rolling windows). The common model is `model.rs`; each probe
+//! family's section types are in `<family>.rs` (re-exported by both).
+pub mod alloc;
 pub mod contention;
 pub mod io;
 pub mod model;
+pub mod perf;
+pub mod sched;
+pub mod softirq;
+pub mod syscalls;
 pub mod window;
+pub mod wiredtiger;
 
 pub use contention::*;
 pub use io::{RecordingError, default_file_name, newest_in_dir, read_file, write_atomic};

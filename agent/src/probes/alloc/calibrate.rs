@@ -47,13 +47,7 @@ fn timed_run() -> u64 {
 
 /// CLOCK_THREAD_CPUTIME_ID now, ns.
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+    crate::probes::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Where the do-nothing function is: (path to attach to, file offset).

@@ -31,23 +31,15 @@ use self::{
     credit::{ContentionCut, InFlight, WaitCredit},
     slice::{delta_between, finish},
 };
-use super::delta;
+use super::{
+    Counters, FamilyReader, PerCpuSum, ReadError,
+    delta::{self, ThreadValue},
+};
 use crate::kstack::{self, KernelSymbols};
-use crate::recording::{ContentionSlice, KernelStack};
+use crate::recording::{ContentionSlice, KernelStack, Slice};
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "contention";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ContentionError {
-    #[error(transparent)]
-    Take(#[from] super::TakeMapError),
-    #[error("map {name}: {source}")]
-    Map {
-        name: &'static str,
-        source: aya::maps::MapError,
-    },
-}
 
 /// Cumulative counters at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -80,7 +72,7 @@ pub struct ContentionReader {
 }
 
 impl ContentionReader {
-    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, ContentionError> {
+    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, ReadError> {
         let ksyms = KernelSymbols::load()
             .map_err(|e| tracing::warn!(family = FAMILY, "kernel stacks stay unsymbolized: {e}"))
             .ok();
@@ -102,73 +94,8 @@ impl ContentionReader {
         Ok(reader)
     }
 
-    pub fn snapshot(&self) -> Result<ContentionSnapshot, ContentionError> {
-        let map_err = |name| move |source| ContentionError::Map { name, source };
-        let threads = self.threads.iter().flatten().collect();
-        let mut lock_kinds = Vec::with_capacity(LOCK_KINDS as usize);
-        for kind in 0..LOCK_KINDS {
-            let per_cpu = self
-                .lock_kinds
-                .get(&kind, 0)
-                .map_err(map_err(MAP_LOCK_KINDS))?;
-            lock_kinds.push(
-                per_cpu
-                    .iter()
-                    .fold(LockKindStats::default(), |a, b| LockKindStats {
-                        waits: [a.waits[0] + b.waits[0], a.waits[1] + b.waits[1]],
-                        wait_ns: [a.wait_ns[0] + b.wait_ns[0], a.wait_ns[1] + b.wait_ns[1]],
-                    }),
-            );
-        }
-        let dstacks = self
-            .dstacks
-            .iter()
-            .flatten()
-            .map(|(k, per_cpu)| {
-                let sum = per_cpu
-                    .iter()
-                    .fold(DStackStats::default(), |a, b| DStackStats {
-                        sleeps: a.sleeps + b.sleeps,
-                        ns: a.ns + b.ns,
-                    });
-                (k, sum)
-            })
-            .collect();
-        let per_cpu = self.drops.get(&0, 0).map_err(map_err(MAP_DROPS))?;
-        let drops = per_cpu
-            .iter()
-            .fold(ContentionDrops::default(), |a, b| ContentionDrops {
-                inflight_full: a.inflight_full + b.inflight_full,
-                thread_map_full: a.thread_map_full + b.thread_map_full,
-                stack_failed: a.stack_failed + b.stack_failed,
-                dstack_map_full: a.dstack_map_full + b.dstack_map_full,
-                nested: a.nested + b.nested,
-            });
-        Ok(ContentionSnapshot {
-            threads,
-            lock_kinds,
-            dstacks,
-            drops,
-        })
-    }
-
-    /// Starts the slices now: what was counted before is left out of the
-    /// first slice (the recording's clock starts here).
-    pub fn rebase(&mut self) -> Result<(), ContentionError> {
-        let open = self.in_flight();
-        let at_ns = super::monotonic_now_ns();
-        self.last = self.snapshot()?;
-        let open = uncounted(open, &self.last);
-        self.credit.begin(ContentionCut {
-            open: &open,
-            at_ns,
-            threads: &self.last.threads,
-        });
-        Ok(())
-    }
-
     /// The slice since the previous call; symbolizes the stacks it names.
-    pub fn next_slice(&mut self) -> Result<ContentionSlice, ContentionError> {
+    pub fn next_slice(&mut self) -> Result<ContentionSlice, ReadError> {
         let open = self.in_flight();
         let at_ns = super::monotonic_now_ns();
         let now = self.snapshot()?;
@@ -199,16 +126,12 @@ impl ContentionReader {
             }
         }
         self.last = now;
-        self.prune_exited();
+        let gone = delta::prune_exited(&mut self.threads, &mut self.last.threads);
+        for tid in &gone {
+            self.names.remove(tid);
+        }
+        self.credit.retain_threads(|tid| !gone.contains(&tid));
         Ok(slice)
-    }
-
-    /// Totals since attach, as one slice (for tests and checks).
-    pub fn totals_since_attach(&self) -> Result<ContentionSlice, ContentionError> {
-        Ok(slice_between(
-            &ContentionSnapshot::default(),
-            &self.snapshot()?,
-        ))
     }
 
     /// The D-state sleeps and lock waits in flight now (read before the
@@ -246,21 +169,96 @@ impl ContentionReader {
             frames,
         }
     }
+}
 
-    fn prune_exited(&mut self) {
-        let gone: Vec<u32> = self
-            .last
-            .threads
-            .iter()
-            .filter(|(tid, t)| !delta::thread_alive(t.tgid, **tid))
-            .map(|(tid, _)| *tid)
-            .collect();
-        for tid in &gone {
-            let _ = self.threads.remove(tid);
-            self.last.threads.remove(tid);
-            self.names.remove(tid);
+impl Counters for ContentionReader {
+    type Snapshot = ContentionSnapshot;
+    type Slice = ContentionSlice;
+
+    fn snapshot(&self) -> Result<ContentionSnapshot, ReadError> {
+        let mut lock_kinds = Vec::with_capacity(LOCK_KINDS as usize);
+        for kind in 0..LOCK_KINDS {
+            lock_kinds.push(super::read_summed(&self.lock_kinds, kind, MAP_LOCK_KINDS)?);
         }
-        self.credit.retain_threads(|tid| !gone.contains(&tid));
+        let dstacks = self
+            .dstacks
+            .iter()
+            .flatten()
+            .map(|(k, per_cpu)| (k, super::sum_cpus(&per_cpu)))
+            .collect();
+        Ok(ContentionSnapshot {
+            threads: self.threads.iter().flatten().collect(),
+            lock_kinds,
+            dstacks,
+            drops: super::read_summed(&self.drops, 0, MAP_DROPS)?,
+        })
+    }
+
+    fn slice_between(before: &ContentionSnapshot, after: &ContentionSnapshot) -> ContentionSlice {
+        slice_between(before, after)
+    }
+}
+
+impl FamilyReader for ContentionReader {
+    fn family(&self) -> &'static str {
+        FAMILY
+    }
+
+    fn rebase(&mut self) -> Result<(), ReadError> {
+        let open = self.in_flight();
+        let at_ns = super::monotonic_now_ns();
+        self.last = self.snapshot()?;
+        let open = uncounted(open, &self.last);
+        self.credit.begin(ContentionCut {
+            open: &open,
+            at_ns,
+            threads: &self.last.threads,
+        });
+        Ok(())
+    }
+
+    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
+        slice.contention = Some(self.next_slice()?);
+        Ok(())
+    }
+}
+
+impl ThreadValue for ThreadContention {
+    fn tgid(&self) -> u32 {
+        self.tgid
+    }
+}
+
+impl PerCpuSum for LockKindStats {
+    fn add(self, b: &Self) -> Self {
+        LockKindStats {
+            waits: [self.waits[0] + b.waits[0], self.waits[1] + b.waits[1]],
+            wait_ns: [
+                self.wait_ns[0] + b.wait_ns[0],
+                self.wait_ns[1] + b.wait_ns[1],
+            ],
+        }
+    }
+}
+
+impl PerCpuSum for DStackStats {
+    fn add(self, b: &Self) -> Self {
+        DStackStats {
+            sleeps: self.sleeps + b.sleeps,
+            ns: self.ns + b.ns,
+        }
+    }
+}
+
+impl PerCpuSum for ContentionDrops {
+    fn add(self, b: &Self) -> Self {
+        ContentionDrops {
+            inflight_full: self.inflight_full + b.inflight_full,
+            thread_map_full: self.thread_map_full + b.thread_map_full,
+            stack_failed: self.stack_failed + b.stack_failed,
+            dstack_map_full: self.dstack_map_full + b.dstack_map_full,
+            nested: self.nested + b.nested,
+        }
     }
 }
 

@@ -28,24 +28,16 @@ use mdiag_common::{
     },
 };
 
-use super::delta;
+use super::{
+    Counters, FamilyReader, PerCpuSum, ReadError,
+    delta::{self, ThreadValue},
+};
 use crate::recording::{
-    RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
+    RseqCall, Slice, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
 };
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "syscalls";
-
-#[derive(Debug, thiserror::Error)]
-pub enum SyscallsError {
-    #[error(transparent)]
-    Take(#[from] super::TakeMapError),
-    #[error("map {name}: {source}")]
-    Map {
-        name: &'static str,
-        source: aya::maps::MapError,
-    },
-}
 
 /// Byte offsets in `struct pt_regs` of what the programs read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -128,7 +120,7 @@ pub struct SyscallsReader {
 }
 
 impl SyscallsReader {
-    pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, SyscallsError> {
+    pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, ReadError> {
         let mut reader = Self {
             stats: super::take_map(ebpf, MAP_STATS)?,
             threads: super::take_map(ebpf, MAP_THREADS)?,
@@ -145,31 +137,8 @@ impl SyscallsReader {
         Ok(reader)
     }
 
-    pub fn snapshot(&self) -> Result<SyscallsSnapshot, SyscallsError> {
-        let map_err = |name| move |source| SyscallsError::Map { name, source };
-        let mut slots = Vec::with_capacity(NR_SLOTS);
-        for slot in 0..NR_SLOTS as u32 {
-            let per_cpu = self.stats.get(&slot, 0).map_err(map_err(MAP_STATS))?;
-            slots.push(per_cpu.iter().fold(SyscallStats::default(), add_stats));
-        }
-        let per_cpu = self.drops.get(&0, 0).map_err(map_err(MAP_DROPS))?;
-        let drops = per_cpu
-            .iter()
-            .fold(SyscallDrops::default(), |a, b| SyscallDrops {
-                inflight_full: a.inflight_full + b.inflight_full,
-                thread_map_full: a.thread_map_full + b.thread_map_full,
-                rseq_ring_full: a.rseq_ring_full + b.rseq_ring_full,
-            });
-        let threads = self.threads.iter().flatten().collect();
-        Ok(SyscallsSnapshot {
-            slots,
-            threads,
-            drops,
-        })
-    }
-
     /// The slice since the previous call, with the rseq calls received since.
-    pub fn next_slice(&mut self) -> Result<SyscallsSlice, SyscallsError> {
+    pub fn next_slice(&mut self) -> Result<SyscallsSlice, ReadError> {
         let open = self.futex_waits_in_flight();
         let at_ns = super::monotonic_now_ns();
         let now = self.snapshot()?;
@@ -180,30 +149,10 @@ impl SyscallsReader {
             .apply(&mut slice, cut, |tid| last_counted_wait(&now, tid));
         self.poll();
         slice.rseq = std::mem::take(&mut self.pending_rseq);
-        self.prune_exited(&now);
         self.last = now;
+        let gone = delta::prune_exited(&mut self.threads, &mut self.last.threads);
+        self.credit.retain_threads(|tid| !gone.contains(&tid));
         Ok(slice)
-    }
-
-    /// Starts the slices now: counters and waits before this instant are
-    /// left out of the first slice (rseq events received so far are kept).
-    pub fn rebase(&mut self) -> Result<(), SyscallsError> {
-        let open = self.futex_waits_in_flight();
-        let at_ns = super::monotonic_now_ns();
-        self.last = self.snapshot()?;
-        let open = uncounted_waits(open, &self.last);
-        let last = &self.last;
-        let cut = credit::Cut { open: &open, at_ns };
-        self.credit.begin(cut, |tid| last_counted_wait(last, tid));
-        Ok(())
-    }
-
-    /// Totals since attach, as one slice (rseq events are not drained).
-    pub fn totals_since_attach(&self) -> Result<SyscallsSlice, SyscallsError> {
-        Ok(slice_between(
-            &SyscallsSnapshot::default(),
-            &self.snapshot()?,
-        ))
     }
 
     /// Drains rseq events now, resolving each caller while its process still
@@ -294,16 +243,57 @@ impl SyscallsReader {
             })
             .collect()
     }
+}
 
-    fn prune_exited(&mut self, now: &SyscallsSnapshot) {
-        let mut gone = Vec::new();
-        for (tid, t) in &now.threads {
-            if !delta::thread_alive(t.tgid, *tid) {
-                let _ = self.threads.remove(tid);
-                gone.push(*tid);
-            }
+/// Totals since attach are one slice without rseq events (none is drained).
+impl Counters for SyscallsReader {
+    type Snapshot = SyscallsSnapshot;
+    type Slice = SyscallsSlice;
+
+    fn snapshot(&self) -> Result<SyscallsSnapshot, ReadError> {
+        let mut slots = Vec::with_capacity(NR_SLOTS);
+        for slot in 0..NR_SLOTS as u32 {
+            slots.push(super::read_summed(&self.stats, slot, MAP_STATS)?);
         }
-        self.credit.retain_threads(|tid| !gone.contains(&tid));
+        Ok(SyscallsSnapshot {
+            slots,
+            threads: self.threads.iter().flatten().collect(),
+            drops: super::read_summed(&self.drops, 0, MAP_DROPS)?,
+        })
+    }
+
+    fn slice_between(before: &SyscallsSnapshot, after: &SyscallsSnapshot) -> SyscallsSlice {
+        slice_between(before, after)
+    }
+}
+
+impl FamilyReader for SyscallsReader {
+    fn family(&self) -> &'static str {
+        FAMILY
+    }
+
+    /// Counters and waits before this instant are left out of the first
+    /// slice (rseq events received so far are kept).
+    fn rebase(&mut self) -> Result<(), ReadError> {
+        let open = self.futex_waits_in_flight();
+        let at_ns = super::monotonic_now_ns();
+        self.last = self.snapshot()?;
+        let open = uncounted_waits(open, &self.last);
+        let last = &self.last;
+        let cut = credit::Cut { open: &open, at_ns };
+        self.credit.begin(cut, |tid| last_counted_wait(last, tid));
+        Ok(())
+    }
+
+    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
+        slice.syscalls = Some(self.next_slice()?);
+        Ok(())
+    }
+}
+
+impl ThreadValue for ThreadSyscalls {
+    fn tgid(&self) -> u32 {
+        self.tgid
     }
 }
 
@@ -329,15 +319,27 @@ fn uncounted_waits(
     )
 }
 
-fn add_stats(mut a: SyscallStats, b: &SyscallStats) -> SyscallStats {
-    a.count += b.count;
-    a.errors += b.errors;
-    a.time_ns += b.time_ns;
-    a.bytes += b.bytes;
-    for (x, y) in a.hist.iter_mut().zip(b.hist.iter()) {
-        *x += y;
+impl PerCpuSum for SyscallStats {
+    fn add(mut self, b: &Self) -> Self {
+        self.count += b.count;
+        self.errors += b.errors;
+        self.time_ns += b.time_ns;
+        self.bytes += b.bytes;
+        for (x, y) in self.hist.iter_mut().zip(b.hist.iter()) {
+            *x += y;
+        }
+        self
     }
-    a
+}
+
+impl PerCpuSum for SyscallDrops {
+    fn add(self, b: &Self) -> Self {
+        SyscallDrops {
+            inflight_full: self.inflight_full + b.inflight_full,
+            thread_map_full: self.thread_map_full + b.thread_map_full,
+            rseq_ring_full: self.rseq_ring_full + b.rseq_ring_full,
+        }
+    }
 }
 
 /// Other processes whose rseq callers are resolved per drain (every 50 ms) in

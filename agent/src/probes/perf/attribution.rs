@@ -1,12 +1,5 @@
-//! Perf family, user side: the CPU-time share of allocator code, by sampling.
-//!
-//! The kernel side counts samples (software cpu-clock, 99 Hz on every CPU)
-//! per (tgid, user instruction pointer). Each slice this reader drains that
-//! map (reads then deletes every key, so the map only ever holds one slice's
-//! distinct addresses), symbolizes the target's addresses with
-//! [`ProcessSymbols`] (cached per pid, reloaded when an address falls outside
-//! every mapped object, at most every [`RELOAD_EVERY`]) and classifies each
-//! one as allocator code or not, and as an allocator slow path or not.
+//! Perf family: what one sampled address of the target is (object, symbol,
+//! kernel mode), and whether it is allocator code or an allocator slow path.
 //!
 //! What counts as allocator code ([`AllocatorCode::is_allocator`]): only code
 //! in the object that [`classify_allocator`] found serving `malloc`, and there
@@ -36,251 +29,29 @@
 //! matched is recorded per label. Samples taken in kernel mode (page faults
 //! or syscalls under `malloc` included) are never allocator samples.
 //!
-//! Host-wide (no target), samples are counted but not symbolized.
+//!
+//! Kept apart from the reader (`mod.rs`): these are the rules, the reader
+//! only drains and sums.
 
-use std::{
-    collections::HashMap,
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{path::PathBuf, time::Instant};
 
-use aya::{
-    Ebpf,
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
-    programs::perf_event::{
-        PerfEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
-    },
-};
-use mdiag_common::perf::{
-    KERNEL_IP, MAP_CPU, MAP_SAMPLES, PROG_PERF_SAMPLE, PerfCpu, SAMPLE_FREQ_HZ, SampleKey,
-};
+use mdiag_common::perf::KERNEL_IP;
 
-use crate::recording::{PerfSlice, PerfSlowPath, PerfSymbol, ProbeStatus, ProgramStatus};
 use crate::symbols::{
-    AllocatorKind, ObjectCache, ObjectNames, ProcessSymbols,
+    AllocatorKind, ObjectNames, ProcessSymbols,
     allocator::{SlowPathPattern, entry_candidates, slow_path_patterns},
     classify_allocator,
 };
 
-/// Family name in the recording's `probes`.
-pub const FAMILY: &str = "perf";
-/// Entries kept in `by_symbol`.
-pub const TOP_SYMBOLS: usize = 20;
-/// Least time between two reloads of the target's symbols.
-pub const RELOAD_EVERY: Duration = Duration::from_secs(30);
-
-#[derive(Debug, thiserror::Error)]
-pub enum PerfError {
-    #[error(transparent)]
-    Take(#[from] super::TakeMapError),
-    #[error("map {name}: {source}")]
-    Map {
-        name: &'static str,
-        source: aya::maps::MapError,
-    },
-}
-
-/// Loads the sampling program and opens one cpu-clock event per online CPU.
-/// Never fails as a whole: the status says what went wrong; the reader is
-/// built only when every online CPU is sampled (a partial set would bias the
-/// counts).
-pub fn attach(ebpf: &mut Ebpf, target: Option<u32>) -> (ProbeStatus, Option<PerfReader>) {
-    let attach_point = format!("perf_event/cpu-clock@{SAMPLE_FREQ_HZ}Hz");
-    let result = attach_program(ebpf);
-    if let Err(e) = &result {
-        tracing::warn!(family = FAMILY, "not attached: {e}");
-    }
-    let status = ProbeStatus {
-        family: FAMILY.to_owned(),
-        programs: vec![ProgramStatus {
-            name: PROG_PERF_SAMPLE.to_owned(),
-            attach_point,
-            error: result.err(),
-        }],
-    };
-    let reader = if status.attached() {
-        PerfReader::new(ebpf, target)
-            .map_err(|e| tracing::warn!(family = FAMILY, "maps unavailable: {e}"))
-            .ok()
-    } else {
-        None
-    };
-    (status, reader)
-}
-
-fn attach_program(ebpf: &mut Ebpf) -> Result<(), String> {
-    let program = ebpf
-        .program_mut(PROG_PERF_SAMPLE)
-        .ok_or_else(|| format!("program {PROG_PERF_SAMPLE} missing from the eBPF object"))?;
-    let program: &mut PerfEvent = program
-        .try_into()
-        .map_err(|e| format!("{PROG_PERF_SAMPLE}: {e}"))?;
-    program
-        .load()
-        .map_err(|e| format!("load: {}", super::error_chain(&e)))?;
-    let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
-    let mut links = Vec::with_capacity(cpus.len());
-    for cpu in cpus {
-        let link = program.attach(
-            PerfEventConfig::Software(SoftwareEvent::CpuClock),
-            PerfEventScope::AllProcessesOneCpu { cpu },
-            SamplePolicy::Frequency(SAMPLE_FREQ_HZ),
-            false,
-        );
-        match link {
-            Ok(link) => links.push(link),
-            Err(e) => {
-                // All CPUs or none: a partial set would bias every share.
-                for link in links {
-                    let _ = program.detach(link);
-                }
-                return Err(format!("attach on CPU {cpu}: {}", super::error_chain(&e)));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// One slice of drained samples, before symbolization.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Drained {
-    pub cpu: PerfCpu,
-    /// (tgid, ip) → samples.
-    pub samples: HashMap<SampleKey, u64>,
-}
-
-pub struct PerfReader {
-    samples: BpfHashMap<MapData, SampleKey, u64>,
-    cpu: PerCpuArray<MapData, PerfCpu>,
-    last_cpu: PerfCpu,
-    target: Option<u32>,
-    symbols: Option<TargetSymbols>,
-}
-
-impl PerfReader {
-    pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, PerfError> {
-        let mut reader = Self {
-            samples: super::take_map(ebpf, MAP_SAMPLES)?,
-            cpu: super::take_map(ebpf, MAP_CPU)?,
-            last_cpu: PerfCpu::default(),
-            target,
-            symbols: None,
-        };
-        reader.last_cpu = reader.cpu_totals()?;
-        Ok(reader)
-    }
-
-    fn cpu_totals(&self) -> Result<PerfCpu, PerfError> {
-        let per_cpu = self.cpu.get(&0, 0).map_err(|source| PerfError::Map {
-            name: MAP_CPU,
-            source,
-        })?;
-        Ok(per_cpu.iter().fold(PerfCpu::default(), |a, b| PerfCpu {
-            samples: a.samples + b.samples,
-            idle: a.idle + b.idle,
-            observed: a.observed + b.observed,
-            kernel: a.kernel + b.kernel,
-            drops: a.drops + b.drops,
-        }))
-    }
-
-    /// Reads and deletes every (tgid, ip) counter, and the per-CPU counters'
-    /// change since the previous call. A sample that lands between the read
-    /// and the delete of its key is lost (a window of microseconds).
-    pub fn drain(&mut self) -> Result<Drained, PerfError> {
-        let now = self.cpu_totals()?;
-        let d = |a: u64, b: u64| a.saturating_sub(b);
-        let cpu = PerfCpu {
-            samples: d(now.samples, self.last_cpu.samples),
-            idle: d(now.idle, self.last_cpu.idle),
-            observed: d(now.observed, self.last_cpu.observed),
-            kernel: d(now.kernel, self.last_cpu.kernel),
-            drops: d(now.drops, self.last_cpu.drops),
-        };
-        self.last_cpu = now;
-        let keys: Vec<SampleKey> = self.samples.keys().flatten().collect();
-        let mut samples = HashMap::with_capacity(keys.len());
-        for key in keys {
-            if let Ok(n) = self.samples.get(&key, 0) {
-                *samples.entry(key).or_insert(0) += n;
-            }
-            let _ = self.samples.remove(&key);
-        }
-        Ok(Drained { cpu, samples })
-    }
-
-    /// The slice since the previous call.
-    /// Drops the samples taken so far, without reading any symbols (the
-    /// recording's clock starts now; a held child's maps are still mdiag's).
-    pub fn discard(&mut self) -> Result<(), PerfError> {
-        self.drain().map(drop)
-    }
-
-    pub fn next_slice(&mut self) -> Result<PerfSlice, PerfError> {
-        let drained = self.drain()?;
-        let mut target_ips: Vec<(u64, u64)> = Vec::new();
-        if let Some(pid) = self.target {
-            target_ips = drained
-                .samples
-                .iter()
-                .filter(|(k, _)| k.tgid == pid)
-                .map(|(k, &n)| (k.ip, n))
-                .collect();
-            self.refresh_symbols(pid, &target_ips);
-        }
-        let code = self.symbols.as_ref();
-        let mut slice = summarize(&target_ips, |ip| classify(code, ip));
-        slice.freq_hz = SAMPLE_FREQ_HZ;
-        slice.samples = drained.cpu.samples;
-        slice.idle_samples = drained.cpu.idle;
-        slice.observed_samples = drained.cpu.observed;
-        slice.drops = drained.cpu.drops;
-        slice.allocator = code.map(|c| c.alloc.kind);
-        Ok(slice)
-    }
-
-    /// Loads the target's symbols the first time, and reloads them when a
-    /// sampled user address is in no mapped object (new library, new
-    /// mapping), at most every [`RELOAD_EVERY`].
-    fn refresh_symbols(&mut self, pid: u32, ips: &[(u64, u64)]) {
-        let stale = match &self.symbols {
-            None => true,
-            Some(s) => {
-                s.loaded_at.elapsed() >= RELOAD_EVERY
-                    && ips.iter().any(|&(ip, _)| {
-                        ip != KERNEL_IP
-                            && !s
-                                .process
-                                .objects
-                                .iter()
-                                .any(|o| o.mapped.contains_address(ip))
-                    })
-            }
-        };
-        if !stale {
-            return;
-        }
-        match ProcessSymbols::load(pid, ObjectCache::global()) {
-            Ok(process) => self.symbols = Some(TargetSymbols::new(process)),
-            Err(e) => {
-                tracing::debug!(pid, "perf: symbols unavailable: {e}");
-                if let Some(s) = self.symbols.as_mut() {
-                    s.loaded_at = Instant::now();
-                }
-            }
-        }
-    }
-}
-
 /// A target's symbols with its allocator's code rule.
-struct TargetSymbols {
-    process: ProcessSymbols,
-    alloc: AllocatorCode,
-    loaded_at: Instant,
+pub(super) struct TargetSymbols {
+    pub(super) process: ProcessSymbols,
+    pub(super) alloc: AllocatorCode,
+    pub(super) loaded_at: Instant,
 }
 
 impl TargetSymbols {
-    fn new(process: ProcessSymbols) -> Self {
+    pub(super) fn new(process: ProcessSymbols) -> Self {
         let alloc = AllocatorCode::of(&process);
         Self {
             process,
@@ -467,7 +238,7 @@ pub struct Attribution {
     pub slow_path: Option<&'static str>,
 }
 
-fn classify(code: Option<&TargetSymbols>, ip: u64) -> Attribution {
+pub(super) fn classify(code: Option<&TargetSymbols>, ip: u64) -> Attribution {
     if ip == KERNEL_IP {
         return Attribution {
             kernel: true,
@@ -525,68 +296,10 @@ fn classify(code: Option<&TargetSymbols>, ip: u64) -> Attribution {
     }
 }
 
-/// Sums the target's samples `(ip, count)` by attribution. Pure, so testable.
-pub fn summarize(ips: &[(u64, u64)], classify: impl Fn(u64) -> Attribution) -> PerfSlice {
-    let mut slice = PerfSlice::default();
-    // Unsymbolized addresses of one object are split by allocator or not.
-    let mut by: HashMap<(Option<String>, Option<String>, bool), PerfSymbol> = HashMap::new();
-    let mut slow: HashMap<&'static str, u64> = HashMap::new();
-    for &(ip, n) in ips {
-        let a = classify(ip);
-        slice.target_samples += n;
-        if a.kernel {
-            slice.target_kernel_samples += n;
-        } else if a.symbol.is_none() && !a.allocator {
-            slice.unknown_samples += n;
-        }
-        if a.allocator {
-            slice.allocator_samples += n;
-        }
-        if let Some(label) = a.slow_path {
-            slice.allocator_slow_path_samples += n;
-            *slow.entry(label).or_insert(0) += n;
-        }
-        let object = if a.kernel {
-            Some("[kernel]".to_owned())
-        } else {
-            a.object
-        };
-        let e = by
-            .entry((object.clone(), a.symbol.clone(), a.allocator))
-            .or_insert_with(|| PerfSymbol {
-                object,
-                symbol: a.symbol,
-                samples: 0,
-                allocator: a.allocator,
-                slow_path: a.slow_path.map(str::to_owned),
-            });
-        e.samples += n;
-    }
-    let mut by: Vec<PerfSymbol> = by.into_values().collect();
-    by.sort_by(|a, b| {
-        b.samples
-            .cmp(&a.samples)
-            .then_with(|| a.object.cmp(&b.object))
-            .then_with(|| a.symbol.cmp(&b.symbol))
-            .then_with(|| a.allocator.cmp(&b.allocator))
-    });
-    by.truncate(TOP_SYMBOLS);
-    slice.by_symbol = by;
-    let mut slow: Vec<PerfSlowPath> = slow
-        .into_iter()
-        .map(|(label, samples)| PerfSlowPath {
-            label: label.to_owned(),
-            samples,
-        })
-        .collect();
-    slow.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.label.cmp(&b.label)));
-    slice.slow_paths = slow;
-    slice
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::symbols::ObjectCache;
 
     fn code(kind: AllocatorKind) -> AllocatorCode {
         AllocatorCode {
@@ -676,60 +389,5 @@ mod tests {
         assert_eq!(a.symbol.as_deref(), Some("qsort"));
         assert!(classify(Some(&t), KERNEL_IP).kernel);
         assert_eq!(classify(Some(&t), 8), Attribution::default());
-    }
-
-    #[test]
-    fn summarize_sums_and_ranks() {
-        let slice = summarize(&[(0, 5), (1, 10), (2, 3), (3, 2), (4, 7)], |ip| match ip {
-            0 => Attribution {
-                kernel: true,
-                ..Default::default()
-            },
-            1 | 2 => Attribution {
-                object: Some("/lib/libc.so.6".into()),
-                symbol: Some(if ip == 1 { "malloc" } else { "_int_free" }.into()),
-                allocator: true,
-                slow_path: (ip == 2).then_some("int_free"),
-                ..Default::default()
-            },
-            3 => Attribution {
-                object: Some("/lib/libc.so.6".into()),
-                allocator: true,
-                ..Default::default()
-            },
-            _ => Attribution {
-                object: Some("/bin/app".into()),
-                symbol: Some("main".into()),
-                ..Default::default()
-            },
-        });
-        assert_eq!(slice.target_samples, 27);
-        assert_eq!(slice.target_kernel_samples, 5);
-        assert_eq!(slice.allocator_samples, 15);
-        assert_eq!(slice.allocator_slow_path_samples, 3);
-        assert_eq!(slice.unknown_samples, 0);
-        assert_eq!(
-            slice.slow_paths,
-            [PerfSlowPath {
-                label: "int_free".into(),
-                samples: 3
-            }]
-        );
-        let top: Vec<_> = slice
-            .by_symbol
-            .iter()
-            .map(|s| (s.symbol.as_deref(), s.samples, s.allocator))
-            .collect();
-        assert_eq!(
-            top,
-            [
-                (Some("malloc"), 10, true),
-                (Some("main"), 7, false),
-                (None, 5, false),
-                (Some("_int_free"), 3, true),
-                (None, 2, true),
-            ]
-        );
-        assert_eq!(slice.by_symbol[2].object.as_deref(), Some("[kernel]"));
     }
 }

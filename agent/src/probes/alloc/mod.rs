@@ -19,37 +19,37 @@
 //! again at the next window. Host-wide recordings do not try it.
 
 pub mod calibrate;
+mod entry_points;
+mod pair;
 pub mod schedule;
 pub mod stats;
+mod status;
 
-use std::{
-    num::NonZeroU32,
-    path::{Path, PathBuf},
-    time::Instant,
-};
+pub use entry_points::{class_min_bytes, size_mode};
+pub(crate) use pair::{PairLinks, attach_pair, detach_pair};
+pub use status::not_applicable;
+
+use std::{num::NonZeroU32, time::Instant};
 
 use aya::{
     Ebpf,
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray},
-    programs::{
-        UProbe,
-        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
-    },
+    programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint},
 };
 use mdiag_common::alloc::{
     AllocControl, AllocCounters, AllocHist, AllocStack, MAP_CONTROL, MAP_COUNTERS, MAP_HIST,
-    MAP_STACKS, MAX_FUNCS, PROG_ENTER, PROG_ENTER_MULTI, PROG_EXIT, PROG_EXIT_MULTI, SIZE_ARG0,
-    SIZE_ARG0_TIMES_ARG1, SIZE_ARG1, SIZE_CLASSES, SIZE_NONE, cookie, hist_index,
+    MAP_STACKS, SIZE_CLASSES, cookie, hist_index,
 };
 
+use self::entry_points::{Resolved, resolve};
 use self::schedule::{Action, WindowSchedule, Windows};
 use self::stats::{drops_between, hist_between, sum_counters, sum_hists, trimmed};
-use super::error_chain;
+use self::status::{status, status_of};
+use super::{FamilyReader, ReadError};
 use crate::recording::{
     AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSizeClassWindow, AllocSlice, AllocWindow,
-    ProbeStatus, ProgramStatus,
+    ProbeStatus, Slice,
 };
-use crate::symbols::{AllocatorKind, EntryRole, summary::ProbePoint};
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "alloc";
@@ -58,16 +58,17 @@ const NOT_APPLICABLE: &str = "not applicable:";
 #[derive(Debug, thiserror::Error)]
 pub enum AllocError {
     #[error(transparent)]
-    Take(#[from] super::TakeMapError),
-    #[error("map {name}: {source}")]
-    Map {
-        name: &'static str,
-        source: aya::maps::MapError,
-    },
+    Read(#[from] ReadError),
     #[error("program {0}: {1}")]
     Program(&'static str, String),
     #[error("calibration: {0}")]
     Calibration(String),
+}
+
+impl From<super::TakeMapError> for AllocError {
+    fn from(e: super::TakeMapError) -> Self {
+        Self::Read(e.into())
+    }
 }
 
 /// The family's maps, owned.
@@ -91,26 +92,21 @@ impl AllocMaps {
     pub(crate) fn set_control(&mut self, tgid: u32, open: u32) -> Result<(), AllocError> {
         self.control
             .set(0, &AllocControl { tgid, open }, 0)
-            .map_err(|source| AllocError::Map {
-                name: MAP_CONTROL,
-                source,
-            })
+            .map_err(|e| ReadError::map(MAP_CONTROL)(e).into())
     }
 
     pub(crate) fn read_hist(&self, index: u32) -> Result<AllocHist, AllocError> {
-        let per_cpu = self.hist.get(&index, 0).map_err(|source| AllocError::Map {
-            name: MAP_HIST,
-            source,
-        })?;
-        Ok(sum_hists(&per_cpu))
+        Ok(sum_hists(&super::read_per_cpu(
+            &self.hist, index, MAP_HIST,
+        )?))
     }
 
     fn read_counters(&self) -> Result<AllocCounters, AllocError> {
-        let per_cpu = self.counters.get(&0, 0).map_err(|source| AllocError::Map {
-            name: MAP_COUNTERS,
-            source,
-        })?;
-        Ok(sum_counters(&per_cpu))
+        Ok(sum_counters(&super::read_per_cpu(
+            &self.counters,
+            0,
+            MAP_COUNTERS,
+        )?))
     }
 
     /// Forgets every thread's entries (calls that never returned inside a
@@ -121,228 +117,6 @@ impl AllocMaps {
             let _ = self.stacks.remove(&k);
         }
     }
-}
-
-/// How a probe pair is attached to its entry points.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PairKind {
-    /// One uprobe_multi link per program (Linux ≥ 6.6): attached and
-    /// detached in one step each.
-    Multi,
-    /// One perf event per entry point and program: each detach waits for
-    /// the kernel's uprobe synchronisation (about 100 ms measured here), and
-    /// the target keeps paying for hits meanwhile.
-    PerPoint,
-}
-
-impl PairKind {
-    fn programs(self) -> (&'static str, &'static str) {
-        match self {
-            PairKind::Multi => (PROG_ENTER_MULTI, PROG_EXIT_MULTI),
-            PairKind::PerPoint => (PROG_ENTER, PROG_EXIT),
-        }
-    }
-
-    /// How the status line names the attach point.
-    pub(crate) fn prefix(self) -> &'static str {
-        match self {
-            PairKind::Multi => "uprobe.multi",
-            PairKind::PerPoint => "uprobe",
-        }
-    }
-}
-
-/// An attached pair.
-#[derive(Debug)]
-pub(crate) struct PairLinks {
-    pub(crate) kind: PairKind,
-    enter: UProbeLinkId,
-    exit: UProbeLinkId,
-}
-
-/// Attaches the pair to `points` of `path`, for `pid` only: as uprobe_multi
-/// links, else (older kernels) one perf event per point. In each case the
-/// return program first, then the entry program, so that every timed entry
-/// has its return probed.
-pub(crate) fn attach_pair(
-    ebpf: &mut Ebpf,
-    points: &[UProbeAttachPoint<'_>],
-    path: &Path,
-    pid: NonZeroU32,
-) -> Result<PairLinks, AllocError> {
-    match attach_kind(ebpf, PairKind::Multi, points, path, pid) {
-        Ok(links) => Ok(links),
-        Err(multi) => {
-            tracing::debug!(
-                family = FAMILY,
-                "uprobe_multi unavailable, one perf event per entry point: {multi}"
-            );
-            attach_kind(ebpf, PairKind::PerPoint, points, path, pid)
-        }
-    }
-}
-
-fn attach_kind(
-    ebpf: &mut Ebpf,
-    kind: PairKind,
-    points: &[UProbeAttachPoint<'_>],
-    path: &Path,
-    pid: NonZeroU32,
-) -> Result<PairLinks, AllocError> {
-    let (enter_prog, exit_prog) = kind.programs();
-    let exit = attach_one(ebpf, exit_prog, points, path, pid)?;
-    match attach_one(ebpf, enter_prog, points, path, pid) {
-        Ok(enter) => Ok(PairLinks { kind, enter, exit }),
-        Err(e) => {
-            detach_one(ebpf, exit_prog, exit);
-            Err(e)
-        }
-    }
-}
-
-/// Detaches the entry program, then the return program.
-pub(crate) fn detach_pair(ebpf: &mut Ebpf, links: PairLinks) {
-    let (enter_prog, exit_prog) = links.kind.programs();
-    detach_one(ebpf, enter_prog, links.enter);
-    detach_one(ebpf, exit_prog, links.exit);
-}
-
-fn program<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut UProbe, AllocError> {
-    let p = ebpf
-        .program_mut(name)
-        .ok_or_else(|| AllocError::Program(name, "missing from the eBPF object".into()))?;
-    let p: &mut UProbe = p
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| AllocError::Program(name, e.to_string()))?;
-    if p.fd().is_err() {
-        p.load()
-            .map_err(|e| AllocError::Program(name, format!("load: {}", error_chain(&e))))?;
-    }
-    Ok(p)
-}
-
-fn attach_one(
-    ebpf: &mut Ebpf,
-    name: &'static str,
-    points: &[UProbeAttachPoint<'_>],
-    path: &Path,
-    pid: NonZeroU32,
-) -> Result<UProbeLinkId, AllocError> {
-    program(ebpf, name)?
-        .attach(points.iter(), path, UProbeScope::OneProcess(pid))
-        .map_err(|e| AllocError::Program(name, format!("attach: {}", error_chain(&e))))
-}
-
-fn detach_one(ebpf: &mut Ebpf, name: &'static str, link: UProbeLinkId) {
-    match program(ebpf, name) {
-        Ok(p) => {
-            if let Err(e) = p.detach(link) {
-                tracing::warn!(family = FAMILY, program = name, "detach: {e}");
-            }
-        }
-        Err(e) => tracing::warn!(family = FAMILY, "detach: {e}"),
-    }
-}
-
-/// Where an entry point's size argument is, by role.
-pub fn size_mode(role: Option<EntryRole>) -> u64 {
-    match role {
-        Some(EntryRole::Malloc | EntryRole::New) => SIZE_ARG0,
-        Some(EntryRole::Calloc) => SIZE_ARG0_TIMES_ARG1,
-        Some(EntryRole::Realloc | EntryRole::SizedFree | EntryRole::SizedDelete) => SIZE_ARG1,
-        Some(EntryRole::Free | EntryRole::Delete) | None => SIZE_NONE,
-    }
-}
-
-/// Lower bound in bytes of size class `class` (≥ 1).
-pub fn class_min_bytes(class: u32) -> u64 {
-    mdiag_common::hist::bucket_lower(class.saturating_sub(1) as usize)
-}
-
-/// The target's entry points, resolved.
-struct Resolved {
-    kind: AllocatorKind,
-    object: String,
-    attach_path: PathBuf,
-    points: Vec<ProbePoint>,
-}
-
-/// Resolves the allocator's entry points in `pid`; `Err` says why not
-/// (prefixed "not applicable:" when there is nothing to probe).
-fn resolve(pid: u32) -> Result<Resolved, String> {
-    let process = crate::symbols::ProcessSymbols::load(pid, crate::symbols::ObjectCache::global())
-        .map_err(|e| format!("symbols of pid {pid}: {e}"))?;
-    let code = crate::symbols::TargetCode::from_process(&process);
-    let kind = code.allocator.kind;
-    let Some(object) = code.allocator.object.clone() else {
-        return Err(format!(
-            "{NOT_APPLICABLE} no allocator found in pid {pid} (no mapped object defines malloc)"
-        ));
-    };
-    if kind == AllocatorKind::Unknown {
-        return Err(format!(
-            "{NOT_APPLICABLE} the allocator of pid {pid} ({object}) is of an unknown kind"
-        ));
-    }
-    let mut points = code.allocator.entry_points;
-    if points.is_empty() {
-        return Err(format!(
-            "{NOT_APPLICABLE} no allocation entry point found in {object} (pid {pid})"
-        ));
-    }
-    points.truncate(MAX_FUNCS as usize - 1);
-    let attach_path = process
-        .objects
-        .iter()
-        .find(|o| o.mapped.path.to_str() == Some(object.as_str()))
-        .map(|o| o.attach_path.clone())
-        .ok_or_else(|| format!("{object} is no longer mapped by pid {pid}"))?;
-    Ok(Resolved {
-        kind,
-        object,
-        attach_path,
-        points,
-    })
-}
-
-/// One line naming the kernel feature a verifier rejection comes from, for
-/// the rejections older kernels give (instead of the verifier's dump).
-fn kernel_feature_missing(error: &str) -> Option<String> {
-    // Helper 174 is bpf_get_attach_cookie: how the pair tells the probed
-    // functions apart (Linux 5.15+).
-    error.contains("invalid func unknown#174").then(|| {
-        "this kernel lacks the bpf_get_attach_cookie helper (Linux 5.15+), which the allocator probes need to tell the functions apart".to_owned()
-    })
-}
-
-fn status(attach_point: String, error: Option<String>) -> ProbeStatus {
-    status_of(PairKind::Multi, attach_point, error)
-}
-
-fn status_of(kind: PairKind, attach_point: String, error: Option<String>) -> ProbeStatus {
-    let (enter, exit) = kind.programs();
-    let error = error.map(|e| kernel_feature_missing(&e).unwrap_or(e));
-    ProbeStatus {
-        family: FAMILY.to_owned(),
-        programs: [enter, exit]
-            .iter()
-            .map(|p| ProgramStatus {
-                name: (*p).to_owned(),
-                attach_point: attach_point.clone(),
-                error: error.clone(),
-            })
-            .collect(),
-    }
-}
-
-/// The status says only that there was nothing to probe yet.
-pub fn not_applicable(status: &ProbeStatus) -> bool {
-    !status.programs.is_empty()
-        && status.programs.iter().all(|p| {
-            p.error
-                .as_deref()
-                .is_some_and(|e| e.starts_with(NOT_APPLICABLE))
-        })
 }
 
 /// Loads the pair, calibrates it and prepares the windows. No status
@@ -673,55 +447,15 @@ fn target_cpu_ns(pid: u32) -> Option<u64> {
     Some((stat.utime + stat.stime).saturating_mul(1_000_000_000) / ticks)
 }
 
-#[cfg(test)]
-mod tests {
-
-    #[test]
-    fn an_old_kernels_missing_helper_is_named_in_one_line() {
-        let dump = "program mdiag_alloc_exit: load: ... 51: (85) call unknown#174\ninvalid func unknown#174\nverification time 1412 usec";
-        let s = status(String::from("uprobe/x"), Some(dump.into()));
-        let e = s.programs[0].error.as_deref().unwrap();
-        assert!(
-            e.contains("bpf_get_attach_cookie") && !e.contains('\n'),
-            "{e}"
-        );
-        let other = status(String::from("uprobe/x"), Some("attach: EPERM".into()));
-        assert_eq!(other.programs[1].error.as_deref(), Some("attach: EPERM"));
+/// Windows are opened and closed by the record loop ([`AllocProbe::poll`]);
+/// a slice only collects the windows that closed.
+impl FamilyReader for AllocProbe {
+    fn family(&self) -> &'static str {
+        FAMILY
     }
 
-    use super::*;
-
-    #[test]
-    fn size_arguments_by_role() {
-        assert_eq!(size_mode(Some(EntryRole::Malloc)), SIZE_ARG0);
-        assert_eq!(size_mode(Some(EntryRole::New)), SIZE_ARG0);
-        assert_eq!(size_mode(Some(EntryRole::Calloc)), SIZE_ARG0_TIMES_ARG1);
-        assert_eq!(size_mode(Some(EntryRole::Realloc)), SIZE_ARG1);
-        assert_eq!(size_mode(Some(EntryRole::SizedDelete)), SIZE_ARG1);
-        assert_eq!(size_mode(Some(EntryRole::Free)), SIZE_NONE);
-        assert_eq!(size_mode(None), SIZE_NONE);
-    }
-
-    #[test]
-    fn size_class_bounds() {
-        assert_eq!(class_min_bytes(1), 0);
-        assert_eq!(class_min_bytes(2), 2);
-        assert_eq!(class_min_bytes(7), 64);
-        // The kernel's class of a size has that lower bound.
-        for size in [1u64, 2, 3, 64, 100, 4096, 1 << 20] {
-            let c = mdiag_common::alloc::size_class(size);
-            assert!(class_min_bytes(c) <= size.max(1), "{size}");
-        }
-    }
-
-    #[test]
-    fn only_missing_allocators_are_retried() {
-        let na = status("p".into(), Some(format!("{NOT_APPLICABLE} unknown")));
-        assert!(not_applicable(&na));
-        assert!(!not_applicable(&status("p".into(), None)));
-        assert!(!not_applicable(&status(
-            "p".into(),
-            Some("attach: EPERM".into())
-        )));
+    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
+        slice.alloc = Some(self.next_slice());
+        Ok(())
     }
 }

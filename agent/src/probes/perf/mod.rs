@@ -1,0 +1,259 @@
+//! Perf family, user side: the CPU-time share of allocator code, by sampling.
+//!
+//! The kernel side counts samples (software cpu-clock, 99 Hz on every CPU)
+//! per (tgid, user instruction pointer). Each slice this reader drains that
+//! map (reads then deletes every key, so the map only ever holds one slice's
+//! distinct addresses), symbolizes the target's addresses with
+//! [`ProcessSymbols`] (cached per pid, reloaded when an address falls outside
+//! every mapped object, at most every [`RELOAD_EVERY`]) and classifies each
+//! one as allocator code or not, and as an allocator slow path or not.
+//!
+//! What counts as allocator code, and which allocator code is a slow path,
+//! is decided in [`attribution`]; the per-slice sums and the top symbols in
+//! [`summary`].
+//!
+//! Host-wide (no target), samples are counted but not symbolized.
+
+mod attribution;
+mod summary;
+
+pub use attribution::{AllocatorCode, Attribution};
+pub use summary::summarize;
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
+    programs::perf_event::{
+        PerfEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
+    },
+};
+use mdiag_common::perf::{
+    KERNEL_IP, MAP_CPU, MAP_SAMPLES, PROG_PERF_SAMPLE, PerfCpu, SAMPLE_FREQ_HZ, SampleKey,
+};
+
+use self::attribution::{TargetSymbols, classify};
+use super::{FamilyReader, PerCpuSum, ReadError};
+use crate::recording::{PerfSlice, ProbeStatus, ProgramStatus, Slice};
+use crate::symbols::{ObjectCache, ProcessSymbols};
+
+/// Family name in the recording's `probes`.
+pub const FAMILY: &str = "perf";
+/// Entries kept in `by_symbol`.
+pub const TOP_SYMBOLS: usize = 20;
+/// Least time between two reloads of the target's symbols.
+pub const RELOAD_EVERY: Duration = Duration::from_secs(30);
+
+/// Loads the sampling program and opens one cpu-clock event per online CPU.
+/// Never fails as a whole: the status says what went wrong; the reader is
+/// built only when every online CPU is sampled (a partial set would bias the
+/// counts).
+pub fn attach(ebpf: &mut Ebpf, target: Option<u32>) -> (ProbeStatus, Option<PerfReader>) {
+    let attach_point = format!("perf_event/cpu-clock@{SAMPLE_FREQ_HZ}Hz");
+    let result = attach_program(ebpf);
+    if let Err(e) = &result {
+        tracing::warn!(family = FAMILY, "not attached: {e}");
+    }
+    let status = ProbeStatus {
+        family: FAMILY.to_owned(),
+        programs: vec![ProgramStatus {
+            name: PROG_PERF_SAMPLE.to_owned(),
+            attach_point,
+            error: result.err(),
+        }],
+    };
+    let reader = if status.attached() {
+        PerfReader::new(ebpf, target)
+            .map_err(|e| tracing::warn!(family = FAMILY, "maps unavailable: {e}"))
+            .ok()
+    } else {
+        None
+    };
+    (status, reader)
+}
+
+fn attach_program(ebpf: &mut Ebpf) -> Result<(), String> {
+    let program = ebpf
+        .program_mut(PROG_PERF_SAMPLE)
+        .ok_or_else(|| format!("program {PROG_PERF_SAMPLE} missing from the eBPF object"))?;
+    let program: &mut PerfEvent = program
+        .try_into()
+        .map_err(|e| format!("{PROG_PERF_SAMPLE}: {e}"))?;
+    program
+        .load()
+        .map_err(|e| format!("load: {}", super::error_chain(&e)))?;
+    let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
+    let mut links = Vec::with_capacity(cpus.len());
+    for cpu in cpus {
+        let link = program.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Frequency(SAMPLE_FREQ_HZ),
+            false,
+        );
+        match link {
+            Ok(link) => links.push(link),
+            Err(e) => {
+                // All CPUs or none: a partial set would bias every share.
+                for link in links {
+                    let _ = program.detach(link);
+                }
+                return Err(format!("attach on CPU {cpu}: {}", super::error_chain(&e)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One slice of drained samples, before symbolization.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Drained {
+    pub cpu: PerfCpu,
+    /// (tgid, ip) → samples.
+    pub samples: HashMap<SampleKey, u64>,
+}
+
+pub struct PerfReader {
+    samples: BpfHashMap<MapData, SampleKey, u64>,
+    cpu: PerCpuArray<MapData, PerfCpu>,
+    last_cpu: PerfCpu,
+    target: Option<u32>,
+    symbols: Option<TargetSymbols>,
+}
+
+impl PerfReader {
+    pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, ReadError> {
+        let mut reader = Self {
+            samples: super::take_map(ebpf, MAP_SAMPLES)?,
+            cpu: super::take_map(ebpf, MAP_CPU)?,
+            last_cpu: PerfCpu::default(),
+            target,
+            symbols: None,
+        };
+        reader.last_cpu = reader.cpu_totals()?;
+        Ok(reader)
+    }
+
+    fn cpu_totals(&self) -> Result<PerfCpu, ReadError> {
+        super::read_summed(&self.cpu, 0, MAP_CPU)
+    }
+
+    /// Reads and deletes every (tgid, ip) counter, and the per-CPU counters'
+    /// change since the previous call. A sample that lands between the read
+    /// and the delete of its key is lost (a window of microseconds).
+    pub fn drain(&mut self) -> Result<Drained, ReadError> {
+        let now = self.cpu_totals()?;
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let cpu = PerfCpu {
+            samples: d(now.samples, self.last_cpu.samples),
+            idle: d(now.idle, self.last_cpu.idle),
+            observed: d(now.observed, self.last_cpu.observed),
+            kernel: d(now.kernel, self.last_cpu.kernel),
+            drops: d(now.drops, self.last_cpu.drops),
+        };
+        self.last_cpu = now;
+        let keys: Vec<SampleKey> = self.samples.keys().flatten().collect();
+        let mut samples = HashMap::with_capacity(keys.len());
+        for key in keys {
+            if let Ok(n) = self.samples.get(&key, 0) {
+                *samples.entry(key).or_insert(0) += n;
+            }
+            let _ = self.samples.remove(&key);
+        }
+        Ok(Drained { cpu, samples })
+    }
+
+    /// The slice since the previous call.
+    pub fn next_slice(&mut self) -> Result<PerfSlice, ReadError> {
+        let drained = self.drain()?;
+        let mut target_ips: Vec<(u64, u64)> = Vec::new();
+        if let Some(pid) = self.target {
+            target_ips = drained
+                .samples
+                .iter()
+                .filter(|(k, _)| k.tgid == pid)
+                .map(|(k, &n)| (k.ip, n))
+                .collect();
+            self.refresh_symbols(pid, &target_ips);
+        }
+        let code = self.symbols.as_ref();
+        let mut slice = summarize(&target_ips, |ip| classify(code, ip));
+        slice.freq_hz = SAMPLE_FREQ_HZ;
+        slice.samples = drained.cpu.samples;
+        slice.idle_samples = drained.cpu.idle;
+        slice.observed_samples = drained.cpu.observed;
+        slice.drops = drained.cpu.drops;
+        slice.allocator = code.map(|c| c.alloc.kind);
+        Ok(slice)
+    }
+
+    /// Loads the target's symbols the first time, and reloads them when a
+    /// sampled user address is in no mapped object (new library, new
+    /// mapping), at most every [`RELOAD_EVERY`].
+    fn refresh_symbols(&mut self, pid: u32, ips: &[(u64, u64)]) {
+        let stale = match &self.symbols {
+            None => true,
+            Some(s) => {
+                s.loaded_at.elapsed() >= RELOAD_EVERY
+                    && ips.iter().any(|&(ip, _)| {
+                        ip != KERNEL_IP
+                            && !s
+                                .process
+                                .objects
+                                .iter()
+                                .any(|o| o.mapped.contains_address(ip))
+                    })
+            }
+        };
+        if !stale {
+            return;
+        }
+        match ProcessSymbols::load(pid, ObjectCache::global()) {
+            Ok(process) => self.symbols = Some(TargetSymbols::new(process)),
+            Err(e) => {
+                tracing::debug!(pid, "perf: symbols unavailable: {e}");
+                if let Some(s) = self.symbols.as_mut() {
+                    s.loaded_at = Instant::now();
+                }
+            }
+        }
+    }
+}
+
+impl FamilyReader for PerfReader {
+    fn family(&self) -> &'static str {
+        FAMILY
+    }
+
+    /// Drained before the recording's clock is read.
+    fn rebases_before_clock(&self) -> bool {
+        true
+    }
+
+    /// Drops the samples taken so far, without reading any symbols (the
+    /// recording's clock starts now; a held child's maps are still mdiag's).
+    fn rebase(&mut self) -> Result<(), ReadError> {
+        self.drain().map(drop)
+    }
+
+    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
+        slice.perf = Some(self.next_slice()?);
+        Ok(())
+    }
+}
+
+impl PerCpuSum for PerfCpu {
+    fn add(self, b: &Self) -> Self {
+        PerfCpu {
+            samples: self.samples + b.samples,
+            idle: self.idle + b.idle,
+            observed: self.observed + b.observed,
+            kernel: self.kernel + b.kernel,
+            drops: self.drops + b.drops,
+        }
+    }
+}

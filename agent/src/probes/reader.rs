@@ -1,0 +1,151 @@
+//! What every probe family's reader shares: the one error type of map reads,
+//! taking maps out of the loaded object, the kernel's clock, per-CPU sums,
+//! and the two traits the record loop drives the families through.
+//!
+//! [`Counters`] is the cumulative-counter machinery (a snapshot, the pure
+//! difference of two snapshots, totals since attach); [`FamilyReader`] is
+//! what [`super::Probes`] needs of every attached family, whatever its
+//! kind (counters, ring buffers, sampled windows): its name, how it starts
+//! at the recording's clock, and how it fills its section of a [`Slice`].
+//! `Probes` keeps one table of them in slice order
+//! ([`super::Probes::readers`]), which drives the clock's start, each
+//! slice and the "nothing attached" check. Modelled on aya's own map
+//! machinery: typed maps built by `TryFrom<Map>`, values read per CPU as
+//! `PerCpuValues`, and one error type for every map.
+
+use aya::{
+    Ebpf, Pod,
+    maps::{MapData, MapError, PerCpuArray, PerCpuValues},
+};
+
+use crate::recording::Slice;
+
+/// Why a family's reader could not read its maps (every family's reader
+/// returns this one type).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Take(#[from] TakeMapError),
+    #[error("map {name}: {source}")]
+    Map {
+        name: &'static str,
+        source: MapError,
+    },
+}
+
+impl ReadError {
+    /// For `map_err`: a failed read of map `name`.
+    pub(crate) fn map(name: &'static str) -> impl FnOnce(MapError) -> Self {
+        move |source| Self::Map { name, source }
+    }
+}
+
+/// Why a family's map could not be taken from the loaded object.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeMapError {
+    #[error("map {0} missing from the eBPF object")]
+    Missing(&'static str),
+    #[error("map {name}: {source}")]
+    Convert {
+        name: &'static str,
+        source: MapError,
+    },
+}
+
+/// Takes map `name` out of the object as a typed map (every reader owns its maps).
+pub(crate) fn take_map<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, TakeMapError>
+where
+    T: TryFrom<aya::maps::Map, Error = MapError>,
+{
+    let map = ebpf.take_map(name).ok_or(TakeMapError::Missing(name))?;
+    T::try_from(map).map_err(|source| TakeMapError::Convert { name, source })
+}
+
+/// Clock `clock` now, in ns.
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a valid timespec it is given.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC now, in ns: the clock of the kernel's `bpf_ktime_get_ns`.
+pub(crate) fn monotonic_now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// A per-CPU map value that sums over CPUs (field by field).
+pub(crate) trait PerCpuSum: Pod + Default {
+    fn add(self, other: &Self) -> Self;
+}
+
+/// The per-CPU values of one key, summed.
+pub(crate) fn sum_cpus<T: PerCpuSum>(values: &[T]) -> T {
+    values.iter().fold(T::default(), |a, b| a.add(b))
+}
+
+/// Entry `index` of a per-CPU array, one value per CPU (index = CPU number).
+pub(crate) fn read_per_cpu<T: Pod>(
+    map: &PerCpuArray<MapData, T>,
+    index: u32,
+    name: &'static str,
+) -> Result<PerCpuValues<T>, ReadError> {
+    map.get(&index, 0).map_err(ReadError::map(name))
+}
+
+/// Entry `index` of a per-CPU array, summed over CPUs.
+pub(crate) fn read_summed<T: PerCpuSum>(
+    map: &PerCpuArray<MapData, T>,
+    index: u32,
+    name: &'static str,
+) -> Result<T, ReadError> {
+    read_per_cpu(map, index, name).map(|v| sum_cpus(&v))
+}
+
+/// A family whose kernel counters are cumulative: a slice is the difference
+/// of two snapshots, so a late read never loses events.
+pub trait Counters {
+    /// Every counter at one instant.
+    type Snapshot: Default;
+    /// The family's section of a recording slice.
+    type Slice;
+
+    /// Reads every counter now.
+    fn snapshot(&self) -> Result<Self::Snapshot, ReadError>;
+
+    /// The counters that changed between two snapshots. Pure, so testable.
+    fn slice_between(before: &Self::Snapshot, after: &Self::Snapshot) -> Self::Slice;
+
+    /// Totals since attach, as one slice (for checks and tests).
+    fn totals_since_attach(&self) -> Result<Self::Slice, ReadError> {
+        Ok(Self::slice_between(
+            &Self::Snapshot::default(),
+            &self.snapshot()?,
+        ))
+    }
+}
+
+/// One attached probe family as the record loop drives it.
+pub trait FamilyReader {
+    /// The family's name (`probes::FAMILIES`, the recording's `probes`).
+    fn family(&self) -> &'static str;
+
+    /// Whether [`Self::rebase`] runs before the recording's clock is read
+    /// (a family that drains what was sampled before it).
+    fn rebases_before_clock(&self) -> bool {
+        false
+    }
+
+    /// Starts the slices now: what was counted before is left out of the
+    /// first slice.
+    fn rebase(&mut self) -> Result<(), ReadError> {
+        Ok(())
+    }
+
+    /// Reads the slice since the previous call into the family's section of
+    /// `slice`; `last` for the recording's last slice.
+    fn read_into(&mut self, slice: &mut Slice, last: bool) -> Result<(), ReadError>;
+}
