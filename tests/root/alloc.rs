@@ -23,6 +23,9 @@ const TCMALLOC: &str = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
 /// each) with unprobed ones (tens of ns each), and its calls are not spread
 /// evenly over it; inside the window the rate is the probed one throughout.
 fn workload_count(report: &serde_json::Value, start_ns: u64, end_ns: u64) -> f64 {
+    if let Some(short) = too_short(report, start_ns, end_ns) {
+        panic!("{short}");
+    }
     let t0 = report["t0_ns"].as_u64().unwrap();
     let width = report["bucket_ns"].as_u64().unwrap();
     let buckets = report["buckets"].as_array().unwrap();
@@ -37,6 +40,54 @@ fn workload_count(report: &serde_json::Value, start_ns: u64, end_ns: u64) -> f64
     assert!(whole_ns > 0, "no whole bucket in [{start_ns}, {end_ns})");
     let rate = whole as f64 / whole_ns as f64;
     whole as f64 + rate * (end_ns - start_ns - whole_ns) as f64
+}
+
+/// Why [start_ns, end_ns) is too short to compare counts with the
+/// workload's buckets (less than two of them: only the last window, cut by
+/// the end of the recording, can be): None when it is long enough.
+fn too_short(report: &serde_json::Value, start_ns: u64, end_ns: u64) -> Option<String> {
+    let width = report["bucket_ns"].as_u64().unwrap();
+    (end_ns - start_ns < 2 * width).then(|| {
+        format!(
+            "[{start_ns}, {end_ns}) is {} ns, under two buckets of {width} ns",
+            end_ns - start_ns
+        )
+    })
+}
+
+/// The workload's calls in every bucket that overlaps [start_ns, end_ns):
+/// an upper bound of the calls inside it.
+fn workload_count_at_most(report: &serde_json::Value, start_ns: u64, end_ns: u64) -> u64 {
+    let t0 = report["t0_ns"].as_u64().unwrap();
+    let width = report["bucket_ns"].as_u64().unwrap();
+    let buckets = report["buckets"].as_array().unwrap();
+    buckets
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| {
+            let lo = t0 + i as u64 * width;
+            lo < end_ns && lo + width > start_ns
+        })
+        .map(|(_, c)| c.as_u64().unwrap())
+        .sum()
+}
+
+/// The workload's own CPU time (its threads' CPU clocks, summed per
+/// bucket): in the buckets wholly inside [from_ns, to_ns], and in all.
+fn workload_cpu(report: &serde_json::Value, from_ns: u64, to_ns: u64) -> (u64, u64) {
+    let t0 = report["t0_ns"].as_u64().unwrap();
+    let width = report["bucket_ns"].as_u64().unwrap();
+    let cpu = report["cpu_ns_buckets"].as_array().unwrap();
+    let (mut inside, mut all) = (0, 0);
+    for (i, c) in cpu.iter().enumerate() {
+        let c = c.as_u64().unwrap();
+        let lo = t0 + i as u64 * width;
+        if lo >= from_ns && lo + width <= to_ns {
+            inside += c;
+        }
+        all += c;
+    }
+    (inside, all)
 }
 
 /// The workload's CPU time per malloc+free iteration inside the windows
@@ -144,6 +195,23 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
     let mut hits = 0;
     for (i, w) in windows.iter().enumerate() {
         let mine = count_of(w, &malloc);
+        if let Some(short) = too_short(&report, w.start_ns, w.end_ns) {
+            // The last window, cut by the end of the recording: no rate to
+            // compare with, but it cannot count more than the buckets hold.
+            assert_eq!(i + 1, windows.len(), "{short}: only the last one may be");
+            let most = workload_count_at_most(&report, w.start_ns, w.end_ns);
+            eprintln!("last window {short}: mdiag {mine} malloc calls, workload at most {most}");
+            assert!(
+                mine <= most,
+                "{short}: mdiag {mine} calls, the workload at most {most}"
+            );
+            assert!(
+                w.end_ns > w.start_ns && w.end_ms >= w.start_ms && w.start_ms >= 900,
+                "{w:#?}"
+            );
+            hits += w.probe_hits;
+            continue;
+        }
         let theirs = workload_count(&report, w.start_ns, w.end_ns);
         let diff = (mine as f64 - theirs).abs() / theirs.max(1.0);
         eprintln!(
@@ -218,6 +286,33 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
     );
     let o = alloc.overhead.clone().expect("overhead");
     assert_eq!(o.probe_hits, hits, "{summary}");
+    // Against the workload's own counts: every malloc and free inside the
+    // windows is a probe hit (2 % for the windows' edges).
+    let truth_calls: f64 = windows
+        .iter()
+        .filter(|w| too_short(&report, w.start_ns, w.end_ns).is_none())
+        .map(|w| workload_count(&report, w.start_ns, w.end_ns))
+        .sum();
+    assert!(
+        o.probe_hits as f64 >= 2.0 * truth_calls * 0.98,
+        "{} probe hits, the workload made {truth_calls:.0} mallocs (and as many frees) in the windows",
+        o.probe_hits
+    );
+    // The target's CPU time, against the workload's own per-thread CPU
+    // clocks: at least what its threads used between the first window's
+    // start and the last one's end (inside the recording), at most what they
+    // used in their whole life (plus the main thread's start-up).
+    let (cpu_inside, cpu_life) = workload_cpu(
+        &report,
+        windows.first().map_or(0, |w| w.start_ns),
+        windows.last().map_or(0, |w| w.end_ns),
+    );
+    assert!(
+        o.target_cpu_ns as f64 >= 0.95 * cpu_inside as f64
+            && o.target_cpu_ns as f64 <= 1.05 * cpu_life as f64 + 1e8,
+        "mdiag: target CPU {} ns; the workload's threads: {cpu_inside} ns between the windows, {cpu_life} ns in all",
+        o.target_cpu_ns
+    );
     assert_eq!(o.pair_cost_ns, cal.pair_cost_ns);
     // The target's CPU time over the recording (2 busy threads; the host may
     // give them less than two CPUs): at most 2 × the recording's wall time,
