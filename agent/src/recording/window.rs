@@ -190,6 +190,24 @@ pub(crate) fn others_tgid(current: u32, tgid: u32) -> u32 {
     if current == tgid { current } else { OTHERS_ID }
 }
 
+/// A thread row's identity after merging a later one of the same `tid`: the
+/// newest process and name (a thread may rename itself; /proc gives the
+/// current name), and for "others" the process only if every row shares it.
+pub(crate) fn merge_thread_identity(
+    tid: u32,
+    (tgid, comm): (&mut u32, &mut String),
+    (later_tgid, later_comm): (u32, &str),
+) {
+    *tgid = if tid == OTHERS_ID {
+        others_tgid(*tgid, later_tgid)
+    } else {
+        later_tgid
+    };
+    if !later_comm.is_empty() {
+        later_comm.clone_into(comm);
+    }
+}
+
 impl Mergeable for Slice {
     /// Sections are merged family by family (a section only one side has is
     /// kept as is); `start_ms` is the earliest, `duration_ms` the sum (for

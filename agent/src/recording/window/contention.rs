@@ -65,14 +65,11 @@ impl Row for ThreadContentionSlice {
     fn add(&mut self, later: &Self) {
         add_split(&mut self.lock, &later.lock);
         add_split(&mut self.dstate, &later.dstate);
-        self.tgid = if self.tid == OTHERS_ID {
-            super::others_tgid(self.tgid, later.tgid)
-        } else {
-            later.tgid
-        };
-        if !later.comm.is_empty() {
-            self.comm.clone_from(&later.comm);
-        }
+        super::merge_thread_identity(
+            self.tid,
+            (&mut self.tgid, &mut self.comm),
+            (later.tgid, &later.comm),
+        );
     }
 }
 

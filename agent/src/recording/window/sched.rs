@@ -59,14 +59,11 @@ impl Row for ThreadSlice {
     /// process, as the facts take them.
     fn add(&mut self, later: &Self) {
         self.add_counts(later);
-        if self.tid == OTHERS_ID {
-            self.tgid = super::others_tgid(self.tgid, later.tgid);
-        } else {
-            self.tgid = later.tgid;
-        }
-        if !later.comm.is_empty() {
-            self.comm.clone_from(&later.comm);
-        }
+        super::merge_thread_identity(
+            self.tid,
+            (&mut self.tgid, &mut self.comm),
+            (later.tgid, &later.comm),
+        );
     }
 }
 
