@@ -45,17 +45,12 @@ fn source(rec: &Recording) -> Option<(StorageFacts, String)> {
 /// Derives the group, or why it is absent.
 pub fn filesystem_facts(rec: &Recording) -> Result<FactGroup, String> {
     let (s, found_by) = source(rec).ok_or_else(|| FILESYSTEM_NOT_RECORDED.to_string())?;
-    let mut g = FactGroup::new();
+    let mut g = super::storage::mount_group(&s, found_by);
     let mut put = |k: &str, v: Option<FactValue>| {
         if let Some(v) = v {
             g.insert(k.into(), v);
         }
     };
-    put("db_path", Some(text(s.path.clone())));
-    put("found_by", Some(text(found_by)));
-    put("mount_point", s.mount_point.clone().map(text));
-    put("fs_type", s.fs_type.clone().map(text));
-    put("source", s.source.clone().map(text));
     let has = |o: &str| {
         s.mount_options
             .as_ref()

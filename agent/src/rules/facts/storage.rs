@@ -55,21 +55,35 @@ fn source(rec: &Recording) -> Result<(StorageFacts, String), String> {
     Ok((storage.clone(), found_by))
 }
 
+/// The facts that say where the data directory lives, shared by the
+/// `storage` and `filesystem` groups: its path, how it was found, and the
+/// mount holding it (point, type, source) when known.
+pub(super) fn mount_group(s: &StorageFacts, found_by: String) -> FactGroup {
+    let mut g = FactGroup::new();
+    g.insert("db_path".into(), text(s.path.clone()));
+    g.insert("found_by".into(), text(found_by));
+    for (k, v) in [
+        ("mount_point", &s.mount_point),
+        ("fs_type", &s.fs_type),
+        ("source", &s.source),
+    ] {
+        if let Some(v) = v {
+            g.insert(k.into(), text(v.clone()));
+        }
+    }
+    g
+}
+
 /// Derives the `storage` group; `Err` with the reason when the data
 /// directory or the disk under it is unknown.
 pub fn storage_facts(rec: &Recording) -> Result<FactGroup, String> {
     let (s, found_by) = source(rec)?;
-    let mut g = FactGroup::new();
+    let mut g = mount_group(&s, found_by);
     let mut put = |k: &str, v: Option<FactValue>| {
         if let Some(v) = v {
             g.insert(k.into(), v);
         }
     };
-    put("db_path", Some(text(s.path.clone())));
-    put("found_by", Some(text(found_by)));
-    put("mount_point", s.mount_point.clone().map(text));
-    put("fs_type", s.fs_type.clone().map(text));
-    put("source", s.source.clone().map(text));
     put("device", s.device.clone().map(text));
     put("disk", s.disk.clone().map(text));
     put("read_ahead_kb", s.read_ahead_kb.map(int));
