@@ -23,10 +23,8 @@ use crate::{cmd::Cmd, say};
 pub(super) fn boot(guest: &Guest, vmlinuz: &Path, initrd: &Path, log: &Path) -> Result<()> {
     let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let mut cmd = Cmd::new(guest.qemu);
-    // TCG, not KVM: it runs anywhere (KVM is not usable on every machine
-    // that runs this, and never for another architecture).
     cmd.args(guest.machine)
-        .args(["-accel", "tcg", "-m", "1024", "-smp", "2"])
+        .args(["-accel", guest.accel, "-m", "1024", "-smp", "2"])
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
         .arg(vmlinuz)
