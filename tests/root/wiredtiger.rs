@@ -161,6 +161,7 @@ fn check_checkpoints(args: &[&str]) {
         running.duration_ns <= done.duration_ns,
         "{running:?} vs {done:?}"
     );
+    let mut loose = 0;
     for (c, o) in seen.iter().zip(own) {
         let (start, end) = (
             o["start_ns"].as_u64().unwrap(),
@@ -182,18 +183,31 @@ fn check_checkpoints(args: &[&str]) {
         // exception, BPF run, return): 13-34 us measured on a VM, whatever
         // the checkpoint's length. So 5% of the workload's own time, but
         // never less than 50 us (above that fixed cost), which decides for
-        // checkpoints under a millisecond.
+        // checkpoints under a millisecond. A preemption or an interrupt in
+        // the wrapper also falls outside the probed window: each call may
+        // be off by the time its thread spent off the CPU (its own CPU clock
+        // against the wall), but most must meet the tight bound.
         let tolerance = (own_ns / 20).max(50_000);
+        let off_cpu = own_ns.saturating_sub(o["cpu_ns"].as_u64().unwrap());
+        let gap = own_ns - c.duration_ns;
         eprintln!(
-            "checkpoint: probe {} ns, workload {own_ns} ns",
+            "checkpoint: probe {} ns, workload {own_ns} ns ({off_cpu} ns of it off the CPU)",
             c.duration_ns
         );
         assert!(
-            own_ns - c.duration_ns <= tolerance,
-            "checkpoint {} ns by the probe vs {own_ns} ns by the workload",
+            gap <= tolerance + off_cpu,
+            "checkpoint {} ns by the probe vs {own_ns} ns by the workload, {off_cpu} ns off the CPU",
             c.duration_ns
         );
+        if gap > tolerance {
+            loose += 1;
+        }
     }
+    assert!(
+        loose * 4 <= seen.len(),
+        "{loose} of {} checkpoints only within the off-CPU bound",
+        seen.len()
+    );
 }
 
 #[test]

@@ -54,6 +54,9 @@ static atomic_int n_done;
 
 struct ckpt {
     uint64_t start_ns, end_ns;
+    /* The thread's own CPU time during the call: the rest of the call's
+     * wall time it was off the CPU (preempted, waiting to run, asleep). */
+    uint64_t cpu_ns;
     int ret;
 };
 static struct ckpt ckpts[2 * MAX_CHECKPOINTS];
@@ -67,6 +70,12 @@ static void die(const char *what, int ret) {
 static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -111,11 +120,14 @@ static void *checkpointer(void *arg) {
         if (n_checkpointers > 1)
             pthread_barrier_wait(&round_barrier);
         uint64_t start = now_ns();
+        uint64_t cpu0 = thread_cpu_ns();
         int r = s->checkpoint(s, NULL);
+        uint64_t cpu1 = thread_cpu_ns();
         uint64_t end = now_ns();
         int slot = atomic_fetch_add(&n_done, 1);
         ckpts[slot].start_ns = start;
         ckpts[slot].end_ns = end;
+        ckpts[slot].cpu_ns = cpu1 - cpu0;
         ckpts[slot].ret = r;
         /* End of round: poll (sleeping, not a futex wait) so that the only
          * futex waits of these threads are WiredTiger's own lock waits. */
@@ -239,8 +251,9 @@ int main(int argc, char **argv) {
     printf("\"pid\":%d,\"checkpoint_tid\":%d,\"library\":\"%s\",\"inserts\":%llu,\"checkpoints\":[",
            (int)getpid(), (int)ckpt_tids[0], library, (unsigned long long)atomic_load(&inserts));
     for (int i = 0; i < atomic_load(&n_done); i++)
-        printf("%s{\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"ret\":%d}", i ? "," : "",
-               ckpts[i].start_ns, ckpts[i].end_ns, ckpts[i].ret);
+        printf("%s{\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"cpu_ns\":%" PRIu64
+               ",\"ret\":%d}",
+               i ? "," : "", ckpts[i].start_ns, ckpts[i].end_ns, ckpts[i].cpu_ns, ckpts[i].ret);
     printf("]}\n");
     fflush(stdout);
 
