@@ -5,7 +5,7 @@
 
 use std::{path::Path, process::Command};
 
-use mdiag_tests::{require_root, run_mdiag};
+use mdiag_tests::{finish, require_root, run_mdiag, start_record};
 
 const LOOPBACK: &str = env!("CARGO_BIN_EXE_mdiag-loopback");
 const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
@@ -41,8 +41,17 @@ fn html_report_renders_with_its_charts_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.mdiag");
     // Host-wide, with loopback traffic (NET_RX) and an oversubscribed spinner
-    // (preemptions), so every chart has data.
+    // (preemptions), so every chart has data: both start once the probes
+    // are attached, and run for most of the recording.
     let threads = (2 * mdiag::host::online_cpus() + 2).to_string();
+    let (record, stderr) = start_record(&[
+        "--host-wide",
+        "--duration",
+        "4s",
+        "--no-progress",
+        "-o",
+        rec.to_str().unwrap(),
+    ]);
     let mut load = Command::new(LOOPBACK)
         .args(["--ms", "3000"])
         .stdout(std::process::Stdio::null())
@@ -53,22 +62,10 @@ fn html_report_renders_with_its_charts_in_chromium() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let out = run_mdiag(&[
-        "record",
-        "--host-wide",
-        "--duration",
-        "3s",
-        "--no-progress",
-        "-o",
-        rec.to_str().unwrap(),
-    ]);
+    let (status, _, err) = finish(record, stderr);
     let _ = load.wait();
     let _ = spin.wait();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(status.success(), "{err}");
 
     let html = run_mdiag(&["explain", "--format", "html", rec.to_str().unwrap()]);
     assert!(
