@@ -29,10 +29,15 @@ use super::model::MongodInfo;
 use super::status::ServerStatusSample;
 use crate::ftdc::metrics::extract;
 
-/// Connect and server-selection timeout (unless the URI sets its own).
+/// Connect timeout (unless the URI sets its own).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long one serverStatus may take before the second is marked missing.
 pub const POLL_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the driver looks for the server before it gives up: shorter
+/// than [`POLL_TIMEOUT`], so that a server nobody can reach is reported as
+/// unreachable, in the driver's words, and not as a poll that timed out
+/// (which says "slow or stopped"). With both at 2 s either could win.
+pub const SELECTION_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long the once-per-recording facts may take altogether.
 pub const INFO_TIMEOUT: Duration = Duration::from_secs(10);
 /// `serverStatus({tcmalloc: 2})` every this many seconds.
@@ -263,7 +268,8 @@ fn ticker(start: Instant) -> tokio::time::Interval {
 async fn client(conn: &Connection) -> Result<Client, DriverError> {
     let mut opts = ClientOptions::parse(&conn.uri).await?;
     opts.connect_timeout.get_or_insert(CONNECT_TIMEOUT);
-    opts.server_selection_timeout.get_or_insert(CONNECT_TIMEOUT);
+    opts.server_selection_timeout
+        .get_or_insert(SELECTION_TIMEOUT);
     opts.app_name.get_or_insert_with(|| "mdiag".into());
     // One named host: talk to that member, whatever its replica-set role.
     if opts.hosts.len() == 1 && opts.repl_set_name.is_none() && !conn.uri.starts_with("mongodb+srv")
