@@ -269,11 +269,11 @@ fn check_kernel(
         // x86's live text patching (static calls, jump labels) had already
         // taken back. Attaching and detaching a tracepoint's programs make
         // the kernel patch its call sites while the other CPU runs them;
-        // every tracer does that. Seen once, in CI under TCG: 6.12.117 at
-        // the `tp_func_sched_switch` static call in `__schedule` as the
-        // recording ended; the same binary and kernel then booted cleanly
-        // ten times in a row. One more boot, whose verdict counts: a crash
-        // that repeats, or any other crash, fails.
+        // every tracer does that. Seen twice in CI under TCG with a thread
+        // per vCPU, on 6.12.117 only (see `accel` in guest.rs); the same
+        // binary and kernel booted cleanly ten times in a row in between.
+        // One more boot, whose verdict counts: a crash that repeats, or any
+        // other crash, fails.
         let first = dir.join(format!("{}.crash.log", line.name));
         fs::rename(&log, &first)
             .with_context(|| format!("keeping {} as {}", log.display(), first.display()))?;
