@@ -118,17 +118,12 @@ pub fn attach_before_exec(
 
 fn failed(attach_point: String, why: String) -> ProbeStatus {
     tracing::info!(family = FAMILY, "not attached: {why}");
-    ProbeStatus {
-        family: FAMILY.to_owned(),
-        programs: [PROG_CKPT_ENTER, PROG_CKPT_EXIT]
-            .iter()
-            .map(|p| ProgramStatus {
-                name: (*p).to_owned(),
-                attach_point: attach_point.clone(),
-                error: Some(why.clone()),
-            })
-            .collect(),
-    }
+    ProbeStatus::same_for_all(
+        FAMILY,
+        &[PROG_CKPT_ENTER, PROG_CKPT_EXIT],
+        attach_point,
+        Some(why),
+    )
 }
 
 /// Attaches both programs at each resolved symbol for `pid`.

@@ -425,6 +425,27 @@ pub struct ProbeStatus {
 }
 
 impl ProbeStatus {
+    /// A family whose programs all share one attach point and one outcome
+    /// (an entry/exit uprobe pair): `error` is `None` when they attached.
+    pub fn same_for_all(
+        family: &str,
+        programs: &[&str],
+        attach_point: String,
+        error: Option<String>,
+    ) -> Self {
+        ProbeStatus {
+            family: family.to_owned(),
+            programs: programs
+                .iter()
+                .map(|p| ProgramStatus {
+                    name: (*p).to_owned(),
+                    attach_point: attach_point.clone(),
+                    error: error.clone(),
+                })
+                .collect(),
+        }
+    }
+
     /// A family counts as attached when every one of its programs attached.
     pub fn attached(&self) -> bool {
         !self.programs.is_empty() && self.programs.iter().all(|p| p.error.is_none())

@@ -3,7 +3,7 @@
 //! "not applicable" status that makes the next window try again.
 
 use super::{FAMILY, NOT_APPLICABLE, pair::PairKind};
-use crate::recording::{ProbeStatus, ProgramStatus};
+use crate::recording::ProbeStatus;
 
 /// One line naming the kernel feature a verifier rejection comes from, for
 /// the rejections older kernels give (instead of the verifier's dump).
@@ -26,17 +26,7 @@ pub(super) fn status_of(
 ) -> ProbeStatus {
     let (enter, exit) = kind.programs();
     let error = error.map(|e| kernel_feature_missing(&e).unwrap_or(e));
-    ProbeStatus {
-        family: FAMILY.to_owned(),
-        programs: [enter, exit]
-            .iter()
-            .map(|p| ProgramStatus {
-                name: (*p).to_owned(),
-                attach_point: attach_point.clone(),
-                error: error.clone(),
-            })
-            .collect(),
-    }
+    ProbeStatus::same_for_all(FAMILY, &[enter, exit], attach_point, error)
 }
 
 /// The status says only that there was nothing to probe yet.
