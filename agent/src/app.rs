@@ -67,6 +67,13 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
         Command::Explain(args) => explain_cmd(&args),
         Command::Compare(args) => compare_cmd(&args),
         Command::Export(args) => export_cmd(&args),
+        Command::Agent(args) => crate::agent::run(&args).map_err(|e| {
+            if e.is_usage() {
+                AppError::usage(e)
+            } else {
+                AppError::failure(e)
+            }
+        }),
     }
 }
 

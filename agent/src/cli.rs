@@ -29,6 +29,23 @@ pub enum Command {
     Compare(CompareArgs),
     /// Decode a mongod FTDC directory (diagnostic.data) or file to JSON lines, one per sample.
     Export(ExportArgs),
+    /// Run continuously: watch every local mongod (or the host), evaluate the rules on rolling
+    /// windows, log findings as they fire and resolve, serve Prometheus metrics, keep a flight
+    /// recorder. Settings: the [agent] table of the config file.
+    Agent(AgentArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Config file ([agent] and [mongodb] tables; default: /etc/mdiag/mdiag.toml if it exists).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Load rules from this directory (*.toml) instead of the built-in set.
+    #[arg(long, value_name = "DIR")]
+    pub rules: Option<PathBuf>,
+    /// Do not poll mongod even when a URI is configured.
+    #[arg(long)]
+    pub no_mongo: bool,
 }
 
 #[derive(Debug, Args)]

@@ -75,6 +75,9 @@ impl Connection {
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
     mongodb: Option<MongoSection>,
+    /// `mdiag agent`'s section, checked by `agent::config`.
+    #[allow(dead_code)]
+    agent: Option<toml::Table>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -66,6 +66,38 @@ pub fn pid_listening_on(port: u16) -> Result<Option<u32>, PortError> {
     Ok(found)
 }
 
+/// The TCP ports process `pid` listens on (its network namespace's tables),
+/// lowest first; empty when it listens nowhere or cannot be inspected.
+pub fn ports_of(pid: u32) -> Vec<u16> {
+    let Ok(proc) = procfs::process::Process::new(pid as i32) else {
+        return Vec::new();
+    };
+    let Ok(fds) = proc.fd() else {
+        return Vec::new();
+    };
+    let held: Vec<u64> = fds
+        .flatten()
+        .filter_map(|fd| match fd.target {
+            procfs::process::FDTarget::Socket(inode) => Some(inode),
+            _ => None,
+        })
+        .collect();
+    if held.is_empty() {
+        return Vec::new();
+    }
+    let v4 = proc.tcp().unwrap_or_default();
+    let v6 = proc.tcp6().unwrap_or_default();
+    let mut ports: Vec<u16> = v4
+        .iter()
+        .chain(v6.iter())
+        .filter(|e| e.state == TcpState::Listen && held.contains(&e.inode))
+        .map(|e| e.local_address.port())
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,7 +107,9 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         assert_eq!(pid_listening_on(port).unwrap(), Some(std::process::id()));
+        assert!(ports_of(std::process::id()).contains(&port));
         drop(listener);
+        assert!(!ports_of(std::process::id()).contains(&port));
         // Closed: nobody listens there any more (a connected socket would not count).
         assert_eq!(pid_listening_on(port).unwrap(), None);
     }

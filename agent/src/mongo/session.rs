@@ -167,6 +167,17 @@ impl MongoSession {
         cur.storage_engine = cur.storage_engine.take().or(engine);
     }
 
+    /// What a window of the continuous agent keeps of mongod: the figures so
+    /// far, with the per-sample details since the last window moved into it
+    /// (so the session does not grow with the agent's uptime).
+    pub fn take_window(&mut self) -> MongodRecording {
+        let details = std::mem::take(&mut self.rec.tcmalloc_detail);
+        MongodRecording {
+            tcmalloc_detail: details,
+            ..self.rec.clone()
+        }
+    }
+
     /// Ends polling (without waiting for a slow server) and returns what the
     /// recording keeps.
     pub fn finish(mut self) -> MongodRecording {

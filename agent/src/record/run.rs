@@ -143,53 +143,22 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         child.stop(STOP_GRACE);
     }
     let mongod = session.mongo.take().map(crate::mongo::MongoSession::finish);
-    let Session {
-        probes,
+    let slices = std::mem::take(&mut session.slices);
+    let checks = std::mem::take(&mut session.checks);
+    let recording = session.recording(
         slices,
-        checks,
-        target_code,
-        ..
-    } = session;
-    let rseq_calls: Vec<_> = slices
-        .iter()
-        .filter_map(|s| s.syscalls.as_ref())
-        .flat_map(|s| s.rseq.iter().cloned())
-        .collect();
-    let rseq = target_code
-        .as_ref()
-        .map(|(code, size)| crate::rseq::ownership_with(code, *size, &rseq_calls));
-    let target_code = target_code.map(|(code, _)| code);
-    let probe_status = probes.status().to_vec();
-    let alloc = probes
-        .alloc
-        .as_ref()
-        .map(crate::probes::alloc::AllocProbe::record);
-    let kernel_stacks = probes
-        .contention
-        .as_ref()
-        .map(crate::probes::contention::ContentionReader::kernel_stacks)
-        .unwrap_or_default();
-    drop(probes); // detach now, before writing
-
-    let recording = Recording {
-        format: FORMAT_NAME.into(),
-        version: FORMAT_VERSION,
-        mdiag_version: env!("CARGO_PKG_VERSION").into(),
-        started_at,
-        ended_at,
-        requested_duration_ms: plan.duration.as_millis() as u64,
-        stop_reason: outcome,
-        host,
-        target,
-        probes: probe_status,
-        slices,
-        checks,
-        target_code,
-        rseq,
-        alloc,
-        kernel_stacks,
-        mongod,
-    };
+        RecordingFrame {
+            started_at,
+            ended_at,
+            requested_duration_ms: plan.duration.as_millis() as u64,
+            stop_reason: outcome,
+            host,
+            target,
+            checks,
+            mongod,
+        },
+    );
+    drop(session); // detach now, before writing
     write(recording, plan.output.clone())
 }
 
@@ -215,6 +184,18 @@ fn write(recording: Recording, path: PathBuf) -> Result<RecordOutcome, RecordErr
             })
         }
     }
+}
+
+/// What a recording holds beside the session's slices and probes.
+pub(crate) struct RecordingFrame {
+    pub started_at: chrono::DateTime<Utc>,
+    pub ended_at: chrono::DateTime<Utc>,
+    pub requested_duration_ms: u64,
+    pub stop_reason: String,
+    pub host: crate::recording::HostFacts,
+    pub target: Option<Target>,
+    pub checks: Checks,
+    pub mongod: Option<crate::mongo::model::MongodRecording>,
 }
 
 /// When the recording starts, on both clocks, with the kernel's own
@@ -251,22 +232,22 @@ fn describe_target(t: Option<&Target>) -> String {
     }
 }
 
-struct Session {
-    probes: Probes,
+pub(crate) struct Session {
+    pub(crate) probes: Probes,
     target_pid: Option<u32>,
-    slices: Vec<Slice>,
+    pub(crate) slices: Vec<Slice>,
     checks: Checks,
     /// The target's code and glibc's `__rseq_size`, read once while it runs.
     target_code: Option<(TargetCode, Option<u32>)>,
     /// When the target's code was last tried (at most once a second).
     code_tried: Option<Instant>,
     /// The mongod to poll, and the polling once started.
-    mongo_plan: Option<crate::mongo::MongoPlan>,
-    mongo: Option<crate::mongo::MongoSession>,
+    pub(crate) mongo_plan: Option<crate::mongo::MongoPlan>,
+    pub(crate) mongo: Option<crate::mongo::MongoSession>,
 }
 
 impl Session {
-    fn new(probes: Probes, target_pid: Option<u32>) -> Self {
+    pub(crate) fn new(probes: Probes, target_pid: Option<u32>) -> Self {
         Self {
             probes,
             target_pid,
@@ -276,6 +257,65 @@ impl Session {
             code_tried: None,
             mongo_plan: None,
             mongo: None,
+        }
+    }
+
+    /// What runs between slices (every 50 ms): drains the ring buffers
+    /// (rseq registrations, checkpoints) while their callers still exist,
+    /// opens or closes an allocator window when due, retries WiredTiger when
+    /// the target's mappings changed, and reads the target's code once.
+    /// `start` is the recording's time zero.
+    pub(crate) fn poll(&mut self, start: Instant) {
+        if let Some(r) = self.probes.syscalls.as_mut() {
+            r.poll();
+        }
+        if let Some(r) = self.probes.wiredtiger.as_mut() {
+            r.poll();
+        }
+        self.probes.poll_alloc(Instant::now(), start);
+        self.probes.retry_wiredtiger(self.target_pid);
+        self.analyse_target();
+    }
+
+    /// A recording of `slices` (taken by this session) with what the probes
+    /// know beside them: every family's status, the target's code and rseq
+    /// ownership seen in these slices, the allocator record, kernel stacks.
+    pub(crate) fn recording(&self, slices: Vec<Slice>, frame: RecordingFrame) -> Recording {
+        let rseq_calls: Vec<_> = slices
+            .iter()
+            .filter_map(|s| s.syscalls.as_ref())
+            .flat_map(|s| s.rseq.iter().cloned())
+            .collect();
+        let rseq = self
+            .target_code
+            .as_ref()
+            .map(|(code, size)| crate::rseq::ownership_with(code, *size, &rseq_calls));
+        let probes = &self.probes;
+        Recording {
+            format: FORMAT_NAME.into(),
+            version: FORMAT_VERSION,
+            mdiag_version: env!("CARGO_PKG_VERSION").into(),
+            started_at: frame.started_at,
+            ended_at: frame.ended_at,
+            requested_duration_ms: frame.requested_duration_ms,
+            stop_reason: frame.stop_reason,
+            host: frame.host,
+            target: frame.target,
+            probes: probes.status().to_vec(),
+            slices,
+            checks: frame.checks,
+            target_code: self.target_code.as_ref().map(|(code, _)| code.clone()),
+            rseq,
+            alloc: probes
+                .alloc
+                .as_ref()
+                .map(crate::probes::alloc::AllocProbe::record),
+            kernel_stacks: probes
+                .contention
+                .as_ref()
+                .map(crate::probes::contention::ContentionReader::kernel_stacks)
+                .unwrap_or_default(),
+            mongod: frame.mongod,
         }
     }
 
@@ -341,15 +381,7 @@ impl Session {
                 Some(_) = recv(&mut sigint) => break "interrupted (SIGINT)".to_owned(),
                 Some(_) = recv(&mut sigterm) => break "interrupted (SIGTERM)".to_owned(),
             }
-            if let Some(r) = self.probes.syscalls.as_mut() {
-                r.poll();
-            }
-            if let Some(r) = self.probes.wiredtiger.as_mut() {
-                r.poll();
-            }
-            self.probes.poll_alloc(Instant::now(), start);
-            self.probes.retry_wiredtiger(self.target_pid);
-            self.analyse_target();
+            self.poll(start);
             let now = Instant::now();
             if let Some(code) = child.as_deref_mut().and_then(SpawnedChild::try_exit_code) {
                 break format!("target exited (code {code})");
@@ -391,7 +423,13 @@ impl Session {
 
     /// Appends the slice [from, to); returns the number of events in it.
     /// The `last` slice also lists the checkpoints still running.
-    fn take_slice(&mut self, start: Instant, from: Instant, to: Instant, last: bool) -> u64 {
+    pub(crate) fn take_slice(
+        &mut self,
+        start: Instant,
+        from: Instant,
+        to: Instant,
+        last: bool,
+    ) -> u64 {
         // The families first (in the order of `Probes::readers`), then mongod.
         let mut slice = self.probes.take_slice(last);
         slice.start_ms = (from - start).as_millis() as u64;

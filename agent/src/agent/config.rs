@@ -1,0 +1,274 @@
+//! `mdiag agent`'s settings: the `[agent]` table of the config file that
+//! `record` reads its `[mongodb] uri` from (`/etc/mdiag/mdiag.toml` by
+//! default). Every key has a default, so no file is needed; an unknown key
+//! or a bad value is an error naming the key, never a silent default.
+//!
+//! ```toml
+//! [agent]
+//! window = "60s"              # rules are evaluated on windows this long
+//! listen = "127.0.0.1:9219"   # /metrics; a non-loopback address only when set here
+//! state_dir = "/var/lib/mdiag"
+//! processes = ["mongod"]      # process names watched (comm)
+//! alloc_budget = 0.005        # allocator probes: at most this share of the target's CPU
+//! flight_before = "5m"        # a flight recording keeps this much before a finding fires
+//! flight_after = "1m"         # ... and this much after
+//! flight_max_files = 20
+//! flight_max_bytes = 268435456
+//!
+//! [agent.lifecycle]           # when a finding fires, resolves, flaps
+//! fire_in = 3
+//! of_last = 5
+//! resolve_after = 10
+//! flap_limit = 6
+//! flap_windows = 60
+//!
+//! [agent.rules."sched.wakeup_preemption"]   # per rule, same keys
+//! fire_in = 2
+//! ```
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use serde::{Deserialize, Deserializer};
+
+use super::lifecycle::LifecycleConfig;
+
+/// Why the agent's settings could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {}: {source}; fix the path given with --config", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {}: {why}", path.display())]
+    Syntax { path: PathBuf, why: String },
+    #[error("config file {}: [agent] {key}: {why}", path.display())]
+    Value {
+        path: PathBuf,
+        key: &'static str,
+        why: String,
+    },
+}
+
+/// The `[agent]` table, with its defaults.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    #[serde(deserialize_with = "duration")]
+    pub window: Duration,
+    pub listen: SocketAddr,
+    pub state_dir: PathBuf,
+    pub processes: Vec<String>,
+    pub alloc_budget: f64,
+    #[serde(deserialize_with = "duration")]
+    pub alloc_window: Duration,
+    #[serde(deserialize_with = "duration")]
+    pub flight_before: Duration,
+    #[serde(deserialize_with = "duration")]
+    pub flight_after: Duration,
+    pub flight_max_files: usize,
+    pub flight_max_bytes: u64,
+    /// Series /metrics may show at most (rows past it are left out, counted).
+    pub max_series: usize,
+    /// Rows kept per per-key map (threads, IRQs, stacks) in a window.
+    pub top_n: usize,
+    pub lifecycle: LifecycleSection,
+    pub rules: BTreeMap<String, LifecycleSection>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            window: Duration::from_secs(60),
+            listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
+            state_dir: PathBuf::from("/var/lib/mdiag"),
+            processes: vec!["mongod".into()],
+            alloc_budget: 0.005,
+            alloc_window: Duration::from_millis(100),
+            flight_before: Duration::from_secs(300),
+            flight_after: Duration::from_secs(60),
+            flight_max_files: 20,
+            flight_max_bytes: 256 << 20,
+            max_series: 250,
+            top_n: crate::recording::window::DEFAULT_TOP_N,
+            lifecycle: LifecycleSection::default(),
+            rules: BTreeMap::new(),
+        }
+    }
+}
+
+/// The metrics port: next to mongodb_exporter's 9216.
+pub const DEFAULT_PORT: u16 = 9219;
+
+/// Life-cycle thresholds; a key left out keeps the default (or, per rule,
+/// the `[agent.lifecycle]` value).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleSection {
+    pub fire_in: Option<u32>,
+    pub of_last: Option<u32>,
+    pub resolve_after: Option<u32>,
+    pub flap_limit: Option<u32>,
+    pub flap_windows: Option<u32>,
+}
+
+impl LifecycleSection {
+    /// `base` with the keys this section sets.
+    pub fn over(&self, base: LifecycleConfig) -> LifecycleConfig {
+        LifecycleConfig {
+            fire_in: self.fire_in.unwrap_or(base.fire_in),
+            of_last: self.of_last.unwrap_or(base.of_last),
+            resolve_after: self.resolve_after.unwrap_or(base.resolve_after),
+            flap_limit: self.flap_limit.unwrap_or(base.flap_limit),
+            flap_windows: self.flap_windows.unwrap_or(base.flap_windows),
+        }
+    }
+}
+
+impl AgentConfig {
+    /// The life cycle of `rule`'s findings.
+    pub fn lifecycle_for(&self, rule: &str) -> LifecycleConfig {
+        let base = self.lifecycle.over(LifecycleConfig::default());
+        self.rules.get(rule).map_or(base, |r| r.over(base))
+    }
+
+    /// Reads `path` (`--config`, must exist) or `default` when it exists;
+    /// the defaults when neither.
+    pub fn load(path: Option<&Path>, default: &Path) -> Result<Self, ConfigError> {
+        let path = match path {
+            Some(p) => p,
+            None if default.exists() => default,
+            None => return Ok(Self::default()),
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses a config file's text (only `[agent]` is read here).
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        #[derive(Deserialize)]
+        struct File {
+            #[serde(default)]
+            agent: AgentConfig,
+        }
+        let file: File = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: path.to_owned(),
+            // toml quotes the offending line, which may hold a password.
+            why: match e.span() {
+                Some(span) => format!("{} (at byte {})", e.message(), span.start),
+                None => e.message().to_owned(),
+            },
+        })?;
+        file.agent.check(path)
+    }
+
+    fn check(self, path: &Path) -> Result<Self, ConfigError> {
+        let bad = |key, why: &str| ConfigError::Value {
+            path: path.to_owned(),
+            key,
+            why: why.to_owned(),
+        };
+        if self.window < Duration::from_secs(1) {
+            return Err(bad("window", "must be at least 1s (slices are one second)"));
+        }
+        if !(0.0..=0.1).contains(&self.alloc_budget) || self.alloc_budget.is_nan() {
+            return Err(bad(
+                "alloc_budget",
+                "must be a share of the target's CPU between 0 (allocator probes off) and 0.1",
+            ));
+        }
+        if self.processes.iter().any(|p| p.is_empty() || p.len() > 15) {
+            return Err(bad(
+                "processes",
+                "names a process by its comm: 1 to 15 characters (e.g. \"mongod\")",
+            ));
+        }
+        if self.top_n == 0 {
+            return Err(bad("top_n", "must be at least 1"));
+        }
+        for (rule, section) in std::iter::once(("[agent.lifecycle]", &self.lifecycle))
+            .chain(self.rules.iter().map(|(k, v)| (k.as_str(), v)))
+        {
+            let c = section.over(LifecycleConfig::default());
+            if c.fire_in == 0 || c.fire_in > c.of_last || c.resolve_after == 0 {
+                return Err(bad(
+                    "lifecycle",
+                    &format!(
+                        "{rule}: need 1 <= fire_in <= of_last and resolve_after >= 1 (got fire_in {} of_last {} resolve_after {})",
+                        c.fire_in, c.of_last, c.resolve_after
+                    ),
+                ));
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// A duration written as "60s", "5m", "100ms".
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    humantime::parse_duration(&text)
+        .map_err(|e| serde::de::Error::custom(format!("{text:?}: {e} (e.g. \"60s\", \"5m\")")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
+        AgentConfig::parse(text, Path::new("mdiag.toml"))
+    }
+
+    #[test]
+    fn no_agent_table_means_defaults() {
+        let c = parse("[mongodb]\nuri = \"mongodb://h\"\n").unwrap();
+        assert_eq!(c, AgentConfig::default());
+        assert_eq!(c.listen.to_string(), "127.0.0.1:9219");
+        assert_eq!(c.lifecycle_for("x"), LifecycleConfig::default());
+    }
+
+    #[test]
+    fn keys_and_per_rule_life_cycles() {
+        let c = parse(
+            "[agent]\nwindow = \"2s\"\nprocesses = [\"mongod\", \"mdiag-spin\"]\n\
+             [agent.lifecycle]\nresolve_after = 4\n\
+             [agent.rules.\"host.swappiness\"]\nfire_in = 1\nof_last = 2\n",
+        )
+        .unwrap();
+        assert_eq!(c.window, Duration::from_secs(2));
+        assert_eq!(c.lifecycle_for("other").resolve_after, 4);
+        let r = c.lifecycle_for("host.swappiness");
+        assert_eq!((r.fire_in, r.of_last, r.resolve_after), (1, 2, 4));
+    }
+
+    #[test]
+    fn mistakes_name_the_key() {
+        let e = parse("[agent]\nwindw = \"2s\"\n").unwrap_err().to_string();
+        assert!(e.contains("windw"), "{e}");
+        let e = parse("[agent]\nwindow = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("soon"), "{e}");
+        let e = parse("[agent]\nwindow = \"10ms\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("window"), "{e}");
+        let e = parse("[agent]\nalloc_budget = 0.5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("alloc_budget"), "{e}");
+        let e = parse("[agent.lifecycle]\nfire_in = 9\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fire_in"), "{e}");
+    }
+}

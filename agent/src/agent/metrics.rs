@@ -1,0 +1,303 @@
+//! What the agent exports: its [`View`] (filled by the main loop after each
+//! slice and window) rendered as Prometheus metrics.
+//!
+//! Naming follows Prometheus' conventions: the `mdiag_` prefix, base units
+//! (seconds, bytes, ratios), `_total` on counters, classic histograms. No
+//! pid, tid or CPU-number labels: a target is its stable id (`target`), and
+//! joins with mongodb_exporter through `rs_nm` / `cl_role` on
+//! `mdiag_target_info`. Per-CPU data arrives as max / imbalance figures.
+
+use prometheus_client::registry::Unit;
+
+use super::exposition::{Buckets, Exposition, Labels, labels, ratio};
+
+/// Everything one exposition shows.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    pub host: String,
+    pub arch: String,
+    pub kernel: String,
+    pub targets: Vec<TargetView>,
+    /// (rule, target, state name) of every tracked finding.
+    pub findings: Vec<(String, String, &'static str)>,
+    pub agent: SelfView,
+}
+
+/// One watched target.
+#[derive(Debug, Clone, Default)]
+pub struct TargetView {
+    pub id: String,
+    /// Replica set name (mongodb_exporter's `rs_nm`), when mongod said.
+    pub rs_nm: String,
+    /// Cluster role (mongodb_exporter's `cl_role`): shardsvr, configsvr or "".
+    pub cl_role: String,
+    pub mongod_version: String,
+    /// Whether the target runs now (false: its figures are stale).
+    pub up: bool,
+    /// (family, attached, why not).
+    pub probes: Vec<(String, bool, String)>,
+    /// Events the kernel side dropped, per family, since attach.
+    pub drops: Vec<(String, u64)>,
+    /// Figures of the target's windows (gauges of the last window,
+    /// counters since the agent first saw it).
+    pub figures: Vec<Figure>,
+}
+
+/// One exported figure of a target.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub unit: Option<Unit>,
+    pub kind: FigureKind,
+    /// Labels beside `target` (e.g. `kind`, `vector`).
+    pub labels: Labels,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FigureKind {
+    Gauge(f64),
+    Counter(f64),
+    Histogram(Buckets),
+}
+
+/// The agent's own health.
+#[derive(Debug, Clone, Default)]
+pub struct SelfView {
+    pub cpu_seconds: f64,
+    pub resident_bytes: u64,
+    pub windows: u64,
+    pub scrapes: u64,
+    /// BPF programs' run time (the kernel counts it while stats are on).
+    pub bpf_run_seconds: Option<f64>,
+    /// Share of the targets' CPU spent in the allocator probes (last window).
+    pub alloc_budget_spent_ratio: f64,
+    pub alloc_budget_ratio: f64,
+    pub flight_recordings: u64,
+    pub flight_removed: u64,
+    pub max_series: usize,
+}
+
+/// The exposition of `view`.
+pub fn render(view: &View) -> String {
+    let mut e = Exposition::new(view.agent.max_series);
+    e.info(
+        "build",
+        "The agent's version and where it runs",
+        labels(&[
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("arch", &view.arch),
+            ("kernel", &view.kernel),
+        ]),
+    );
+    self_metrics(&mut e, &view.agent);
+    findings(&mut e, view);
+    targets(&mut e, &view.targets);
+    e.finish()
+}
+
+fn one(v: f64) -> Vec<(Labels, f64)> {
+    vec![(Labels::new(), v)]
+}
+
+fn self_metrics(e: &mut Exposition, a: &SelfView) {
+    e.counter(
+        "agent_cpu",
+        "CPU time the agent used (user + system)",
+        Some(Unit::Seconds),
+        one(a.cpu_seconds),
+    );
+    e.gauge(
+        "agent_resident_memory",
+        "The agent's resident set size",
+        Some(Unit::Bytes),
+        one(a.resident_bytes as f64),
+    );
+    e.counter(
+        "windows",
+        "Windows evaluated by the rules",
+        None,
+        one(a.windows as f64),
+    );
+    e.counter(
+        "scrapes",
+        "Scrapes of /metrics served",
+        None,
+        one(a.scrapes as f64),
+    );
+    if let Some(s) = a.bpf_run_seconds {
+        e.counter(
+            "bpf_run",
+            "Time the kernel spent in the agent's BPF programs",
+            Some(Unit::Seconds),
+            one(s),
+        );
+    }
+    e.gauge(
+        "alloc_budget_spent",
+        "Share of the targets' CPU the allocator probes cost in the last window",
+        Some(ratio()),
+        one(a.alloc_budget_spent_ratio),
+    );
+    e.gauge(
+        "alloc_budget",
+        "The allocator probes' budget, as a share of the target's CPU",
+        Some(ratio()),
+        one(a.alloc_budget_ratio),
+    );
+    e.counter(
+        "flight_recordings",
+        "Flight recordings saved",
+        None,
+        one(a.flight_recordings as f64),
+    );
+    e.counter(
+        "flight_recordings_removed",
+        "Flight recordings removed to keep the directory within its bounds",
+        None,
+        one(a.flight_removed as f64),
+    );
+}
+
+/// `mdiag_finding_state{rule,target,state}` = 1 for each tracked finding's
+/// current state: one series per finding (a change replaces it), so the
+/// series stay within the limit however many rules a host trips.
+fn findings(e: &mut Exposition, view: &View) {
+    let rows = view
+        .findings
+        .iter()
+        .map(|(rule, target, state)| {
+            (
+                labels(&[("rule", rule), ("target", target), ("state", state)]),
+                1.0,
+            )
+        })
+        .collect();
+    e.gauge(
+        "finding_state",
+        "Each tracked finding's current state (pending, firing, resolved, stale, flapping)",
+        None,
+        rows,
+    );
+}
+
+/// Every target's rows, one family per name (a name registered twice
+/// would be two families of the same name, which Prometheus rejects).
+fn targets(e: &mut Exposition, targets: &[TargetView]) {
+    let infos: Vec<Labels> = targets
+        .iter()
+        .map(|t| {
+            labels(&[
+                ("target", &t.id),
+                ("rs_nm", &t.rs_nm),
+                ("cl_role", &t.cl_role),
+                ("mongod_version", &t.mongod_version),
+            ])
+        })
+        .collect();
+    e.info_rows(
+        "target",
+        "A watched target and the labels that join it with mongodb_exporter",
+        infos,
+    );
+    let up = targets
+        .iter()
+        .map(|t| (labels(&[("target", &t.id)]), f64::from(u8::from(t.up))))
+        .collect();
+    e.gauge(
+        "target_up",
+        "Whether the target runs (0: its findings are stale)",
+        None,
+        up,
+    );
+    let probes = targets
+        .iter()
+        .flat_map(|t| {
+            t.probes.iter().map(|(family, ok, why)| {
+                let reason = if *ok { "" } else { why.as_str() };
+                (
+                    labels(&[("target", &t.id), ("family", family), ("reason", reason)]),
+                    f64::from(u8::from(*ok)),
+                )
+            })
+        })
+        .collect();
+    e.gauge(
+        "probe_up",
+        "Whether a probe family is attached, with the reason when it is not",
+        None,
+        probes,
+    );
+    let drops = targets
+        .iter()
+        .flat_map(|t| {
+            t.drops
+                .iter()
+                .map(|(family, n)| (labels(&[("target", &t.id), ("family", family)]), *n as f64))
+        })
+        .collect();
+    e.counter(
+        "probe_drops",
+        "Events a probe family's kernel side could not count (map full, read failed)",
+        None,
+        drops,
+    );
+    figures(e, targets);
+}
+
+/// Figures grouped by name, in first-seen order.
+fn figures(e: &mut Exposition, targets: &[TargetView]) {
+    let mut names: Vec<&'static str> = Vec::new();
+    for f in targets.iter().flat_map(|t| &t.figures) {
+        if !names.contains(&f.name) {
+            names.push(f.name);
+        }
+    }
+    for name in names {
+        let rows: Vec<(Labels, &Figure)> = targets
+            .iter()
+            .flat_map(|t| {
+                t.figures.iter().filter(|f| f.name == name).map(|f| {
+                    let mut l = labels(&[("target", &t.id)]);
+                    l.extend(f.labels.iter().cloned());
+                    (l, f)
+                })
+            })
+            .collect();
+        let Some((_, first)) = rows.first() else {
+            continue;
+        };
+        let (help, unit) = (first.help, first.unit.clone());
+        match &first.kind {
+            FigureKind::Gauge(_) | FigureKind::Counter(_) => {
+                let counter = matches!(first.kind, FigureKind::Counter(_));
+                let values = rows
+                    .iter()
+                    .filter_map(|(l, f)| match &f.kind {
+                        FigureKind::Gauge(v) | FigureKind::Counter(v) => Some((l.clone(), *v)),
+                        FigureKind::Histogram(_) => None,
+                    })
+                    .collect();
+                if counter {
+                    e.counter(name, help, unit, values);
+                } else {
+                    e.gauge(name, help, unit, values);
+                }
+            }
+            FigureKind::Histogram(_) => {
+                let values = rows
+                    .iter()
+                    .filter_map(|(l, f)| match &f.kind {
+                        FigureKind::Histogram(b) => Some((l.clone(), b.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                e.histogram(name, help, unit, values);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+mod tests;

@@ -1,0 +1,171 @@
+use std::collections::BTreeSet;
+
+use super::*;
+
+fn figure(name: &'static str, kind: FigureKind) -> Figure {
+    Figure {
+        name,
+        help: "a figure",
+        unit: None,
+        kind,
+        labels: Vec::new(),
+    }
+}
+
+fn target_view(id: &str) -> TargetView {
+    TargetView {
+        id: id.into(),
+        rs_nm: "rs0".into(),
+        up: true,
+        probes: vec![
+            ("sched".into(), true, String::new()),
+            ("alloc".into(), false, "no allocator found".into()),
+        ],
+        drops: vec![("sched".into(), 3)],
+        figures: vec![
+            figure("sched_involuntary_share", FigureKind::Gauge(0.3)),
+            figure("checkpoints", FigureKind::Counter(7.0)),
+            figure(
+                "checkpoint_duration_seconds",
+                FigureKind::Histogram(Buckets::from_log2_ns(&[0, 2, 1], Some(9.0))),
+            ),
+        ],
+        ..TargetView::default()
+    }
+}
+
+fn view(targets: usize, max_series: usize) -> View {
+    View {
+        host: "db1".into(),
+        arch: "x86_64".into(),
+        kernel: "6.18".into(),
+        targets: (0..targets)
+            .map(|i| target_view(&format!("mongod:{}", 27017 + i)))
+            .collect(),
+        findings: vec![(
+            "sched.wakeup_preemption".into(),
+            "mongod:27017".into(),
+            "firing",
+        )],
+        agent: SelfView {
+            max_series,
+            ..SelfView::default()
+        },
+    }
+}
+
+/// Sample lines (not comments): (metric name, labels text).
+fn samples(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let end = l.find(['{', ' ']).unwrap();
+            let labels = l[end..].split_once('}').map_or("", |(a, _)| a);
+            (l[..end].to_owned(), labels.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn names_follow_prometheus_conventions() {
+    let text = render(&view(2, 250));
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let mut families = BTreeSet::new();
+    for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+        let name = line.split(' ').nth(2).unwrap();
+        assert!(
+            families.insert(name.to_owned()),
+            "family {name} twice:\n{text}"
+        );
+        assert!(name.starts_with("mdiag_"), "{name}");
+        if line.ends_with(" counter") {
+            assert!(
+                text.contains(&format!("\n{name}_total")),
+                "{name}: counter samples end in _total"
+            );
+        }
+    }
+    for (name, labels) in samples(&text) {
+        assert!(name.starts_with("mdiag_"), "{name}");
+        for forbidden in ["pid=", "tid=", "cpu="] {
+            assert!(!labels.contains(forbidden), "{name}{labels}");
+        }
+    }
+    // Both targets' figures are rows of one family each.
+    assert!(text.contains("mdiag_sched_involuntary_share{target=\"mongod:27017\"} 0.3"));
+    assert!(text.contains("mdiag_sched_involuntary_share{target=\"mongod:27018\"} 0.3"));
+    assert!(text.contains("mdiag_target_info{target=\"mongod:27017\",rs_nm=\"rs0\""));
+    assert!(text.contains(
+        "mdiag_probe_up{target=\"mongod:27017\",family=\"alloc\",reason=\"no allocator found\"} 0"
+    ));
+    assert!(text.contains(
+        "mdiag_finding_state{rule=\"sched.wakeup_preemption\",target=\"mongod:27017\",state=\"firing\"} 1"
+    ));
+    // A classic histogram: cumulative buckets ending with +Inf, sum and count.
+    assert!(
+        text.contains(
+            "mdiag_checkpoint_duration_seconds_bucket{le=\"+Inf\",target=\"mongod:27017\"} 3"
+        ) || text.contains(
+            "mdiag_checkpoint_duration_seconds_bucket{target=\"mongod:27017\",le=\"+Inf\"} 3"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("mdiag_checkpoint_duration_seconds_count{target=\"mongod:27017\"} 3"));
+}
+
+#[test]
+fn the_series_limit_holds_and_says_what_it_left_out() {
+    let all = samples(&render(&view(40, 100_000)))
+        .into_iter()
+        .filter(|(n, _)| !n.ends_with("_bucket"))
+        .count();
+    assert!(all > 250, "the test needs more rows than the limit: {all}");
+    let text = render(&view(40, 250));
+    let rows: Vec<_> = samples(&text)
+        .into_iter()
+        .filter(|(n, _)| !n.ends_with("_bucket") && !n.ends_with("_sum") && !n.ends_with("_count"))
+        .collect();
+    // Each histogram row counts once (its buckets are one series family row).
+    assert!(rows.len() <= 251, "{} rows", rows.len());
+    let dropped = text
+        .lines()
+        .find(|l| l.starts_with("mdiag_series_dropped"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap();
+    assert!(dropped > 0.0, "{text}");
+    // The agent's own health comes first, so the limit never hides it.
+    assert!(text.contains("mdiag_agent_resident_memory_bytes"));
+    assert!(text.contains("mdiag_finding_state{"));
+}
+
+#[test]
+fn log2_buckets_become_cumulative_seconds() {
+    let b = Buckets::from_log2_ns(&[1, 0, 2], None);
+    assert_eq!(b.count, 3);
+    let bounds: Vec<f64> = b.buckets.iter().map(|(le, _)| *le).collect();
+    assert_eq!(&bounds[..3], &[2e-9, 4e-9, 8e-9]);
+    assert!(bounds[3].is_infinite());
+    let counts: Vec<u64> = b.buckets.iter().map(|(_, c)| *c).collect();
+    assert_eq!(counts, [1, 0, 2, 0]);
+    // Written cumulative.
+    let text = render(&View {
+        targets: vec![TargetView {
+            id: "t".into(),
+            figures: vec![figure("h_seconds", FigureKind::Histogram(b.clone()))],
+            ..TargetView::default()
+        }],
+        agent: SelfView {
+            max_series: 250,
+            ..SelfView::default()
+        },
+        ..View::default()
+    });
+    let bucket_values: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("mdiag_h_seconds_bucket"))
+        .map(|l| l.rsplit(' ').next().unwrap())
+        .collect();
+    assert_eq!(bucket_values, ["1", "1", "3", "3"], "{text}");
+    assert!(b.sum > 0.0);
+}

@@ -1,0 +1,409 @@
+//! The agent's main loop: targets found and re-attached, slices taken,
+//! windows evaluated, findings' changes logged, metrics published, flight
+//! recordings saved. Runs on one thread (the metrics endpoint has its own).
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use chrono::Utc;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use super::{
+    AgentError,
+    config::AgentConfig,
+    findings::{Findings, observations, state_name},
+    flight::{Flight, FlightConfig},
+    lifecycle::State,
+    serve::{self, Published},
+    targets::{self, Found, HOST},
+    view,
+    watch::Watch,
+};
+use crate::cli::AgentArgs;
+use crate::mongo::{Connection, MongoPlan};
+use crate::probes::alloc::schedule::WindowSchedule;
+use crate::rules::RuleSet;
+
+/// How often the process table is scanned for targets (a restarted
+/// mongod is re-attached within a scan and an attach).
+const SCAN: Duration = Duration::from_secs(1);
+/// How long after a failed attach the same target is tried again.
+const RETRY: Duration = Duration::from_secs(30);
+/// Ring buffers are drained this often between slices.
+const POLL: Duration = Duration::from_millis(50);
+
+/// One line on stderr (journald keeps it); a closed stderr is ignored.
+pub(super) fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "mdiag agent: {line}");
+}
+
+/// Runs the agent until SIGTERM or SIGINT. Must be called outside any async runtime.
+pub fn run(args: &AgentArgs) -> Result<(), AgentError> {
+    crate::privileges::check()?;
+    let config_file = super::config_path(args.config.as_deref());
+    let config = AgentConfig::load(config_file.as_deref(), std::path::Path::new("/nonexistent"))?;
+    let conn = mongo_conn(args, config_file.as_deref())?;
+    let rules = match &args.rules {
+        Some(dir) => RuleSet::load_dir(dir)?,
+        None => RuleSet::builtin()?,
+    };
+    std::fs::create_dir_all(&config.state_dir).map_err(|source| AgentError::StateDir {
+        path: config.state_dir.clone(),
+        source,
+    })?;
+    let published = Arc::new(Published::default());
+    let addr = serve::start(config.listen, published.clone())?;
+    say(&format!("serving metrics at http://{addr}/metrics"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(AgentError::Runtime)?;
+    let mut agent = Agent::new(config, config_file, conn, rules, published, args);
+    rt.block_on(agent.run());
+    Ok(())
+}
+
+fn mongo_conn(
+    args: &AgentArgs,
+    config_file: Option<&std::path::Path>,
+) -> Result<Option<Connection>, AgentError> {
+    Ok(crate::mongo::conn::resolve(
+        None,
+        std::env::var(crate::mongo::conn::ENV_URI).ok(),
+        config_file,
+        std::path::Path::new(crate::mongo::conn::DEFAULT_CONFIG),
+    )
+    .map(|c| c.filter(|_| !args.no_mongo))?)
+}
+
+struct Agent {
+    config: AgentConfig,
+    config_file: Option<PathBuf>,
+    conn: Option<Connection>,
+    rules: RuleSet,
+    published: Arc<Published>,
+    watches: Vec<Watch>,
+    /// Targets that were watched and are gone, with when their last window
+    /// would have ended (their findings get a "no data" window each period).
+    gone: BTreeMap<String, Instant>,
+    /// Targets whose attach failed, and when to try again.
+    failed: BTreeMap<String, Instant>,
+    findings: Findings,
+    flight: Flight,
+    windows: u64,
+    last_scan: Option<Instant>,
+    last_reports: BTreeMap<String, crate::report::Report>,
+}
+
+impl Agent {
+    fn new(
+        config: AgentConfig,
+        config_file: Option<PathBuf>,
+        conn: Option<Connection>,
+        rules: RuleSet,
+        published: Arc<Published>,
+        _args: &AgentArgs,
+    ) -> Self {
+        let flight = Flight::new(flight_config(&config));
+        Self {
+            config,
+            config_file,
+            conn,
+            rules,
+            published,
+            watches: Vec::new(),
+            gone: BTreeMap::new(),
+            failed: BTreeMap::new(),
+            findings: Findings::default(),
+            flight,
+            windows: 0,
+            last_scan: None,
+            last_reports: BTreeMap::new(),
+        }
+    }
+
+    async fn run(&mut self) {
+        let mut stop_int = signal(SignalKind::interrupt()).ok();
+        let mut stop_term = signal(SignalKind::terminate()).ok();
+        let mut hup = signal(SignalKind::hangup()).ok();
+        let mut usr1 = signal(SignalKind::user_defined1()).ok();
+        let mut next_publish = Instant::now();
+        let why = loop {
+            if self.last_scan.is_none_or(|t| t.elapsed() >= SCAN) {
+                self.scan();
+            }
+            let mut wake = Instant::now() + POLL;
+            for w in &self.watches {
+                wake = wake.min(w.next_due());
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake.into()) => {}
+                Some(_) = recv(&mut stop_int) => break "SIGINT",
+                Some(_) = recv(&mut stop_term) => break "SIGTERM",
+                Some(_) = recv(&mut hup) => self.reload(),
+                Some(_) = recv(&mut usr1) => self.save_all_now(),
+            }
+            let mut due = Vec::new();
+            for (i, w) in self.watches.iter_mut().enumerate() {
+                if w.tick() && w.pending() >= self.config.window {
+                    due.push(i);
+                }
+            }
+            for i in due {
+                self.evaluate(i);
+            }
+            self.windows_of_gone();
+            for path in self.flight.poll(false) {
+                say(&format!("flight recording saved: {}", path.display()));
+            }
+            if Instant::now() >= next_publish {
+                self.publish();
+                next_publish = Instant::now() + Duration::from_secs(1);
+            }
+        };
+        say(&format!("stopping ({why}): detaching probes"));
+        self.watches.clear();
+        for path in self.flight.poll(true) {
+            say(&format!("flight recording saved: {}", path.display()));
+        }
+        self.publish();
+        say("stopped");
+    }
+
+    /// Finds targets, re-attaches restarted ones, drops the ones gone, and
+    /// keeps one host-wide watch when there is no target.
+    fn scan(&mut self) {
+        self.last_scan = Some(Instant::now());
+        let found = targets::scan(&self.config.processes);
+        // Gone, or restarted (same id, another pid): detach.
+        let mut i = 0;
+        while i < self.watches.len() {
+            let w = &self.watches[i];
+            let still = w.id == HOST
+                || (w.alive()
+                    && found
+                        .iter()
+                        .any(|f| f.id == w.id && Some(f.target.pid) == w.pid()));
+            let host_not_needed = w.id == HOST && !found.is_empty();
+            if still && !host_not_needed {
+                i += 1;
+                continue;
+            }
+            let w = self.watches.remove(i);
+            if w.id != HOST {
+                say(&format!(
+                    "{} (pid {}) is gone: its findings go stale until it is back",
+                    w.id,
+                    w.pid().unwrap_or(0)
+                ));
+                self.gone
+                    .insert(w.id.clone(), Instant::now() + self.config.window);
+            }
+        }
+        for f in &found {
+            if self.watches.iter().any(|w| w.id == f.id) {
+                continue;
+            }
+            self.attach(Some(f));
+        }
+        if found.is_empty() && self.watches.is_empty() {
+            self.attach(None);
+        }
+    }
+
+    fn attach(&mut self, found: Option<&Found>) {
+        let id = found.map_or(HOST, |f| f.id.as_str()).to_owned();
+        if self.failed.get(&id).is_some_and(|t| Instant::now() < *t) {
+            return;
+        }
+        let mongo = self.mongo_plan(found);
+        match Watch::attach(found, self.alloc_schedule(), mongo) {
+            Ok(w) => {
+                let what = found.map_or_else(
+                    || "no target process: watching the host".to_owned(),
+                    |f| format!("watching {} (pid {})", f.id, f.target.pid),
+                );
+                let attached = w
+                    .probes()
+                    .status()
+                    .iter()
+                    .filter(|s| s.attached())
+                    .map(|s| s.family.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                say(&format!("{what}; probes attached: {attached}"));
+                self.failed.remove(&id);
+                self.gone.remove(&id);
+                self.watches.push(w);
+            }
+            Err(e) => {
+                say(&format!(
+                    "cannot attach to {id}: {e}; trying again in {RETRY:?}"
+                ));
+                self.failed.insert(id, Instant::now() + RETRY);
+            }
+        }
+    }
+
+    /// The mongod to poll for a target: the configured URI, when it names
+    /// this target's port (or, for a remote server, the host watch).
+    fn mongo_plan(&self, found: Option<&Found>) -> Option<MongoPlan> {
+        let conn = self.conn.as_ref()?;
+        let hosts = conn.hosts().unwrap_or_default();
+        let local_port = match hosts.as_slice() {
+            [(h, p)] if crate::mongo::port::is_local_host(h) => Some(*p),
+            _ => None,
+        };
+        let ours = match (found, local_port) {
+            (Some(f), Some(port)) => f.id.ends_with(&format!(":{port}")),
+            (None, None) => true,
+            _ => false,
+        };
+        ours.then(|| MongoPlan {
+            conn: conn.clone(),
+            local: local_port.is_some(),
+        })
+    }
+
+    /// Allocator windows as often as the budget allows: the window's share
+    /// of the time is the budget's share of the target's CPU, at worst
+    /// (every call probed costs at most the call's own time again).
+    fn alloc_schedule(&self) -> WindowSchedule {
+        let window = self.config.alloc_window;
+        if self.config.alloc_budget <= 0.0 {
+            return WindowSchedule {
+                window,
+                every: Duration::ZERO,
+            };
+        }
+        let every = window.div_f64(self.config.alloc_budget.max(1e-6));
+        WindowSchedule::new(window, every).unwrap_or_default()
+    }
+
+    /// Evaluates the window that watch `i` just filled.
+    fn evaluate(&mut self, i: usize) {
+        let Some(w) = self.watches.get_mut(i) else {
+            return;
+        };
+        let id = w.id.clone();
+        let recording = w.take_window(self.config.window);
+        self.windows += 1;
+        self.flight.keep(&id, &recording);
+        let report = match crate::explain::explain(&recording, &self.rules, None, None) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("window of {id} not evaluated: {e}");
+                return;
+            }
+        };
+        let changes = self
+            .findings
+            .observe(&id, &observations(&report), &self.config, Utc::now());
+        for c in changes {
+            log_change(&c);
+            if c.transition.to == State::Firing && c.transition.from != State::Flapping {
+                self.flight.trigger(&c.target, &c.rule, c.at);
+            }
+        }
+        self.last_reports.insert(id, report);
+    }
+
+    /// Targets that are gone get a "no data" window each period.
+    fn windows_of_gone(&mut self) {
+        let now = Instant::now();
+        let window = self.config.window;
+        let mut changes = Vec::new();
+        for (id, due) in self.gone.iter_mut() {
+            if now >= *due {
+                *due = now + window;
+                changes.extend(self.findings.target_missing(id, Utc::now()));
+            }
+        }
+        changes.iter().for_each(log_change);
+        // A target gone with nothing tracked any more is forgotten.
+        let tracked = self.findings.targets();
+        self.gone.retain(|id, _| tracked.contains(id));
+        self.last_reports
+            .retain(|id, _| self.watches.iter().any(|w| &w.id == id));
+    }
+
+    fn reload(&mut self) {
+        let Some(path) = self.config_file.clone() else {
+            say("SIGHUP: no config file to read; keeping the settings");
+            return;
+        };
+        match AgentConfig::load(Some(&path), &path) {
+            Ok(c) => {
+                if c.listen != self.config.listen {
+                    say("SIGHUP: a new listen address takes effect at the next start");
+                }
+                self.flight = Flight::new(flight_config(&c));
+                self.config = c;
+                say(&format!(
+                    "SIGHUP: settings read again from {}",
+                    path.display()
+                ));
+            }
+            Err(e) => say(&format!("SIGHUP: {e}; keeping the current settings")),
+        }
+    }
+
+    fn save_all_now(&mut self) {
+        let ids: Vec<String> = self.watches.iter().map(|w| w.id.clone()).collect();
+        for id in ids {
+            match self.flight.save_now(&id) {
+                Some(p) => say(&format!("flight recording saved: {}", p.display())),
+                None => say(&format!("SIGUSR1: no window of {id} kept yet")),
+            }
+        }
+    }
+
+    fn publish(&mut self) {
+        let v = view::build(
+            &self.watches,
+            &self.last_reports,
+            &self.findings,
+            &self.flight,
+            self.windows,
+            &self.config,
+            self.published.scrapes(),
+        );
+        self.published.set(super::metrics::render(&v));
+    }
+}
+
+/// One line per change of a finding's state.
+fn log_change(c: &super::findings::Change) {
+    say(&format!(
+        "finding {} on {}: {} → {} ({}; episode since {})",
+        c.rule,
+        c.target,
+        state_name(c.transition.from),
+        state_name(c.transition.to),
+        c.title,
+        c.episode_start.format("%Y-%m-%dT%H:%M:%SZ"),
+    ));
+}
+
+fn flight_config(c: &AgentConfig) -> FlightConfig {
+    FlightConfig {
+        ring_dir: c.state_dir.join("ring"),
+        out_dir: c.state_dir.join("flight"),
+        before: c.flight_before,
+        after: c.flight_after,
+        max_files: c.flight_max_files,
+        max_bytes: c.flight_max_bytes,
+    }
+}
+
+async fn recv(s: &mut Option<Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,222 @@
+//! The agent's state as the metrics show it ([`View`]): each watched target
+//! with its probes and the figures of its last window (read from the same
+//! facts the rules read, so a metric and a finding never disagree), the
+//! tracked findings, and the agent's own health.
+
+use std::collections::BTreeMap;
+
+use prometheus_client::registry::Unit;
+
+use super::{
+    config::AgentConfig,
+    exposition::ratio,
+    findings::{Findings, state_name},
+    flight::Flight,
+    metrics::{Figure, FigureKind, SelfView, TargetView, View},
+    watch::Watch,
+};
+use crate::report::Report;
+
+/// A last-window gauge read from a fact: (fact path, metric name, help,
+/// unit, factor to the unit).
+type FactGauge = (&'static str, &'static str, &'static str, FigureUnit, f64);
+
+/// A figure's unit, as a constant.
+#[derive(Clone, Copy)]
+enum FigureUnit {
+    Ratio,
+    Seconds,
+}
+
+/// The facts exported as gauges of the last window.
+const FACT_GAUGES: &[FactGauge] = &[
+    (
+        "sched.involuntary_share",
+        "sched_involuntary_share",
+        "Share of the target's context switches that were involuntary (last window)",
+        FigureUnit::Ratio,
+        1.0,
+    ),
+    (
+        "sched.wakeup_preemption_share",
+        "sched_wakeup_preemption_share",
+        "Share of involuntary switches that were wakeup preemptions (last window)",
+        FigureUnit::Ratio,
+        1.0,
+    ),
+    (
+        "sched.runq_p99_us",
+        "sched_runqueue_delay_p99",
+        "99th percentile of the time a runnable thread waited for a CPU (last window)",
+        FigureUnit::Seconds,
+        1e-6,
+    ),
+    (
+        "sched.cpu_busy_share",
+        "sched_cpu_busy_share",
+        "Share of the host's CPU time the observed threads ran (last window)",
+        FigureUnit::Ratio,
+        1.0,
+    ),
+    (
+        "softirq.time_ms_per_s",
+        "softirq_time",
+        "Softirq time per second of wall time, all CPUs (last window)",
+        FigureUnit::Ratio,
+        1e-3,
+    ),
+    (
+        "softirq.cpu_max_share",
+        "softirq_cpu_max_share",
+        "The busiest CPU's share of all softirq time (last window; 1/CPUs when balanced)",
+        FigureUnit::Ratio,
+        1.0,
+    ),
+    (
+        "softirq.net_rx_busiest_share",
+        "softirq_net_rx_busiest_share",
+        "The busiest CPU's share of NET_RX softirq time (last window)",
+        FigureUnit::Ratio,
+        1.0,
+    ),
+    (
+        "contention.conn_futex_ratio",
+        "contention_conn_futex_checkpoint_ratio",
+        "Connection threads' futex wait rate inside checkpoints over outside (last window)",
+        FigureUnit::Ratio,
+        1.0,
+    ),
+];
+
+/// Everything the next exposition shows.
+pub fn build(
+    watches: &[Watch],
+    reports: &BTreeMap<String, Report>,
+    findings: &Findings,
+    flight: &Flight,
+    windows: u64,
+    config: &AgentConfig,
+    scrapes: u64,
+) -> View {
+    let uname = nix::sys::utsname::uname().ok();
+    let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
+        uname
+            .as_ref()
+            .map(|u| f(u).to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    View {
+        host: crate::host::hostname(),
+        arch: field(nix::sys::utsname::UtsName::machine),
+        kernel: field(nix::sys::utsname::UtsName::release),
+        targets: watches
+            .iter()
+            .map(|w| target(w, reports.get(&w.id)))
+            .collect(),
+        findings: findings
+            .iter()
+            .map(|((rule, target), t)| {
+                (
+                    rule.clone(),
+                    target.clone(),
+                    state_name(t.lifecycle.state()),
+                )
+            })
+            .collect(),
+        agent: SelfView {
+            cpu_seconds: own_cpu_seconds(),
+            resident_bytes: own_resident_bytes(),
+            windows,
+            scrapes,
+            bpf_run_seconds: None,
+            alloc_budget_spent_ratio: reports
+                .values()
+                .filter_map(|r| r.measurements.alloc.as_ref())
+                .map(|a| a.overhead_percent / 100.0)
+                .fold(0.0, f64::max),
+            alloc_budget_ratio: config.alloc_budget,
+            flight_recordings: flight.saved,
+            flight_removed: flight.removed,
+            max_series: config.max_series,
+        },
+    }
+}
+
+fn target(w: &Watch, report: Option<&Report>) -> TargetView {
+    let probes = w
+        .probes()
+        .status()
+        .iter()
+        .map(|s| {
+            let why = s
+                .programs
+                .iter()
+                .find_map(|p| p.error.clone())
+                .unwrap_or_default();
+            (s.family.clone(), s.attached(), why)
+        })
+        .collect();
+    let figures = report.map_or_else(Vec::new, |r| {
+        FACT_GAUGES
+            .iter()
+            .filter_map(|(path, name, help, unit, factor)| {
+                let v = fact(&r.facts, path)?;
+                Some(Figure {
+                    name,
+                    help,
+                    unit: Some(match unit {
+                        FigureUnit::Ratio => ratio(),
+                        FigureUnit::Seconds => Unit::Seconds,
+                    }),
+                    kind: FigureKind::Gauge(v * factor),
+                    labels: Vec::new(),
+                })
+            })
+            .collect()
+    });
+    let info = report.and_then(|r| r.facts.get("mongod"));
+    let text = |key: &str| {
+        info.and_then(|m| m.get(key))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    TargetView {
+        id: w.id.clone(),
+        rs_nm: text("replica_set"),
+        cl_role: text("cluster_role"),
+        mongod_version: text("version"),
+        up: w.alive(),
+        probes,
+        drops: Vec::new(),
+        figures,
+    }
+}
+
+/// A number at a dotted path of the report's facts.
+fn fact(facts: &BTreeMap<String, serde_json::Value>, path: &str) -> Option<f64> {
+    let (group, rest) = path.split_once('.')?;
+    let mut v = facts.get(group)?;
+    for key in rest.split('.') {
+        v = v.get(key)?;
+    }
+    v.as_f64().filter(|x| x.is_finite())
+}
+
+/// CPU time of this process (user + system), from /proc/self/stat.
+fn own_cpu_seconds() -> f64 {
+    let Ok(me) = procfs::process::Process::myself() else {
+        return 0.0;
+    };
+    let Ok(stat) = me.stat() else { return 0.0 };
+    let ticks = procfs::ticks_per_second() as f64;
+    (stat.utime + stat.stime) as f64 / ticks.max(1.0)
+}
+
+/// Resident set of this process, bytes.
+fn own_resident_bytes() -> u64 {
+    procfs::process::Process::myself()
+        .and_then(|me| me.statm())
+        .map(|m| m.resident * crate::host::page_size().unwrap_or(4096))
+        .unwrap_or(0)
+}

@@ -1,0 +1,135 @@
+//! One watched target (a mongod, or the host when there is none): its
+//! probes, attached for its pid, its one-second slices, and the window they
+//! fill. The slices are taken by the same [`Session`] as `mdiag record`'s,
+//! and a full window becomes a [`Recording`] of its slices, so the rules see
+//! exactly what `explain` of a recording of those seconds would see.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+use super::targets::{Found, HOST, TargetId};
+use crate::probes::{ProbeConfig, ProbeError, Probes, alloc::schedule::WindowSchedule};
+use crate::record::run::{RecordingFrame, Session};
+use crate::recording::{Recording, Slice, Target};
+
+const SLICE: Duration = Duration::from_secs(1);
+
+/// A target with its probes attached.
+pub struct Watch {
+    pub id: TargetId,
+    pub target: Option<Target>,
+    session: Session,
+    /// The probes' time zero.
+    start: Instant,
+    slice_start: Instant,
+    next_slice: Instant,
+    /// When the current window's first slice started.
+    window_started: chrono::DateTime<Utc>,
+}
+
+impl Watch {
+    /// Attaches every family for `found` (host-wide for `None`), with
+    /// allocator windows on the schedule the budget allows and, when
+    /// `mongo` is given, mongod polled through the driver.
+    pub fn attach(
+        found: Option<&Found>,
+        alloc: WindowSchedule,
+        mongo: Option<crate::mongo::MongoPlan>,
+    ) -> Result<Self, ProbeError> {
+        let pid = found.map(|f| f.target.pid);
+        let mut probes = Probes::attach(ProbeConfig { target_tgid: pid })?;
+        let start = probes.start_clock();
+        probes.attach_alloc(pid, alloc);
+        let mut session = Session::new(probes, pid);
+        session.mongo = mongo
+            .as_ref()
+            .map(|p| crate::mongo::MongoSession::start(p, start));
+        Ok(Self {
+            id: found.map_or_else(|| HOST.to_owned(), |f| f.id.clone()),
+            target: found.map(|f| f.target.clone()),
+            session,
+            start,
+            slice_start: start,
+            next_slice: start + SLICE,
+            window_started: Utc::now(),
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.target.as_ref().map(|t| t.pid)
+    }
+
+    /// Whether the target still runs (the host always does).
+    pub fn alive(&self) -> bool {
+        self.pid()
+            .is_none_or(|pid| crate::target::ctxt_switches(pid).is_some())
+    }
+
+    /// The probes (status, drops, readers), for metrics.
+    pub fn probes(&self) -> &Probes {
+        &self.session.probes
+    }
+
+    /// When this watch next needs [`Self::tick`] (a slice or an allocator window).
+    pub fn next_due(&self) -> Instant {
+        let alloc = self
+            .session
+            .probes
+            .alloc
+            .as_ref()
+            .and_then(|a| a.next_due());
+        alloc.map_or(self.next_slice, |a| a.min(self.next_slice))
+    }
+
+    /// Drains ring buffers, runs allocator windows, and takes the slice
+    /// that is due; returns true when a slice was taken.
+    pub fn tick(&mut self) -> bool {
+        self.session.poll(self.start);
+        let now = Instant::now();
+        if now < self.next_slice {
+            return false;
+        }
+        if self.session.slices.is_empty() {
+            self.window_started = Utc::now()
+                - chrono::Duration::from_std(now - self.slice_start)
+                    .unwrap_or_else(|_| chrono::Duration::zero());
+        }
+        self.session
+            .take_slice(self.start, self.slice_start, now, false);
+        self.slice_start = now;
+        // A late tick (a slow attach elsewhere) skips ahead instead of
+        // taking a burst of short slices.
+        self.next_slice = (self.next_slice + SLICE).max(now + SLICE / 2);
+        true
+    }
+
+    /// The seconds covered by the slices not yet in a window.
+    pub fn pending(&self) -> Duration {
+        Duration::from_millis(self.session.slices.iter().map(|s| s.duration_ms).sum())
+    }
+
+    /// The slices of the window that just ended, as a recording (host facts
+    /// read now); the next window starts empty.
+    pub fn take_window(&mut self, requested: Duration) -> Recording {
+        let slices: Vec<Slice> = std::mem::take(&mut self.session.slices);
+        let mongod = self
+            .session
+            .mongo
+            .as_mut()
+            .map(crate::mongo::MongoSession::take_window);
+        self.session.recording(
+            slices,
+            RecordingFrame {
+                started_at: self.window_started,
+                ended_at: Utc::now(),
+                requested_duration_ms: requested.as_millis() as u64,
+                stop_reason: "window".into(),
+                host: crate::host::collect(self.pid()),
+                target: self.target.clone(),
+                checks: crate::recording::Checks::default(),
+                mongod,
+            },
+        )
+    }
+}
