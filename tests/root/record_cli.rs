@@ -28,7 +28,7 @@ fn involuntary_of(rec: &Recording, tgid: u32) -> u64 {
 /// No mdiag program may stay loaded after mdiag exits. The kernel frees a
 /// detached tracing program after an RCU grace period, which can take a
 /// moment on a busy host: poll for up to 10 s.
-fn assert_detached() {
+pub(crate) fn assert_detached() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let left: Vec<String> = aya::programs::loaded_programs()

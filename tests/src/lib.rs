@@ -1,6 +1,7 @@
 //! Helpers for the root integration suite (`root/`): locating binaries,
 //! running mdiag, and reading kernel ground truth from /proc.
 
+pub mod agent;
 pub mod secantus;
 
 use std::{

@@ -98,6 +98,8 @@ struct Agent {
     windows: u64,
     last_scan: Option<Instant>,
     last_reports: BTreeMap<String, crate::report::Report>,
+    /// Changes of this loop turn, logged once the metrics show them.
+    unlogged: Vec<super::findings::Change>,
 }
 
 impl Agent {
@@ -124,6 +126,7 @@ impl Agent {
             windows: 0,
             last_scan: None,
             last_reports: BTreeMap::new(),
+            unlogged: Vec::new(),
         }
     }
 
@@ -161,10 +164,13 @@ impl Agent {
             for path in self.flight.poll(false) {
                 say(&format!("flight recording saved: {}", path.display()));
             }
-            if Instant::now() >= next_publish {
+            // A change is on /metrics before the line that announces it.
+            if Instant::now() >= next_publish || !self.unlogged.is_empty() {
                 self.publish();
                 next_publish = Instant::now() + Duration::from_secs(1);
             }
+            // Logged once published: what a line announces, /metrics shows.
+            self.unlogged.drain(..).for_each(|c| log_change(&c));
         };
         say(&format!("stopping ({why}): detaching probes"));
         self.watches.clear();
@@ -305,10 +311,10 @@ impl Agent {
             .findings
             .observe(&id, &observations(&report), &self.config, Utc::now());
         for c in changes {
-            log_change(&c);
             if c.transition.to == State::Firing && c.transition.from != State::Flapping {
                 self.flight.trigger(&c.target, &c.rule, c.at);
             }
+            self.unlogged.push(c);
         }
         self.last_reports.insert(id, report);
     }
@@ -324,7 +330,7 @@ impl Agent {
                 changes.extend(self.findings.target_missing(id, Utc::now()));
             }
         }
-        changes.iter().for_each(log_change);
+        self.unlogged.extend(changes);
         // A target gone with nothing tracked any more is forgotten.
         let tracked = self.findings.targets();
         self.gone.retain(|id, _| tracked.contains(id));

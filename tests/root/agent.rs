@@ -1,0 +1,217 @@
+//! `mdiag agent` against the real host: a planted problem (a host setting
+//! the test sets itself, so the ground truth is known) goes pending →
+//! firing → resolved once removed, `/metrics` answers with real series, the
+//! flight recording of the moment is ranked by `explain` with that finding
+//! first; a watched process that restarts is re-attached within seconds
+//! and its findings go stale (never resolved) while it is away.
+
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use mdiag_tests::agent::{Agent, http_get, sample};
+use mdiag_tests::{require_root, run_mdiag};
+
+const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
+const KEEPALIVE: &str = "/proc/sys/net/ipv4/tcp_keepalive_time";
+const RULE: &str = "host.tcp_keepalive";
+
+/// Sets net.ipv4.tcp_keepalive_time and puts the old value back when dropped.
+struct Keepalive(String);
+
+impl Keepalive {
+    fn set(secs: u32) -> Keepalive {
+        let old = std::fs::read_to_string(KEEPALIVE).unwrap();
+        std::fs::write(KEEPALIVE, secs.to_string()).unwrap();
+        Keepalive(old)
+    }
+}
+
+impl Drop for Keepalive {
+    fn drop(&mut self) {
+        let _ = std::fs::write(KEEPALIVE, self.0.trim());
+    }
+}
+
+/// A rules directory holding only the planted rule, so what fires is known.
+fn rules_dir(dir: &std::path::Path) -> PathBuf {
+    let rules = dir.join("rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rules/host-tcp-keepalive.toml");
+    std::fs::copy(src, rules.join("host-tcp-keepalive.toml")).unwrap();
+    rules
+}
+
+fn config(dir: &std::path::Path, processes: &str) -> PathBuf {
+    let path = dir.join("mdiag.toml");
+    let text = format!(
+        "[agent]\nwindow = \"1s\"\nlisten = \"127.0.0.1:0\"\nstate_dir = \"{}\"\n\
+         processes = [{processes}]\nflight_before = \"60s\"\nflight_after = \"1s\"\n\
+         [agent.lifecycle]\nfire_in = 2\nof_last = 3\nresolve_after = 3\n",
+        dir.join("state").display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_planted_problem_fires_resolves_and_leaves_a_flight_recording() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rules_dir(dir.path());
+    let cfg = config(dir.path(), "\"mdiag-no-such\"");
+    // The problem: keepalive at the kernel's 2-hour default.
+    let planted = Keepalive::set(7200);
+    let mut agent = Agent::start(&cfg, &["--rules", rules.to_str().unwrap()]);
+    let addr = agent.metrics_addr();
+    agent.wait_for(
+        &["watching the host", "probes attached"],
+        Duration::from_secs(120),
+    );
+    let w = Duration::from_secs(60);
+    agent.wait_for(
+        &["finding host.tcp_keepalive on host", "inactive → pending"],
+        w,
+    );
+    agent.wait_for(
+        &["finding host.tcp_keepalive on host", "pending → firing"],
+        w,
+    );
+
+    // The endpoint answers with real series: the finding, the probes, the
+    // figures of the last window, the agent's own health.
+    let (status, ctype, text) = http_get(&addr, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
+    let firing = format!("mdiag_finding_state{{rule=\"{RULE}\",target=\"host\",state=\"firing\"}}");
+    assert_eq!(sample(&text, &firing), Some(1.0), "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            "mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    let share = sample(
+        &text,
+        "mdiag_sched_involuntary_share_ratio{target=\"host\"}",
+    )
+    .unwrap_or_else(|| panic!("no sched figure: {text}"));
+    assert!((0.0..=1.0).contains(&share), "{share}");
+    let rss = sample(&text, "mdiag_agent_resident_memory_bytes{}").unwrap();
+    let own_rss = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<f64>().ok())
+        .unwrap()
+        * 1024.0;
+    // The exposition is at most a second old: same order of magnitude as /proc now.
+    assert!(
+        rss > own_rss / 2.0 && rss < own_rss * 2.0,
+        "{rss} vs /proc {own_rss}"
+    );
+    let (status, _, _) = http_get(&addr, "/nope");
+    assert!(status.contains("404"), "{status}");
+
+    let saved = agent.wait_for(&["flight recording saved:"], w);
+    let flight = saved.rsplit("saved: ").next().unwrap().trim().to_owned();
+
+    // Removed: resolved after the clean windows, never before.
+    let fixed = Keepalive::set(120);
+    agent.wait_for(
+        &["finding host.tcp_keepalive on host", "firing → resolved"],
+        w,
+    );
+    drop(fixed);
+    drop(planted);
+    let (status, log) = agent.stop();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(log.contains("stopped"), "{log}");
+    // One line per change, never one per window.
+    assert_eq!(log.matches("pending → firing").count(), 1, "{log}");
+    crate::record_cli::assert_detached();
+
+    // The flight recording is an ordinary recording, and explain ranks the
+    // finding of the moment first, with the value the test planted.
+    let out = run_mdiag(&[
+        "explain",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--format",
+        "json",
+        &flight,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["findings"][0]["rule_id"], RULE, "{report:#}");
+    let evidence = report["findings"][0]["evidence"].to_string();
+    assert!(evidence.contains("7200"), "{evidence}");
+}
+
+#[test]
+fn a_restarted_target_is_reattached_and_its_findings_stale_meanwhile() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rules_dir(dir.path());
+    let cfg = config(dir.path(), "\"mdiag-spin\"");
+    let _planted = Keepalive::set(7200);
+    let spin = || {
+        Command::new(SPIN)
+            .args([
+                "--threads",
+                "1",
+                "--spin-ms",
+                "10",
+                "--wait-stdin",
+                "--linger",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = spin();
+    let mut agent = Agent::start(&cfg, &["--rules", rules.to_str().unwrap()]);
+    let w = Duration::from_secs(60);
+    let pid1 = first.id().to_string();
+    let line = agent.wait_for(&["watching mdiag-spin", &format!("(pid {pid1})")], w);
+    let id = line
+        .split("watching ")
+        .nth(1)
+        .and_then(|s| s.split(" (pid").next())
+        .unwrap()
+        .to_owned();
+    agent.wait_for(&[&format!("on {id}:"), "pending → firing"], w);
+
+    first.kill().unwrap();
+    first.wait().unwrap();
+    agent.wait_for(&[&id, "is gone"], Duration::from_secs(10));
+    agent.wait_for(&[&format!("on {id}:"), "firing → stale"], w);
+
+    let mut second = spin();
+    let restarted = std::time::Instant::now();
+    let pid2 = second.id().to_string();
+    agent.wait_for(&[&format!("watching {id}"), &format!("(pid {pid2})")], w);
+    let took = restarted.elapsed();
+    // Re-attached within 5 s of the restart (a scan every second, then attach).
+    assert!(
+        took < Duration::from_secs(5),
+        "re-attached after {took:?}\n{}",
+        agent.log
+    );
+    agent.wait_for(&[&format!("on {id}:"), "stale → firing"], w);
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let (status, log) = agent.stop();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(
+        !log.contains("→ resolved"),
+        "data missing is never resolved:\n{log}"
+    );
+}

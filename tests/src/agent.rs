@@ -1,0 +1,145 @@
+//! `mdiag agent` under test: started with a config file, its stderr read
+//! line by line on a thread so a test can wait for what the agent says
+//! ("finding X on host: pending → firing") with a deadline, and its
+//! `/metrics` scraped over plain HTTP.
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::mpsc::{Receiver, RecvTimeoutError, channel},
+    time::{Duration, Instant},
+};
+
+/// A running agent.
+pub struct Agent {
+    pub child: Child,
+    lines: Receiver<String>,
+    /// Everything it logged so far (for failure messages).
+    pub log: String,
+}
+
+impl Agent {
+    /// Starts `mdiag agent --config CONFIG ARGS...`.
+    pub fn start(config: &Path, args: &[&str]) -> Agent {
+        let mut child = Command::new(crate::mdiag_bin())
+            .arg("agent")
+            .arg("--config")
+            .arg(config)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("MDIAG_MONGODB_URI")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mdiag agent");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Agent {
+            child,
+            lines,
+            log: String::new(),
+        }
+    }
+
+    /// Waits until the agent logs a line containing every one of `parts`;
+    /// returns that line. Panics with the log after `within`.
+    pub fn wait_for(&mut self, parts: &[&str], within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.log.push_str(&line);
+                    self.log.push('\n');
+                    if parts.iter().all(|p| line.contains(p)) {
+                        return line;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "agent never logged {parts:?} within {within:?}:\n{}",
+                        self.log
+                    )
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = self.child.wait();
+                    panic!(
+                        "agent exited ({status:?}) before logging {parts:?}:\n{}",
+                        self.log
+                    )
+                }
+            }
+        }
+    }
+
+    /// The address of `/metrics`, from the agent's first line.
+    pub fn metrics_addr(&mut self) -> String {
+        let line = self.wait_for(&["serving metrics at http://"], Duration::from_secs(30));
+        let url = line.rsplit("http://").next().unwrap_or_default();
+        url.trim_end_matches("/metrics").to_owned()
+    }
+
+    /// Stops it with SIGTERM and waits; returns its exit status.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        // SAFETY: kill(2) with a pid this test started and has not reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().expect("wait for the agent");
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.log.push_str(&line);
+            self.log.push('\n');
+        }
+        (status, std::mem::take(&mut self.log))
+    }
+}
+
+impl Drop for Agent {
+    /// A test that fails midway leaves no agent behind (its probes would
+    /// stay attached and disturb the next test).
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `GET path` on `addr`: (status line, content type, body).
+pub fn http_get(addr: &str, path: &str) -> (String, String, String) {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the agent");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read the answer");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    let ctype = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-type: ")
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    (status, ctype, body.to_owned())
+}
+
+/// The value of the sample `name{labels}` (exact label text) in an exposition.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
