@@ -11,6 +11,7 @@
 //!
 //! [`top_findings_summary`] gives the few lines `mdiag record` prints at the end.
 
+use crate::recording::Window;
 use crate::recording::model::{FORMAT_NAME, FORMAT_VERSION, Recording};
 use crate::report::{
     DropsReport, EvidenceItem, Finding, Fix, HostSummary, Impact, Measurements, MissingEvidence,
@@ -56,7 +57,10 @@ pub fn explain(
         None => recorded_arch.clone(),
     };
 
-    let facts = Facts::derive(recording);
+    // The whole recording merged once: facts and measurements read their
+    // totals from it, as the agent's rules will from its rolling windows.
+    let whole = recording.window();
+    let facts = Facts::derive_from(recording, &whole);
     let ctx = eval::context(&facts, None);
     let mut findings = Vec::new();
     let mut not_assessed = Vec::new();
@@ -115,9 +119,9 @@ pub fn explain(
         not_assessed,
         not_applicable,
         passed,
-        probes: probe_reports(recording),
+        probes: probe_reports(recording, &whole),
         facts: facts.to_json(),
-        measurements: Measurements::build(recording, &facts),
+        measurements: Measurements::build(recording, &whole, &facts),
     })
 }
 
@@ -259,27 +263,24 @@ fn recording_summary(rec: &Recording, facts: &Facts, source: Option<String>) -> 
     }
 }
 
-fn probe_reports(rec: &Recording) -> Vec<ProbeReport> {
+/// Each probe's status, with the sched family's drops summed over the
+/// recording (read from its window `whole`).
+fn probe_reports(rec: &Recording, whole: &Window) -> Vec<ProbeReport> {
     rec.probes
         .iter()
         .map(|p| {
             let drops = (p.family == "sched").then(|| {
-                let mut d = DropsReport {
-                    thread_map_full: 0,
-                    wakeup_map_full: 0,
-                    read_failed: 0,
-                    total: 0,
-                };
-                for s in rec.slices.iter().filter_map(|s| s.sched.as_ref()) {
-                    d.thread_map_full = d.thread_map_full.saturating_add(s.drops.thread_map_full);
-                    d.wakeup_map_full = d.wakeup_map_full.saturating_add(s.drops.wakeup_map_full);
-                    d.read_failed = d.read_failed.saturating_add(s.drops.read_failed);
+                let s = whole.slice.sched.as_ref().map(|s| &s.drops);
+                let d = s.copied().unwrap_or_default();
+                DropsReport {
+                    thread_map_full: d.thread_map_full,
+                    wakeup_map_full: d.wakeup_map_full,
+                    read_failed: d.read_failed,
+                    total: d
+                        .thread_map_full
+                        .saturating_add(d.wakeup_map_full)
+                        .saturating_add(d.read_failed),
                 }
-                d.total = d
-                    .thread_map_full
-                    .saturating_add(d.wakeup_map_full)
-                    .saturating_add(d.read_failed);
-                d
             });
             ProbeReport {
                 family: p.family.clone(),

@@ -285,18 +285,12 @@ pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
             Slice {
                 start_ms: start,
                 duration_ms: next.map_or(1000, |n| n.saturating_sub(start)),
-                sched: None,
-                softirq: None,
-                syscalls: None,
-                wiredtiger: None,
-                perf: None,
-                alloc: None,
-                contention: None,
                 mongod: Some(MongodSlice {
                     at_ms: Some(start),
                     status: Some(s.status.clone()),
                     missing: None,
                 }),
+                ..Slice::default()
             }
         })
         .collect::<Vec<_>>();

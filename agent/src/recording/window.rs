@@ -38,7 +38,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use super::model::Slice;
+use super::model::{Recording, Slice};
 
 mod alloc;
 mod contention;
@@ -342,6 +342,22 @@ impl Mergeable for Window {
     fn bound(&mut self, top_n: usize) {
         self.slice.bound(top_n);
         self.mongod.bound(top_n);
+    }
+}
+
+impl Recording {
+    /// The whole recording as one window, unbounded: every thread, IRQ,
+    /// stack and event kept, rows in order of first appearance. The totals
+    /// the facts and the report's measurements read (`Facts::derive`,
+    /// `Measurements::build`), so that they sum slices with the same code as
+    /// the agent's rolling windows; without [`Mergeable::bound`], because a
+    /// report of one recording names every row it saw.
+    pub fn window(&self) -> Window {
+        let mut w = Window::default();
+        for s in &self.slices {
+            w.push(s);
+        }
+        w
     }
 }
 

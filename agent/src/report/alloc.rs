@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::format_number;
 use super::view::{Block, Cell, Column, Line, Section, Table, md_code};
 use crate::probes::alloc::stats::percentile_pair;
-use crate::recording::Recording;
+use crate::recording::window::merge_rows;
+use crate::recording::{AllocFunctionWindow, AllocWindow, Recording, Window};
 
 /// Allocator latency windows over the whole recording.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,15 +60,12 @@ pub struct AllocFunctionMeasurement {
     pub hist_log2_ns: Vec<u64>,
 }
 
-/// The measurements, `None` when the family did not run.
-pub fn measurements(rec: &Recording) -> Option<AllocMeasurements> {
+/// The measurements, `None` when the family did not run. The sampled
+/// windows are read from `whole`, the window of all the recording's slices
+/// (where they are appended in time order).
+pub fn measurements(rec: &Recording, whole: &Window) -> Option<AllocMeasurements> {
     let record = rec.alloc.as_ref()?;
-    let windows: Vec<_> = rec
-        .slices
-        .iter()
-        .filter_map(|s| s.alloc.as_ref())
-        .flat_map(|s| &s.windows)
-        .collect();
+    let windows: &[AllocWindow] = whole.slice.alloc.as_ref().map_or(&[], |a| &a.windows);
     let window_ns: u64 = windows
         .iter()
         .map(|w| w.end_ns.saturating_sub(w.start_ns))
@@ -78,33 +76,25 @@ pub fn measurements(rec: &Recording) -> Option<AllocMeasurements> {
     }
     let window_s = window_ns as f64 / 1e9;
     let inside_ns = record.calibration.as_ref().map_or(0, |c| c.inside_ns);
+    // Every window's functions summed by symbol (counts, times, histograms),
+    // in order of first appearance.
+    let mut summed: Vec<AllocFunctionWindow> = Vec::new();
+    for w in windows {
+        merge_rows(&mut summed, &w.functions);
+    }
     let mut functions: Vec<AllocFunctionMeasurement> = Vec::new();
     // Probing order: the record's function list, then anything else seen.
     let mut names: Vec<String> = record.functions.iter().map(|f| f.symbol.clone()).collect();
-    for w in &windows {
-        for f in &w.functions {
-            if !names.contains(&f.symbol) {
-                names.push(f.symbol.clone());
-            }
+    for f in &summed {
+        if !names.contains(&f.symbol) {
+            names.push(f.symbol.clone());
         }
     }
     for name in names {
-        let mut calls = 0u64;
-        let mut sum_ns = 0u64;
-        let mut buckets: Vec<u64> = Vec::new();
-        for f in windows.iter().flat_map(|w| &w.functions) {
-            if f.symbol != name {
-                continue;
-            }
-            calls += f.count;
-            sum_ns += f.sum_ns;
-            if buckets.len() < f.buckets.len() {
-                buckets.resize(f.buckets.len(), 0);
-            }
-            for (b, c) in buckets.iter_mut().zip(&f.buckets) {
-                *b += c;
-            }
-        }
+        let Some(f) = summed.iter().find(|f| f.symbol == name) else {
+            continue;
+        };
+        let (calls, sum_ns, buckets) = (f.count, f.sum_ns, f.buckets.clone());
         if calls == 0 {
             continue;
         }
@@ -300,7 +290,8 @@ mod tests {
 
     #[test]
     fn windows_add_up_and_percentiles_are_corrected() {
-        let a = measurements(&recording()).expect("alloc measured");
+        let rec = recording();
+        let a = measurements(&rec, &rec.window()).expect("alloc measured");
         assert_eq!(a.allocator.as_deref(), Some("glibc"));
         assert_eq!(a.windows, 2);
         assert!((a.window_s - 0.4).abs() < 1e-9);
@@ -333,6 +324,6 @@ mod tests {
     fn absent_without_a_record() {
         let mut rec = recording();
         rec.alloc = None;
-        assert_eq!(measurements(&rec), None);
+        assert_eq!(measurements(&rec, &rec.window()), None);
     }
 }

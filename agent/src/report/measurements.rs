@@ -13,6 +13,7 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use crate::recording::Window;
 use crate::recording::model::{Recording, RxQueue};
 use crate::rules::FactValue;
 use crate::rules::facts::softirq::{SoftirqTotals, rps_mask_set};
@@ -130,8 +131,11 @@ impl Measurements {
         }
     }
 
-    /// Measurements of `rec`, whose facts are `facts`.
-    pub fn build(rec: &Recording, facts: &Facts) -> Measurements {
+    /// Measurements of `rec`, whose facts are `facts` and whose slices
+    /// `whole` merges ([`Recording::window`]): every family's totals are
+    /// read from the window, as the facts' are; the timeline and mongod's
+    /// summary, which need single seconds, walk the slices.
+    pub fn build(rec: &Recording, whole: &Window, facts: &Facts) -> Measurements {
         let mut m = Measurements::default();
         match facts.group("sched") {
             Some(g) => m.sched = Some(super::sched::build(g)),
@@ -139,18 +143,21 @@ impl Measurements {
         }
         match (
             facts.group("softirq"),
-            SoftirqTotals::from_recording(rec).ok(),
+            SoftirqTotals::from_window(rec, whole).ok(),
         ) {
             (Some(g), Some(totals)) => m.softirq = Some(super::softirq::build(g, &totals)),
             _ => m.not_recorded.push(note(facts, "softirq")),
         }
         m.syscalls = super::syscalls::build(rec);
         m.rseq = rec.rseq.as_ref().map(super::syscalls::rseq_measurement);
-        m.perf = super::perf::build(rec);
-        m.wiredtiger = super::wiredtiger::build(rec);
+        m.perf = super::perf::build(rec, whole);
+        m.wiredtiger = super::wiredtiger::build(rec, whole);
+        // Per second, so from the slices: the charts' series.
         m.timeline = super::timeline::Timeline::build(rec);
-        m.alloc = super::alloc::measurements(rec);
-        m.contention = super::contention::build(rec);
+        m.alloc = super::alloc::measurements(rec, whole);
+        m.contention = super::contention::build(rec, whole);
+        // From every sample: maxima, minima and restarts inside the recording
+        // are lost in a window, which keeps only the first and last.
         m.mongod = crate::mongo::summary::MongodSummary::of(rec);
         m.host_settings = super::host_settings::build(facts);
         // Families that failed (wholly, partly, or as "not applicable"), and
@@ -161,7 +168,7 @@ impl Measurements {
                 "perf" => Some(m.perf.is_some()),
                 "wiredtiger" => Some(m.wiredtiger.is_some()),
                 "alloc" => Some(m.alloc.is_some()),
-                "contention" => Some(rec.slices.iter().any(|s| s.contention.is_some())),
+                "contention" => Some(whole.slice.contention.is_some()),
                 _ => None,
             };
             if measured == Some(false)
@@ -240,6 +247,12 @@ pub(super) fn u32_of(g: &FactGroup, name: &str) -> u32 {
 /// Wall time of all slices, seconds.
 pub(super) fn recording_s(rec: &Recording) -> f64 {
     rec.slices.iter().map(|s| s.duration_ms).sum::<u64>() as f64 / 1000.0
+}
+
+/// Wall time a window covers, seconds (for a recording's window: the same
+/// as [`recording_s`]).
+pub(super) fn window_s(whole: &Window) -> f64 {
+    whole.duration_ms() as f64 / 1000.0
 }
 
 pub(super) fn ratio(a: f64, b: f64) -> f64 {

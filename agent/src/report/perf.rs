@@ -1,12 +1,13 @@
 //! The perf family in the report: CPU-time samples, the target's share of
 //! them, the allocator's and its slow paths' share of the target's, and the
-//! most sampled functions, summed over the recording's `perf` slices; with
+//! most sampled functions, summed over the recording's `perf` slices (their window); with
 //! the view of them that the terminal and Markdown reports lay out.
 
 use serde::{Deserialize, Serialize};
 
-use super::measurements::{file_name, ratio, recording_s, snake};
+use super::measurements::{file_name, ratio, snake, window_s};
 use super::view::{Block, Cell, Column, Line, Section, Table, md_cell, md_code, percent};
+use crate::recording::Window;
 use crate::recording::model::Recording;
 
 /// Perf symbols listed.
@@ -44,36 +45,34 @@ pub struct PerfSymbolMeasurement {
     pub share: f64,
 }
 
-pub(super) fn build(rec: &Recording) -> Option<PerfMeasurements> {
+/// The perf measurements of `rec`, read from `whole`, the window of all its
+/// slices (sample counters summed, symbols matched and summed); `None`
+/// when no slice has the family.
+pub(super) fn build(rec: &Recording, whole: &Window) -> Option<PerfMeasurements> {
     use std::collections::HashMap;
-    let slices: Vec<_> = rec.slices.iter().filter_map(|s| s.perf.as_ref()).collect();
-    if slices.is_empty() {
-        return None;
-    }
-    let sum = |f: fn(&crate::recording::model::PerfSlice) -> u64| -> u64 {
-        slices.iter().map(|s| f(s)).sum()
-    };
-    let samples = sum(|s| s.samples);
-    let target = sum(|s| s.target_samples);
-    let alloc = sum(|s| s.allocator_samples);
-    let slow = sum(|s| s.allocator_slow_path_samples);
-    let allocator = slices
+    let p = whole.slice.perf.as_ref()?;
+    let (samples, target) = (p.samples, p.target_samples);
+    let (alloc, slow) = (p.allocator_samples, p.allocator_slow_path_samples);
+    // The first slice's classification, as this report always showed (the
+    // window keeps the newest; a target's allocator does not change).
+    let allocator = rec
+        .slices
         .iter()
-        .find_map(|s| s.allocator)
+        .find_map(|s| s.perf.as_ref()?.allocator)
         .or(rec.target_code.as_ref().map(|c| c.allocator.kind))
         .map(|k| snake(&k));
+    // The window's rows also tell allocator and slow-path rows apart: one
+    // row per function here.
     let mut by: HashMap<(Option<&str>, Option<&str>), u64> = HashMap::new();
-    for s in &slices {
-        for b in &s.by_symbol {
-            *by.entry((b.object.as_deref(), b.symbol.as_deref()))
-                .or_default() += b.samples;
-        }
+    for b in &p.by_symbol {
+        *by.entry((b.object.as_deref(), b.symbol.as_deref()))
+            .or_default() += b.samples;
     }
     let mut by: Vec<_> = by.into_iter().collect();
     by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     by.truncate(TOP_SYMBOLS);
     Some(PerfMeasurements {
-        duration_s: recording_s(rec),
+        duration_s: window_s(whole),
         samples,
         target_samples: target,
         target_cpu_share: ratio(target as f64, samples as f64),

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::format_number;
 use super::measurements::ratio;
 use super::view::{Block, Line, Section, capitalise};
+use crate::recording::Window;
 use crate::recording::model::Recording;
 
 /// WiredTiger family (`wiredtiger` slices), over the whole recording.
@@ -34,16 +35,11 @@ fn uprobe_object(attach_point: &str) -> Option<String> {
     (!object.is_empty()).then(|| object.to_string())
 }
 
-pub(super) fn build(rec: &Recording) -> Option<WiredTigerMeasurements> {
-    let slices: Vec<_> = rec
-        .slices
-        .iter()
-        .filter_map(|s| s.wiredtiger.as_ref())
-        .collect();
-    if slices.is_empty() {
-        return None;
-    }
-    let ckpts: Vec<_> = slices.iter().flat_map(|s| &s.checkpoints).collect();
+/// The WiredTiger measurements of `rec`, from `whole`, the window of all its
+/// slices (checkpoints appended in order); `None` when no slice has the
+/// family.
+pub(super) fn build(rec: &Recording, whole: &Window) -> Option<WiredTigerMeasurements> {
+    let ckpts = &whole.slice.wiredtiger.as_ref()?.checkpoints;
     let total: u64 = ckpts.iter().map(|c| c.duration_ns).sum();
     let max = ckpts.iter().map(|c| c.duration_ns).max().unwrap_or(0);
     let object = rec

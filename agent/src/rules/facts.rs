@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use semver::Version;
 use serde::Serialize;
 
+use crate::recording::Window;
 use crate::recording::model::Recording;
 
 pub mod allocator;
@@ -143,8 +144,18 @@ pub fn unnamed(field: &str) -> bool {
 }
 
 impl Facts {
-    /// Derives every fact group from `rec`.
+    /// Derives every fact group from `rec`, whose totals come from its
+    /// slices merged into one window ([`Recording::window`]).
     pub fn derive(rec: &Recording) -> Facts {
+        Facts::derive_from(rec, &rec.window())
+    }
+
+    /// Derives every fact group from `rec` and `whole`, the window of all its
+    /// slices. Sums, merged histograms and per-thread rows are read from the
+    /// window, the one code path that also merges the agent's rolling
+    /// windows; only what needs single seconds (mongod's samples, which are
+    /// snapshots) walks the slices.
+    pub fn derive_from(rec: &Recording, whole: &Window) -> Facts {
         let mut facts = Facts {
             kernel_version: parse_kernel_version(&rec.host.kernel_release),
             ..Facts::default()
@@ -165,8 +176,8 @@ impl Facts {
                 "host-wide recording: no target process was observed".into(),
             );
         }
-        facts.insert_or_absent("sched", sched::sched_facts(rec));
-        facts.insert_or_absent("softirq", softirq::softirq_facts(rec));
+        facts.insert_or_absent("sched", sched::sched_facts(rec, whole));
+        facts.insert_or_absent("softirq", softirq::softirq_facts(rec, whole));
         facts.insert_or_absent(
             "net",
             rec.host
@@ -176,9 +187,9 @@ impl Facts {
                 .ok_or_else(|| net::NET_UNREADABLE.to_string()),
         );
         facts.insert_or_absent("tuning", tuning::tuning_facts(rec));
-        facts.insert_or_absent("allocator", allocator::allocator_facts(rec));
+        facts.insert_or_absent("allocator", allocator::allocator_facts(rec, whole));
         facts.allocator = allocator::allocator_of(rec).map(str::to_owned);
-        facts.insert_or_absent("contention", contention::contention_facts(rec));
+        facts.insert_or_absent("contention", contention::contention_facts(rec, whole));
         facts.insert_or_absent("mongod", mongod::mongod_facts(rec));
         facts.insert_or_absent("storage", storage::storage_facts(rec));
         facts.insert_or_absent("filesystem", filesystem::filesystem_facts(rec));

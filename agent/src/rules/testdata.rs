@@ -88,13 +88,7 @@ fn with_slices(mut rec: Recording, slice: SchedSlice, n: u64) -> Recording {
             start_ms: i * 1000,
             duration_ms: 1000,
             sched: Some(slice.clone()),
-            softirq: None,
-            syscalls: None,
-            wiredtiger: None,
-            perf: None,
-            alloc: None,
-            contention: None,
-            mongod: None,
+            ..Slice::default()
         })
         .collect();
     rec

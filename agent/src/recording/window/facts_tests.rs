@@ -255,8 +255,10 @@ fn a_family_missing_from_some_slices_has_its_own_time() {
     assert_eq!(whole.get("sched.runq_p99_us"), one.get("sched.runq_p99_us"));
     let rate = |f: &Facts| f.get("sched.involuntary_per_s").and_then(FactValue::as_f64);
     assert_eq!(rate(&whole), Some(650.0));
-    // Until the facts read `section_ms`, the merged slice's own length is used.
+    // A recording of the merged slice alone has lost the section's own time
+    // (its one slice lasts 10 s); the facts of the window keep it.
     assert_eq!(rate(&one), Some(325.0));
+    assert_eq!(rate(&Facts::derive_from(&rec, &w)), Some(650.0));
 }
 
 #[test]

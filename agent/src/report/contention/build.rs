@@ -1,4 +1,5 @@
-//! How the contention measurements are built from a recording: the
+//! How the contention measurements are built from a recording's window
+//! (its slices merged, `Recording::window`): the
 //! checkpoint windows (their union), futex waits from the syscalls family,
 //! kernel lock waits and D-state sleeps from the contention family, split by
 //! window and grouped by thread class, with the scheduler figures of the
@@ -10,8 +11,8 @@ use super::{
     ClassContention, ContentionMeasurements, LockKindMeasurement, STACK_FRAMES, StackMeasurement,
     TOP_STACKS, split,
 };
-use crate::recording::model::Recording;
-use crate::recording::{KernelStack, WindowSplit};
+use crate::recording::model::{Recording, ThreadSyscallSlice};
+use crate::recording::{KernelStack, Window, WindowSplit};
 use crate::threads::thread_class;
 
 #[derive(Default)]
@@ -27,44 +28,32 @@ struct ClassTotals {
     runq_delays: u64,
 }
 
-/// Contention measurements of `rec`; `None` when neither the syscalls nor
-/// the contention family recorded a slice.
-pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
-    let has_cont = rec.slices.iter().any(|s| s.contention.is_some());
-    let has_sys = rec.slices.iter().any(|s| s.syscalls.is_some());
+/// Contention measurements of `rec`, read from `whole`, the window of all its
+/// slices (threads matched by tid and summed, checkpoints appended); `None`
+/// when neither the syscalls nor the contention family recorded a slice.
+pub fn build(rec: &Recording, whole: &Window) -> Option<ContentionMeasurements> {
+    let w = &whole.slice;
+    let (has_cont, has_sys) = (w.contention.is_some(), w.syscalls.is_some());
     if !has_cont && !has_sys {
         return None;
     }
-    let wall_ns: u64 = rec.slices.iter().map(|s| s.duration_ms * 1_000_000).sum();
-    let ckpts: Vec<_> = rec
-        .slices
-        .iter()
-        .filter_map(|s| s.wiredtiger.as_ref())
-        .flat_map(|w| &w.checkpoints)
-        .collect();
+    let wall_ns = whole.duration_ms().saturating_mul(1_000_000);
+    let ckpts: Vec<_> = w.wiredtiger.iter().flat_map(|w| &w.checkpoints).collect();
     let ckpt_ns = union_ns(ckpts.iter().map(|c| (c.start_ns, c.duration_ns))).min(wall_ns);
     let duration_s = wall_ns as f64 / 1e9;
     let checkpoint_s = ckpt_ns as f64 / 1e9;
     let outside_s = (wall_ns - ckpt_ns) as f64 / 1e9;
 
     // Thread names: the contention family's (read from /proc, so current),
-    // else the sched family's (the name at the thread's first switch).
-    let mut comms: HashMap<u32, String> = HashMap::new();
-    for s in &rec.slices {
-        if let Some(c) = &s.contention {
-            for t in &c.threads {
-                comms.insert(t.tid, t.comm.clone());
-            }
-        }
+    // else the sched family's.
+    let mut comms: HashMap<u32, &str> = HashMap::new();
+    for t in w.contention.iter().flat_map(|c| &c.threads) {
+        comms.insert(t.tid, &t.comm);
     }
-    for s in &rec.slices {
-        if let Some(sched) = &s.sched {
-            for t in &sched.threads {
-                comms.entry(t.tid).or_insert_with(|| t.comm.clone());
-            }
-        }
+    for t in w.sched.iter().flat_map(|s| &s.threads) {
+        comms.entry(t.tid).or_insert(&t.comm);
     }
-    let class_of = |tid: u32| thread_class(comms.get(&tid).map_or("", String::as_str));
+    let class_of = |tid: u32| thread_class(comms.get(&tid).copied().unwrap_or(""));
 
     let mut futex = WindowSplit::default();
     let mut locks = WindowSplit::default();
@@ -73,57 +62,43 @@ pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
     let mut kinds: BTreeMap<String, WindowSplit> = BTreeMap::new();
     let mut stacks: BTreeMap<u32, WindowSplit> = BTreeMap::new();
     let mut drops = 0;
-    for s in &rec.slices {
-        if let Some(sys) = &s.syscalls {
-            for t in &sys.threads {
-                if t.futex_waits == 0 && t.futex_wait_ns == 0 {
-                    continue;
-                }
-                let inside_ns = t.futex_wait_ns_in_checkpoint.min(t.futex_wait_ns);
-                let inside = t.futex_waits_in_checkpoint.min(t.futex_waits);
-                let w = WindowSplit {
-                    outside: t.futex_waits - inside,
-                    outside_ns: t.futex_wait_ns - inside_ns,
-                    inside,
-                    inside_ns,
-                };
-                futex.add(&w);
-                let c = classes.entry(class_of(t.tid)).or_default();
-                c.tids.insert(t.tid);
-                c.futex_ns += t.futex_wait_ns;
-                c.futex.add(&w);
-            }
+    for t in w.syscalls.iter().flat_map(|s| &s.threads) {
+        if t.futex_waits == 0 && t.futex_wait_ns == 0 {
+            continue;
         }
-        if let Some(cont) = &s.contention {
-            for t in &cont.threads {
-                locks.add(&t.lock);
-                dstate.add(&t.dstate);
-                let c = classes.entry(class_of(t.tid)).or_default();
-                c.tids.insert(t.tid);
-                c.lock_ns += t.lock.ns();
-                c.dstate_ns += t.dstate.ns();
-            }
-            for k in &cont.lock_kinds {
-                kinds.entry(k.kind.clone()).or_default().add(&k.waits);
-            }
-            for st in &cont.dstate_stacks {
-                stacks.entry(st.stack_id).or_default().add(&st.sleeps);
-            }
-            let d = &cont.drops;
-            drops += d.inflight_full + d.thread_map_full + d.stack_failed + d.dstack_map_full;
+        let split = futex_split(t);
+        futex.add(&split);
+        let c = classes.entry(class_of(t.tid)).or_default();
+        c.tids.insert(t.tid);
+        c.futex_ns += t.futex_wait_ns;
+        c.futex.add(&split);
+    }
+    if let Some(cont) = &w.contention {
+        for t in &cont.threads {
+            locks.add(&t.lock);
+            dstate.add(&t.dstate);
+            let c = classes.entry(class_of(t.tid)).or_default();
+            c.tids.insert(t.tid);
+            c.lock_ns += t.lock.ns();
+            c.dstate_ns += t.dstate.ns();
         }
+        for k in &cont.lock_kinds {
+            kinds.entry(k.kind.clone()).or_default().add(&k.waits);
+        }
+        for st in &cont.dstate_stacks {
+            stacks.entry(st.stack_id).or_default().add(&st.sleeps);
+        }
+        let d = &cont.drops;
+        drops = d.inflight_full + d.thread_map_full + d.stack_failed + d.dstack_map_full;
     }
     // Scheduler figures of the classes that waited.
-    for s in &rec.slices {
-        let Some(sched) = &s.sched else { continue };
-        for t in &sched.threads {
-            if let Some(c) = classes.get_mut(class_of(t.tid)) {
-                c.tids.insert(t.tid);
-                c.involuntary += t.involuntary;
-                c.wakeup_preempted += t.wakeup_preempted;
-                c.runq_ns += t.runq_delay_ns;
-                c.runq_delays += t.runq_delays;
-            }
+    for t in w.sched.iter().flat_map(|s| &s.threads) {
+        if let Some(c) = classes.get_mut(class_of(t.tid)) {
+            c.tids.insert(t.tid);
+            c.involuntary += t.involuntary;
+            c.wakeup_preempted += t.wakeup_preempted;
+            c.runq_ns += t.runq_delay_ns;
+            c.runq_delays += t.runq_delays;
         }
     }
     let per_s = |v: f64| {
@@ -207,6 +182,19 @@ pub fn build(rec: &Recording) -> Option<ContentionMeasurements> {
     })
 }
 
+/// A thread's futex waits split by checkpoint window (the inside part
+/// clamped to the whole, which the probe's crediting keeps it within).
+fn futex_split(t: &ThreadSyscallSlice) -> WindowSplit {
+    let inside_ns = t.futex_wait_ns_in_checkpoint.min(t.futex_wait_ns);
+    let inside = t.futex_waits_in_checkpoint.min(t.futex_waits);
+    WindowSplit {
+        outside: t.futex_waits - inside,
+        outside_ns: t.futex_wait_ns - inside_ns,
+        inside,
+        inside_ns,
+    }
+}
+
 /// Length of the union of `(start, duration)` intervals: overlapping
 /// checkpoints (a second one waiting for WiredTiger's checkpoint lock while
 /// the first runs) count once.
@@ -254,7 +242,7 @@ mod tests {
 
     #[test]
     fn the_recording_is_split_by_window_grouped_by_class_with_stacks() {
-        let c = build(&recording()).unwrap();
+        let c = build(&recording(), &recording().window()).unwrap();
         assert_eq!(
             (c.duration_s, c.checkpoints, c.checkpoint_s),
             (10.0, 2, 1.0)
@@ -285,7 +273,13 @@ mod tests {
 
     #[test]
     fn without_syscalls_or_contention_there_is_nothing_to_split() {
-        assert_eq!(build(&crate::rules::testdata::oversubscribed()), None);
+        assert_eq!(
+            {
+                let rec = crate::rules::testdata::oversubscribed();
+                build(&rec, &rec.window())
+            },
+            None
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::*;
 use crate::rules::facts::softirq::testdata::{net_rx_on_cpu0, softirq_probe};
 
 pub(crate) fn build(rec: &Recording) -> Measurements {
-    Measurements::build(rec, &Facts::derive(rec))
+    Measurements::build(rec, &rec.window(), &Facts::derive(rec))
 }
 
 pub(crate) fn close(got: f64, want: f64) {

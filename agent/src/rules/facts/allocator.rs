@@ -9,6 +9,7 @@
 //! sample count (`samples`), which rules should require.
 
 use super::{FactGroup, FactValue, float, int, ratio, text};
+use crate::recording::Window;
 use crate::recording::model::Recording;
 use crate::rseq::Verdict;
 use crate::symbols::AllocatorKind;
@@ -53,8 +54,9 @@ pub fn allocator_of(rec: &Recording) -> Option<&'static str> {
 
 /// Derives the group from the target's code, else from mongod's own figures
 /// (buildInfo, hostInfo, serverStatus: polled or from FTDC); `Err` with the
-/// reason when neither names the allocator.
-pub fn allocator_facts(rec: &Recording) -> Result<FactGroup, String> {
+/// reason when neither names the allocator. The CPU shares are read from
+/// `whole`, the window of all the slices.
+pub fn allocator_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, String> {
     let Some(code) = rec.target_code.as_ref() else {
         return from_mongod(rec).ok_or_else(|| NO_TARGET_CODE.to_string());
     };
@@ -98,14 +100,12 @@ pub fn allocator_facts(rec: &Recording) -> Result<FactGroup, String> {
     }
 
     // CPU shares from perf sampling, when it ran.
-    let perf: Vec<_> = rec.slices.iter().filter_map(|s| s.perf.as_ref()).collect();
-    if !perf.is_empty() {
-        let sum = |f: fn(&crate::recording::model::PerfSlice) -> u64| {
-            perf.iter().map(|p| f(p)).fold(0u64, u64::saturating_add)
-        };
-        let target = sum(|p| p.target_samples);
-        let alloc = sum(|p| p.allocator_samples);
-        let slow = sum(|p| p.allocator_slow_path_samples);
+    if let Some(p) = whole.slice.perf.as_ref() {
+        let (target, alloc, slow) = (
+            p.target_samples,
+            p.allocator_samples,
+            p.allocator_slow_path_samples,
+        );
         g.insert("samples".into(), int(target));
         g.insert("allocator_samples".into(), int(alloc));
         g.insert(
@@ -120,14 +120,12 @@ pub fn allocator_facts(rec: &Recording) -> Result<FactGroup, String> {
             "slow_path_cpu_share".into(),
             float(ratio(slow as f64, target as f64)),
         );
-        let mut labels = std::collections::BTreeMap::<&str, u64>::new();
-        for s in perf.iter().flat_map(|p| &p.slow_paths) {
-            *labels.entry(s.label.as_str()).or_default() += s.samples;
-        }
-        let top = labels
+        // Slow paths are merged by label: the most sampled, the first label on ties.
+        let top = p
+            .slow_paths
             .iter()
-            .max_by_key(|(label, n)| (**n, std::cmp::Reverse(**label)))
-            .map_or("", |(label, _)| label);
+            .max_by_key(|s| (s.samples, std::cmp::Reverse(s.label.as_str())))
+            .map_or("", |s| s.label.as_str());
         g.insert("top_slow_path".into(), text(top));
     }
     Ok(g)
@@ -277,14 +275,17 @@ mod tests {
         let rec = super::super::example_recording();
         let mut rec = rec;
         rec.target_code = None;
-        assert_eq!(allocator_facts(&rec).unwrap_err(), NO_TARGET_CODE);
+        assert_eq!(
+            allocator_facts(&rec, &rec.window()).unwrap_err(),
+            NO_TARGET_CODE
+        );
         assert_eq!(allocator_of(&rec), None);
     }
 
     #[test]
     fn shares_and_verdict_from_the_example() {
         let rec = super::super::example_recording();
-        let g = allocator_facts(&rec).unwrap();
+        let g = allocator_facts(&rec, &rec.window()).unwrap();
         assert_eq!(g["kind"], FactValue::Text("google_tcmalloc".into()));
         assert_eq!(
             g["rseq_verdict"],
@@ -315,7 +316,7 @@ mod tests {
             ("7.0.14", true, false),
         ] {
             rec.host.kernel_release = release.into();
-            let g = allocator_facts(&rec).unwrap();
+            let g = allocator_facts(&rec, &rec.window()).unwrap();
             assert_eq!(g["kernel_has_rseq"], FactValue::Bool(has), "{release}");
             assert_eq!(
                 g["kernel_rseq_conflict"],

@@ -10,6 +10,7 @@
 //! that need it then say it was missing.
 
 use super::{FactGroup, float, int, text};
+use crate::recording::Window;
 use crate::recording::model::Recording;
 use crate::report::contention::{SplitMeasurement, build};
 
@@ -17,9 +18,9 @@ use crate::report::contention::{SplitMeasurement, build};
 pub const NO_CONTENTION: &str =
     "neither the syscalls nor the contention probe recorded anything (not attached)";
 
-/// The `contention` facts of `rec`.
-pub fn contention_facts(rec: &Recording) -> Result<FactGroup, String> {
-    let c = build(rec).ok_or_else(|| NO_CONTENTION.to_string())?;
+/// The `contention` facts of `rec`, whose slices `whole` merges.
+pub fn contention_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, String> {
+    let c = build(rec, whole).ok_or_else(|| NO_CONTENTION.to_string())?;
     let mut g = FactGroup::new();
     g.insert("duration_s".into(), float(c.duration_s));
     g.insert("checkpoints".into(), int(c.checkpoints));
@@ -89,11 +90,14 @@ mod tests {
     #[test]
     fn rates_and_ratios_without_checkpoints_are_left_out() {
         let mut rec = crate::rules::testdata::oversubscribed();
-        assert_eq!(contention_facts(&rec), Err(NO_CONTENTION.to_string()));
+        assert_eq!(
+            contention_facts(&rec, &rec.window()),
+            Err(NO_CONTENTION.to_string())
+        );
         for s in &mut rec.slices {
             s.syscalls = Some(Default::default());
         }
-        let g = contention_facts(&rec).unwrap();
+        let g = contention_facts(&rec, &rec.window()).unwrap();
         assert_eq!(g.get("checkpoints"), Some(&FactValue::Int(0)));
         assert_eq!(g.get("futex_inside_waits"), Some(&FactValue::Int(0)));
         // No checkpoint time: no inside rate and no ratio.
@@ -110,7 +114,7 @@ mod tests {
     #[test]
     fn the_split_of_a_recording_with_checkpoints() {
         let rec = crate::report::contention::tests::recording();
-        let g = contention_facts(&rec).unwrap();
+        let g = contention_facts(&rec, &rec.window()).unwrap();
         assert_eq!(g.get("checkpoints"), Some(&FactValue::Int(2)));
         assert_eq!(g.get("checkpoint_s"), Some(&FactValue::Float(1.0)));
         assert_eq!(g.get("futex_ratio"), Some(&FactValue::Float(40.0)));

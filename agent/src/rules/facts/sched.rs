@@ -12,7 +12,8 @@ use super::{
     FactGroup, FactValue, bucket_bounds_ns, family_unavailable, float, int,
     log2_hist_percentile_ns, ratio, text, thread_class,
 };
-use crate::recording::model::{Recording, SchedSlice, Slice, ThreadSlice};
+use crate::recording::Window;
+use crate::recording::model::{Recording, SchedSlice, ThreadSlice};
 
 /// Switches, run-queue delays and on-CPU time of a thread or a class of
 /// threads, summed over slices (saturating).
@@ -51,83 +52,52 @@ impl From<&ThreadSlice> for Counts {
 }
 
 #[derive(Default)]
-struct ThreadTotals {
-    comm: String,
-    tgid: u32,
-    n: Counts,
-}
-
-#[derive(Default)]
 struct ClassTotals {
     threads: u64,
     n: Counts,
 }
 
 /// The `sched` group, or why it is absent (the probe did not attach, or no
-/// slice carries scheduler data).
-pub(super) fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
+/// slice carries scheduler data). Every figure is a total of the whole
+/// recording, read from its merged window `whole` (the slices' threads
+/// matched by tid and summed, histograms bucket by bucket); rates are over
+/// the time the sched section covered.
+pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, String> {
     if let Some(reason) = family_unavailable(rec, "sched") {
         return Err(reason);
     }
-    let slices: Vec<(&Slice, &SchedSlice)> = rec
-        .slices
-        .iter()
-        .filter_map(|s| s.sched.as_ref().map(|sched| (s, sched)))
-        .collect();
-    if slices.is_empty() {
+    let Some(s) = whole.slice.sched.as_ref() else {
         return Err(format!(
             "the sched probe attached but the recording has no scheduler data ({} slices)",
             rec.slices.len()
         ));
-    }
-    let duration_s = slices.iter().map(|(s, _)| s.duration_ms).sum::<u64>() as f64 / 1000.0;
+    };
+    let duration_s = whole.section_ms.sched as f64 / 1000.0;
     let cpu_count = f64::from(rec.host.cpu_count.max(1));
-
-    let (mut switches, mut voluntary, mut involuntary, mut preempted, mut wakeups) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut hist: Vec<u64> = Vec::new();
-    let mut drops = crate::recording::model::SchedDrops::default();
-    let mut threads: BTreeMap<u32, ThreadTotals> = BTreeMap::new();
-    let (mut wakeup_preemptions, mut migrations) = (0u64, 0u64);
-    for (_, s) in &slices {
-        switches = switches.saturating_add(s.switches_total);
-        voluntary = voluntary.saturating_add(s.voluntary);
-        involuntary = involuntary.saturating_add(s.involuntary);
-        preempted = preempted.saturating_add(s.preempted);
-        wakeups = wakeups.saturating_add(s.wakeups);
-        wakeup_preemptions = wakeup_preemptions.saturating_add(s.wakeup_preemptions);
-        migrations = migrations.saturating_add(s.migrations);
-        if hist.len() < s.runq_hist_log2_ns.len() {
-            hist.resize(s.runq_hist_log2_ns.len(), 0);
-        }
-        for (acc, &n) in hist.iter_mut().zip(&s.runq_hist_log2_ns) {
-            *acc = acc.saturating_add(n);
-        }
-        drops.thread_map_full = drops
-            .thread_map_full
-            .saturating_add(s.drops.thread_map_full);
-        drops.wakeup_map_full = drops
-            .wakeup_map_full
-            .saturating_add(s.drops.wakeup_map_full);
-        drops.read_failed = drops.read_failed.saturating_add(s.drops.read_failed);
-        for t in &s.threads {
-            let acc = threads.entry(t.tid).or_default();
-            acc.comm.clone_from(&t.comm);
-            acc.tgid = t.tgid;
-            acc.n.add(&Counts::from(t));
-        }
-    }
+    let SchedSlice {
+        switches_total: switches,
+        voluntary,
+        involuntary,
+        preempted,
+        wakeups,
+        wakeup_preemptions,
+        migrations,
+        ..
+    } = *s;
+    let (hist, drops) = (&s.runq_hist_log2_ns, &s.drops);
+    // By tid, as rules have always seen them (busiest thread: lowest tid on ties).
+    let threads: BTreeMap<u32, &ThreadSlice> = s.threads.iter().map(|t| (t.tid, t)).collect();
 
     let observed = voluntary.saturating_add(involuntary);
     let runq_delays: u64 = hist.iter().sum();
-    let pct_us = |p: f64| log2_hist_percentile_ns(&hist, p).unwrap_or(0.0) / 1000.0;
+    let pct_us = |p: f64| log2_hist_percentile_ns(hist, p).unwrap_or(0.0) / 1000.0;
     let max_bucket_us = hist
         .iter()
         .rposition(|&c| c > 0)
         .map_or(0.0, |i| bucket_bounds_ns(i).1 / 1000.0);
-    let thread_delay_ns: u64 = threads.values().map(|t| t.n.runq_delay_ns).sum();
-    let thread_delays: u64 = threads.values().map(|t| t.n.runq_delays).sum();
-    let oncpu_ns: u64 = threads.values().map(|t| t.n.oncpu_ns).sum();
+    let thread_delay_ns: u64 = threads.values().map(|t| t.runq_delay_ns).sum();
+    let thread_delays: u64 = threads.values().map(|t| t.runq_delays).sum();
+    let oncpu_ns: u64 = threads.values().map(|t| t.oncpu_ns).sum();
     let oncpu_s = oncpu_ns as f64 / 1e9;
     let cpu_busy = ratio(oncpu_s, duration_s);
     let processes: BTreeSet<u32> = threads.values().map(|t| t.tgid).collect();
@@ -204,7 +174,7 @@ pub(super) fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
 
     let busiest = threads
         .iter()
-        .max_by_key(|(tid, t)| (t.n.oncpu_ns, std::cmp::Reverse(**tid)));
+        .max_by_key(|(tid, t)| (t.oncpu_ns, std::cmp::Reverse(**tid)));
     g.insert(
         "busiest_thread".into(),
         text(busiest.map_or("", |(_, t)| t.comm.as_str())),
@@ -215,7 +185,7 @@ pub(super) fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
     );
     g.insert(
         "busiest_thread_oncpu_share".into(),
-        float(busiest.map_or(0.0, |(_, t)| ratio(t.n.oncpu_ns as f64 / 1e9, duration_s))),
+        float(busiest.map_or(0.0, |(_, t)| ratio(t.oncpu_ns as f64 / 1e9, duration_s))),
     );
 
     g.insert("drops".into(), int(drops.total()));
@@ -227,7 +197,7 @@ pub(super) fn sched_facts(rec: &Recording) -> Result<FactGroup, String> {
     for t in threads.values() {
         let c = classes.entry(thread_class(&t.comm)).or_default();
         c.threads += 1;
-        c.n.add(&t.n);
+        c.n.add(&Counts::from(*t));
     }
     let classes: BTreeMap<String, FactValue> = classes
         .into_iter()

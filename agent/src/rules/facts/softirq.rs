@@ -20,7 +20,8 @@ use mdiag_common::softirq::VECTOR_NAMES;
 
 pub use super::net::rps_mask_set;
 use super::{FactGroup, float, int, ratio, text};
-use crate::recording::model::{Recording, SoftirqDrops};
+use crate::recording::Window;
+use crate::recording::model::{Recording, SoftirqDrops, SoftirqSlice};
 
 /// The vectors with their own facts and report columns, in display order.
 pub const MAIN_VECTORS: [&str; 6] = ["NET_RX", "NET_TX", "TIMER", "RCU", "SCHED", "BLOCK"];
@@ -113,77 +114,54 @@ pub struct SoftirqTotals {
 }
 
 impl SoftirqTotals {
-    /// Sums the softirq sections of `rec`. `Err` with the reason when the
-    /// softirq probe did not (fully) attach or recorded nothing.
-    pub fn from_recording(rec: &Recording) -> Result<SoftirqTotals, String> {
+    /// The softirq totals of `rec`, read from `whole`, the window of all its
+    /// slices (vectors matched by name, IRQs by number, per-CPU arrays
+    /// summed). `Err` with the reason when the softirq probe did not (fully)
+    /// attach or recorded nothing.
+    pub fn from_window(rec: &Recording, whole: &Window) -> Result<SoftirqTotals, String> {
         if let Some(reason) = super::family_unavailable(rec, "softirq") {
             return Err(reason);
         }
-        let slices: Vec<_> = rec
-            .slices
-            .iter()
-            .filter_map(|s| s.softirq.as_ref().map(|x| (s.duration_ms, x)))
-            .collect();
-        if slices.is_empty() {
+        let Some(s) = whole.slice.softirq.as_ref() else {
             return Err(format!(
                 "the softirq probe attached but the recording has no softirq data ({} slices)",
                 rec.slices.len()
             ));
-        }
-        // Highest CPU with any data, so that always-zero possible CPUs are left out.
-        let active = |v: &[u64]| v.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
-        let mut cpus = usize::try_from(rec.host.cpu_count).unwrap_or(0);
-        for (_, s) in &slices {
-            for v in &s.vectors {
-                cpus = cpus
-                    .max(active(&v.count_per_cpu))
-                    .max(active(&v.time_ns_per_cpu));
-            }
-            for h in &s.hardirqs {
-                cpus = cpus
-                    .max(active(&h.count_per_cpu))
-                    .max(active(&h.time_ns_per_cpu));
-            }
-        }
-        let cpus = cpus.max(1);
-
+        };
+        let cpus = active_cpus(rec, s);
         let mut totals = SoftirqTotals {
-            duration_s: slices.iter().map(|(ms, _)| ms).sum::<u64>() as f64 / 1000.0,
+            duration_s: whole.section_ms.softirq as f64 / 1000.0,
             cpus,
             vectors: VECTOR_NAMES
                 .iter()
                 .map(|name| ((*name).to_string(), PerCpu::new(cpus)))
                 .collect(),
+            drops: s.drops,
             ..SoftirqTotals::default()
         };
-        for (_, s) in &slices {
-            for v in &s.vectors {
-                totals
-                    .vectors
-                    .entry(v.name.clone())
-                    .or_insert_with(|| PerCpu::new(cpus))
-                    .add(&v.count_per_cpu, &v.time_ns_per_cpu);
-            }
-            for h in &s.hardirqs {
-                let acc = totals.hardirqs.entry(h.irq).or_insert_with(|| IrqTotals {
-                    irq: h.irq,
-                    name: String::new(),
-                    per_cpu: PerCpu::new(cpus),
-                });
-                if !h.name.is_empty() {
-                    acc.name.clone_from(&h.name);
-                }
-                acc.per_cpu.add(&h.count_per_cpu, &h.time_ns_per_cpu);
-            }
-            let d = &mut totals.drops;
-            d.unmatched_exit = d.unmatched_exit.saturating_add(s.drops.unmatched_exit);
-            d.irq_map_full = d.irq_map_full.saturating_add(s.drops.irq_map_full);
-            d.bad_vector = d.bad_vector.saturating_add(s.drops.bad_vector);
+        for v in &s.vectors {
+            totals
+                .vectors
+                .entry(v.name.clone())
+                .or_insert_with(|| PerCpu::new(cpus))
+                .add(&v.count_per_cpu, &v.time_ns_per_cpu);
         }
-        for irq in totals.hardirqs.values_mut() {
-            if irq.name.is_empty() {
-                irq.name = format!("irq{}", irq.irq);
-            }
+        for h in &s.hardirqs {
+            let mut per_cpu = PerCpu::new(cpus);
+            per_cpu.add(&h.count_per_cpu, &h.time_ns_per_cpu);
+            let name = if h.name.is_empty() {
+                format!("irq{}", h.irq)
+            } else {
+                h.name.clone()
+            };
+            totals.hardirqs.insert(
+                h.irq,
+                IrqTotals {
+                    irq: h.irq,
+                    name,
+                    per_cpu,
+                },
+            );
         }
         Ok(totals)
     }
@@ -235,6 +213,25 @@ impl SoftirqTotals {
     }
 }
 
+/// CPUs in the per-CPU numbers: the host's online CPUs, or up to the highest
+/// CPU with any data in `s` (merged: a CPU has data when any second had),
+/// so that always-zero possible CPUs are left out; at least one.
+fn active_cpus(rec: &Recording, s: &SoftirqSlice) -> usize {
+    let active = |v: &[u64]| v.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
+    let mut cpus = usize::try_from(rec.host.cpu_count).unwrap_or(0);
+    for v in &s.vectors {
+        cpus = cpus
+            .max(active(&v.count_per_cpu))
+            .max(active(&v.time_ns_per_cpu));
+    }
+    for h in &s.hardirqs {
+        cpus = cpus
+            .max(active(&h.count_per_cpu))
+            .max(active(&h.time_ns_per_cpu));
+    }
+    cpus.max(1)
+}
+
 fn sum_per_cpu<'a>(cpus: usize, items: impl Iterator<Item = &'a PerCpu>) -> Vec<u64> {
     let mut sum = vec![0u64; cpus];
     for item in items {
@@ -260,8 +257,8 @@ pub fn fact_prefix(vector: &str) -> String {
 }
 
 /// The `softirq` group, or why it is absent.
-pub(super) fn softirq_facts(rec: &Recording) -> Result<FactGroup, String> {
-    let t = SoftirqTotals::from_recording(rec)?;
+pub(super) fn softirq_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, String> {
+    let t = SoftirqTotals::from_window(rec, whole)?;
     let mut g = FactGroup::new();
     g.insert("duration_s".into(), float(t.duration_s));
     g.insert("cpus".into(), int(t.cpus as u64));
