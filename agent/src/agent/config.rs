@@ -14,6 +14,8 @@
 //! flight_after = "1m"         # ... and this much after
 //! flight_max_files = 20
 //! flight_max_bytes = 268435456
+//! max_series = 250            # /metrics rows at most
+//! top_n = 256                 # rows per map per slice, the rest as "others"
 //!
 //! [agent.lifecycle]           # when a finding fires, resolves, flaps
 //! fire_in = 3
@@ -76,7 +78,10 @@ pub struct AgentConfig {
     pub flight_max_bytes: u64,
     /// Series /metrics may show at most (rows past it are left out, counted).
     pub max_series: usize,
-    /// Rows kept per per-key map (threads, IRQs, stacks) in a window.
+    /// Rows kept per per-key map (threads, IRQs, stacks) of each slice;
+    /// the rest are folded into one "others" row with exact totals. Bounds
+    /// a window's bytes whatever the number of threads (mongod runs one
+    /// per connection).
     pub top_n: usize,
     pub lifecycle: LifecycleSection,
     pub rules: BTreeMap<String, LifecycleSection>,
@@ -96,7 +101,7 @@ impl Default for AgentConfig {
             flight_max_files: 20,
             flight_max_bytes: 256 << 20,
             max_series: 250,
-            top_n: crate::recording::window::DEFAULT_TOP_N,
+            top_n: 256,
             lifecycle: LifecycleSection::default(),
             rules: BTreeMap::new(),
         }

@@ -9,6 +9,7 @@
 //! detached, pending flight recordings saved), SIGHUP re-reads the config
 //! file, SIGUSR1 saves a flight recording of every target now.
 
+pub mod budget;
 pub mod config;
 pub mod exposition;
 pub mod findings;

@@ -153,7 +153,7 @@ impl Agent {
             }
             let mut due = Vec::new();
             for (i, w) in self.watches.iter_mut().enumerate() {
-                if w.tick() && w.pending() >= self.config.window {
+                if w.tick(self.config.top_n) && w.pending() >= self.config.window {
                     due.push(i);
                 }
             }
@@ -297,7 +297,7 @@ impl Agent {
             return;
         };
         let id = w.id.clone();
-        let recording = w.take_window(self.config.window);
+        let recording = w.take_window(self.config.window, self.config.alloc_budget);
         self.windows += 1;
         self.flight.keep(&id, &recording);
         let report = match crate::explain::explain(&recording, &self.rules, None, None) {

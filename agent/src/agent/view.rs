@@ -129,10 +129,9 @@ pub fn build(
             windows,
             scrapes,
             bpf_run_seconds: None,
-            alloc_budget_spent_ratio: reports
-                .values()
-                .filter_map(|r| r.measurements.alloc.as_ref())
-                .map(|a| a.overhead_percent / 100.0)
+            alloc_budget_spent_ratio: watches
+                .iter()
+                .filter_map(|w| w.alloc_share)
                 .fold(0.0, f64::max),
             alloc_budget_ratio: config.alloc_budget,
             flight_recordings: flight.saved,
@@ -174,6 +173,25 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
             })
             .collect()
     });
+    let mut figures = figures;
+    if let Some(share) = w.alloc_share {
+        figures.push(Figure {
+            name: "alloc_probe_cost",
+            help: "Share of the target's CPU the allocator probes cost in the last window that ran one",
+            unit: Some(ratio()),
+            kind: FigureKind::Gauge(share),
+            labels: Vec::new(),
+        });
+    }
+    if let Some(every) = w.alloc_every() {
+        figures.push(Figure {
+            name: "alloc_window_period",
+            help: "Time between allocator probe windows (longer when over budget)",
+            unit: Some(Unit::Seconds),
+            kind: FigureKind::Gauge(every.as_secs_f64()),
+            labels: Vec::new(),
+        });
+    }
     let info = report.and_then(|r| r.facts.get("mongod"));
     let text = |key: &str| {
         info.and_then(|m| m.get(key))

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
+use super::budget::Spent;
 use super::targets::{Found, HOST, TargetId};
 use crate::probes::{ProbeConfig, ProbeError, Probes, alloc::schedule::WindowSchedule};
 use crate::record::run::{RecordingFrame, Session};
+use crate::recording::window::Mergeable as _;
 use crate::recording::{Recording, Slice, Target};
 
 const SLICE: Duration = Duration::from_secs(1);
@@ -26,6 +28,12 @@ pub struct Watch {
     next_slice: Instant,
     /// When the current window's first slice started.
     window_started: chrono::DateTime<Utc>,
+    /// The allocator probes' cost readings at the last window.
+    spent: Spent,
+    /// Share of the target's CPU they cost in the last window that had one.
+    pub alloc_share: Option<f64>,
+    /// The configured period between allocator windows.
+    alloc_base: Duration,
 }
 
 impl Watch {
@@ -53,6 +61,9 @@ impl Watch {
             slice_start: start,
             next_slice: start + SLICE,
             window_started: Utc::now(),
+            spent: Spent::default(),
+            alloc_share: None,
+            alloc_base: alloc.every,
         })
     }
 
@@ -83,8 +94,9 @@ impl Watch {
     }
 
     /// Drains ring buffers, runs allocator windows, and takes the slice
-    /// that is due; returns true when a slice was taken.
-    pub fn tick(&mut self) -> bool {
+    /// that is due, bounded to `top_n` rows per map; returns true when a
+    /// slice was taken.
+    pub fn tick(&mut self, top_n: usize) -> bool {
         self.session.poll(self.start);
         let now = Instant::now();
         if now < self.next_slice {
@@ -97,6 +109,9 @@ impl Watch {
         }
         self.session
             .take_slice(self.start, self.slice_start, now, false);
+        if let Some(slice) = self.session.slices.last_mut() {
+            slice.bound(top_n);
+        }
         self.slice_start = now;
         // A late tick (a slow attach elsewhere) skips ahead instead of
         // taking a burst of short slices.
@@ -109,16 +124,46 @@ impl Watch {
         Duration::from_millis(self.session.slices.iter().map(|s| s.duration_ms).sum())
     }
 
+    /// The period between allocator windows now (`None`: the family is off).
+    pub fn alloc_every(&self) -> Option<Duration> {
+        self.session.probes.alloc.as_ref().map(|a| a.every())
+    }
+
+    /// Measures what the allocator probes cost since the last window and
+    /// re-times their windows to stay within `budget` (see [`super::budget`]).
+    fn keep_budget(&mut self, recording: &Recording, budget: f64) {
+        let Some(o) = recording.alloc.as_ref().and_then(|a| a.overhead.as_ref()) else {
+            return;
+        };
+        let now = Spent {
+            probe_hits: o.probe_hits,
+            pair_cost_ns: o.pair_cost_ns,
+            target_cpu_ns: o.target_cpu_ns,
+        };
+        if let Some(share) = self.spent.share_until(&now) {
+            self.alloc_share = Some(share);
+            if let Some(a) = self.session.probes.alloc.as_mut() {
+                let every = super::budget::next_every(a.every(), self.alloc_base, share, budget);
+                if every != a.every() {
+                    tracing::info!(target = %self.id, ?every, share, "allocator windows re-timed");
+                    a.set_every(every);
+                }
+            }
+        }
+        self.spent = now;
+    }
+
     /// The slices of the window that just ended, as a recording (host facts
-    /// read now); the next window starts empty.
-    pub fn take_window(&mut self, requested: Duration) -> Recording {
+    /// read now); the next window starts empty. The allocator windows are
+    /// re-timed to `alloc_budget` on what this window cost.
+    pub fn take_window(&mut self, requested: Duration, alloc_budget: f64) -> Recording {
         let slices: Vec<Slice> = std::mem::take(&mut self.session.slices);
         let mongod = self
             .session
             .mongo
             .as_mut()
             .map(crate::mongo::MongoSession::take_window);
-        self.session.recording(
+        let recording = self.session.recording(
             slices,
             RecordingFrame {
                 started_at: self.window_started,
@@ -130,6 +175,8 @@ impl Watch {
                 checks: crate::recording::Checks::default(),
                 mongod,
             },
-        )
+        );
+        self.keep_budget(&recording, alloc_budget);
+        recording
     }
 }

@@ -217,6 +217,17 @@ impl AllocProbe {
         })
     }
 
+    /// Changes the period between windows (see [`Windows::set_every`]).
+    pub fn set_every(&mut self, every: std::time::Duration) {
+        self.windows.set_every(every);
+        self.record.every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+    }
+
+    /// The period between windows now.
+    pub fn every(&self) -> std::time::Duration {
+        self.windows.schedule().every
+    }
+
     /// When the next window opens or closes (for the record loop's sleep).
     pub fn next_due(&self) -> Option<Instant> {
         self.windows.next_due()

@@ -151,6 +151,22 @@ impl Windows {
         }
     }
 
+    /// The schedule in force.
+    pub fn schedule(&self) -> WindowSchedule {
+        self.schedule
+    }
+
+    /// Changes the period between windows from the next one on (the agent
+    /// throttles itself to its budget); an idle wait is re-timed from the
+    /// last window's start.
+    pub fn set_every(&mut self, every: Duration) {
+        if let State::Idle(at) = self.state {
+            let last = at.checked_sub(self.schedule.every).unwrap_or(at);
+            self.state = State::Idle(last + every);
+        }
+        self.schedule.every = every;
+    }
+
     /// Is a window open?
     pub fn is_open(&self) -> bool {
         matches!(self.state, State::Open(_))
