@@ -5,6 +5,7 @@
 //! Tests run one at a time (`--test-threads=1`): they measure the whole host.
 
 mod agent;
+mod agent_soak;
 mod alloc;
 mod checkpoint_contention;
 mod contention;

@@ -81,6 +81,21 @@ impl Agent {
         }
     }
 
+    /// Keeps reading the agent's log for `d` (it never blocks on a full
+    /// pipe meanwhile); for pacing a test, not for waiting on a condition.
+    pub fn drain_for(&mut self, d: Duration) {
+        let until = Instant::now() + d;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.log.push_str(&line);
+                    self.log.push('\n');
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
     /// The address of `/metrics`, from the agent's first line.
     pub fn metrics_addr(&mut self) -> String {
         let line = self.wait_for(&["serving metrics at http://"], Duration::from_secs(30));

@@ -121,3 +121,23 @@ fn a_report_maps_to_held_clean_and_no_data() {
     assert_eq!(one(&clean), Observation::Below);
     assert_eq!(one(&missing), Observation::NoData);
 }
+
+#[test]
+fn an_oscillating_signal_replayed_makes_at_most_two_transitions() {
+    // A value that crosses the threshold every window for ten hours of
+    // 60 s windows: held in 3 of every 5 windows or so, never 10 clean in
+    // a row. One episode: inactive → pending → firing, then quiet.
+    let config = AgentConfig::default();
+    let mut f = Findings::default();
+    let mut changes = Vec::new();
+    for w in 0..600 {
+        let obs = if w % 2 == 0 {
+            Observation::Above
+        } else {
+            Observation::Below
+        };
+        changes.extend(f.observe("mongod:27017", &[seen("r", obs)], &config, at(w)));
+    }
+    assert!(changes.len() <= 2, "{changes:?}");
+    assert_eq!(state_name(changes.last().unwrap().transition.to), "firing");
+}

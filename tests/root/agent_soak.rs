@@ -1,0 +1,133 @@
+//! The agent's soak, CI-sized: one-second windows stand for the default
+//! minute, so a minute and a half of runtime is an hour and a half of
+//! windows. Meanwhile the target churns threads without end and is killed
+//! and restarted again and again. Checked against the process's own
+//! accounting in /proc and the kernel's list of BPF programs, never against
+//! the agent's word: its RSS grows less than 1 MiB per hour of windows,
+//! its file descriptors and loaded programs do not grow, and every restart
+//! is re-attached.
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use mdiag_tests::agent::Agent;
+use mdiag_tests::require_root;
+
+const CHURN: &str = env!("CARGO_BIN_EXE_mdiag-churn");
+
+fn churn() -> Child {
+    let (child, _out) = mdiag_tests::spawn_ready(
+        Command::new(CHURN)
+            .args(["--live", "8"])
+            .stdin(Stdio::null()),
+    );
+    child
+}
+
+/// (VmRSS bytes, open fds) of `pid`, from /proc.
+fn footprint(pid: u32) -> (u64, usize) {
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024;
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    (rss, fds)
+}
+
+/// mdiag's BPF programs loaded now (the kernel's list).
+fn programs() -> usize {
+    aya::programs::loaded_programs()
+        .flatten()
+        .filter(|p| p.name_as_str().is_some_and(|n| n.starts_with("mdiag_")))
+        .count()
+}
+
+#[test]
+fn the_agent_keeps_its_memory_fds_and_programs_through_restarts_and_thread_churn() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("mdiag.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[agent]\nwindow = \"1s\"\nlisten = \"127.0.0.1:0\"\nstate_dir = \"{}\"\n\
+             processes = [\"mdiag-churn\"]\nflight_before = \"5s\"\nflight_after = \"1s\"\n\
+             flight_max_files = 3\n",
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let mut target = churn();
+    let mut agent = Agent::start(&cfg, &[]);
+    let minute = Duration::from_secs(60);
+    agent.wait_for(
+        &["watching mdiag-churn", &format!("(pid {})", target.id())],
+        minute,
+    );
+    let pid = agent.child.id();
+
+    let restarts = 8;
+    let mut samples = Vec::new();
+    let t0 = Instant::now();
+    for i in 0..=restarts {
+        // Each cycle: a few windows of churn, then the target restarts.
+        let cycle = Instant::now();
+        let (rss, fds) = footprint(pid);
+        samples.push((t0.elapsed().as_secs_f64(), rss, fds, programs()));
+        if i == restarts {
+            break;
+        }
+        agent.drain_for(Duration::from_secs(5).saturating_sub(cycle.elapsed()));
+        target.kill().unwrap();
+        target.wait().unwrap();
+        agent.wait_for(&["mdiag-churn", "is gone"], Duration::from_secs(10));
+        target = churn();
+        agent.wait_for(
+            &[&format!("(pid {})", target.id()), "watching"],
+            Duration::from_secs(10),
+        );
+    }
+    target.kill().unwrap();
+    target.wait().unwrap();
+    let (status, log) = agent.stop();
+    assert!(status.success(), "{log}");
+    assert_eq!(
+        log.matches("watching mdiag-churn").count(),
+        restarts + 1,
+        "{log}"
+    );
+
+    // After the first cycle (start-up allocations, first windows), nothing grows.
+    let (t_a, rss_a, fds_a, progs_a) = samples[1];
+    let (t_b, rss_b, fds_b, progs_b) = *samples.last().unwrap();
+    let windows = t_b - t_a; // one-second windows
+    let per_hour = (rss_b as f64 - rss_a as f64) / windows * 60.0;
+    eprintln!(
+        "soak: {samples:?}; RSS {rss_a} → {rss_b} over {windows:.0} windows: {per_hour:.0} B per hour of 60 s windows"
+    );
+    assert!(
+        per_hour < (1 << 20) as f64,
+        "RSS grows {per_hour:.0} bytes per hour of windows: {samples:?}"
+    );
+    assert!(
+        fds_b <= fds_a,
+        "file descriptors grew {fds_a} → {fds_b}: {samples:?}"
+    );
+    assert_eq!(
+        progs_b, progs_a,
+        "BPF programs {progs_a} → {progs_b}: {samples:?}"
+    );
+    // The flight recordings' directory kept its bound.
+    let flights = std::fs::read_dir(dir.path().join("state/flight"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(flights <= 3, "{flights} flight recordings kept");
+}
