@@ -83,6 +83,9 @@ pub fn explain(
                     rule_id: rule.id().to_string(),
                     title: rule.def.title.clone(),
                     evidence: evidence(rule, &ctx).unwrap_or_else(|(items, _)| items),
+                    in_band: rule
+                        .hold()
+                        .is_some_and(|h| eval::eval_bool(h, &ctx) == Ok(true)),
                 }),
                 Ok(true) => match evidence(rule, &ctx) {
                     Ok(items) => findings.push(finding(rule, items, &arch, &facts)),

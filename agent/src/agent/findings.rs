@@ -6,7 +6,7 @@
 //! have held at least once are tracked; a finding back to inactive is
 //! forgotten, so the table is bounded by the rules × targets in trouble.
 //! What a report says of a rule maps as: in `findings` → held; `passed` →
-//! clean; `not_assessed` / `not_applicable` (its evidence is missing) → no
+//! clean, or within the rule's hysteresis band when its `hold` is true; `not_assessed` / `not_applicable` (its evidence is missing) → no
 //! data, which makes a pending or firing finding stale, never resolved.
 
 use std::collections::BTreeMap;
@@ -61,10 +61,14 @@ pub fn observations(report: &Report) -> Vec<Seen> {
         .findings
         .iter()
         .map(|f| seen(&f.rule_id, &f.title, Observation::Above));
-    let clean = report
-        .passed
-        .iter()
-        .map(|p| seen(&p.rule_id, &p.title, Observation::Below));
+    let clean = report.passed.iter().map(|p| {
+        let obs = if p.in_band {
+            Observation::InBand
+        } else {
+            Observation::Below
+        };
+        seen(&p.rule_id, &p.title, obs)
+    });
     let missing = report
         .not_assessed
         .iter()

@@ -290,6 +290,11 @@ pub struct PassedRule {
     pub title: String,
     #[serde(with = "evidence_map")]
     pub evidence: Vec<EvidenceItem>,
+    /// The rule's `hold` condition is true: not firing, but within its
+    /// hysteresis band (the agent keeps a firing finding firing). Absent
+    /// when false, and in reports of older builds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_band: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -284,6 +284,23 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
             None
         }
     };
+    let hold = def.hold.as_ref().and_then(|h| {
+        let line = Some(line_of(text, h.span().start));
+        match eval::compile(h.get_ref()) {
+            Ok(program) => {
+                if let Some(problem) = static_check("hold", &program) {
+                    err(line, problem);
+                } else if let Err(e) = eval::eval_bool(&program, &ctx) {
+                    err(line, explain_error("hold", e));
+                }
+                Some(program)
+            }
+            Err(e) => {
+                err(line, format!("hold: {e}"));
+                None
+            }
+        }
+    });
     if def.evidence.is_empty() {
         err(
             None,
@@ -320,6 +337,7 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
             kernel,
             mongod,
             condition,
+            hold,
             evidence,
         }),
         _ => Err(errors),
@@ -392,6 +410,22 @@ mod tests {
 
         let e = errors_of(&base.replace("requires = [\"sched\"]", "requires = [\"shed\"]"));
         assert!(e.contains("unknown fact group \"shed\""), "{e}");
+    }
+
+    #[test]
+    fn a_hold_band_is_checked_like_the_condition() {
+        let base = testdata::rule_toml("t.hold", "sched.involuntary_share >= 0.25", 0.5, 0.5, "");
+        let with = |hold: &str| {
+            base.replace(
+                "condition = 'sched.involuntary_share >= 0.25'",
+                &format!("condition = 'sched.involuntary_share >= 0.25'\nhold = '{hold}'"),
+            )
+        };
+        assert!(compile_one(&with("sched.involuntary_share >= 0.2")).is_ok());
+        let e = errors_of(&with("sched.involuntary_shar >= 0.2"));
+        assert!(e.contains("test.toml:8: hold: no fact named"), "{e}");
+        let e = errors_of(&with("sched.involuntary_share"));
+        assert!(e.contains("hold"), "{e}");
     }
 
     #[test]

@@ -68,6 +68,13 @@ pub struct RuleFile {
     pub optional: Vec<String>,
     /// CEL expression over the facts; the rule fires when it is `true`.
     pub condition: Spanned<String>,
+    /// Optional looser CEL condition: the hysteresis band of the continuous
+    /// agent. A firing finding whose `condition` is false but whose `hold`
+    /// is true still counts as held, so a value hovering at the threshold
+    /// neither resolves nor fires again. `explain` marks such a passed rule
+    /// `in_band`.
+    #[serde(default)]
+    pub hold: Option<Spanned<String>>,
     /// Where the rule applies at all (architecture, kernel, mongod, allocator).
     #[serde(default)]
     pub applies_to: Applicability,

@@ -33,6 +33,7 @@ pub struct Rule {
     pub(super) kernel: Option<VersionReq>,
     pub(super) mongod: Option<VersionReq>,
     pub(super) condition: Program,
+    pub(super) hold: Option<Program>,
     pub(super) evidence: Vec<Evidence>,
 }
 
@@ -53,6 +54,11 @@ impl Rule {
 
     pub fn condition(&self) -> &Program {
         &self.condition
+    }
+
+    /// The hysteresis band's condition, if the rule has one.
+    pub fn hold(&self) -> Option<&Program> {
+        self.hold.as_ref()
     }
 
     /// Evidence in file order.

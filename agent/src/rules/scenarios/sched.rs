@@ -46,3 +46,25 @@ fn wakeup_preemption_needs_real_wakeup_preemptions_and_says_when_it_cannot_be_fi
         f.evidence
     );
 }
+
+#[test]
+fn wakeup_preemption_just_under_its_threshold_is_within_its_hold_band() {
+    // 115 of 650 involuntary switches are wakeup preemptions (17.7 %):
+    // under the condition's 20 %, above the band's 16 %.
+    let mut hovering = testdata::oversubscribed();
+    for s in &mut hovering.slices {
+        s.sched.as_mut().unwrap().wakeup_preemptions = 115;
+    }
+    let band = |rec: &crate::recording::Recording| {
+        let r = super::report(rec);
+        r.passed
+            .iter()
+            .find(|p| p.rule_id == "sched.wakeup_preemption")
+            .map(|p| p.in_band)
+    };
+    assert_eq!(band(&hovering), Some(true));
+    // Clearly below (the healthy host): passed and outside the band.
+    assert_eq!(band(&testdata::near_miss()), Some(false));
+    // Above the threshold it fires, whatever the band says.
+    fired(&testdata::oversubscribed(), "sched.wakeup_preemption");
+}
