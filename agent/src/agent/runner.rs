@@ -156,6 +156,9 @@ impl Agent {
                 if w.tick(self.config.top_n) && w.pending() >= self.config.window {
                     due.push(i);
                 }
+                for line in w.take_news() {
+                    say(&format!("{}: {line}", w.id));
+                }
             }
             for i in due {
                 self.evaluate(i);

@@ -119,6 +119,11 @@ impl Watch {
         true
     }
 
+    /// What mongod's polling had to say since the last call.
+    pub fn take_news(&mut self) -> Vec<String> {
+        self.session.take_mongo_news()
+    }
+
     /// The seconds covered by the slices not yet in a window.
     pub fn pending(&self) -> Duration {
         Duration::from_millis(self.session.slices.iter().map(|s| s.duration_ms).sum())

@@ -26,6 +26,8 @@ pub struct MongoSession {
     answering: bool,
     /// What the user was last told: mongod answers (true) or not (false).
     told: Option<bool>,
+    /// Lines told and not yet printed.
+    news: Vec<String>,
     local: bool,
 }
 
@@ -52,20 +54,26 @@ impl MongoSession {
             rec,
             answering: false,
             told: None,
+            news: Vec::new(),
             local: plan.local,
         }
     }
 
-    /// One line on stderr when mongod starts or stops answering, never one
-    /// per poll (tests wait for "mongod answers serverStatus" too).
+    /// One line for the user when mongod starts or stops answering, never
+    /// one per poll (tests wait for "mongod answers serverStatus" too); the
+    /// caller prints it ([`Self::take_news`]) where it will not tear a
+    /// progress bar.
     fn tell(&mut self, answers: bool, line: &str) {
         if self.told == Some(answers) {
             return;
         }
         self.told = Some(answers);
-        // A closed standard error must not stop the recording.
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "mdiag: {line}");
+        self.news.push(line.to_owned());
+    }
+
+    /// The lines told since the last call.
+    pub fn take_news(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.news)
     }
 
     fn ms(&self, t: Instant) -> u64 {

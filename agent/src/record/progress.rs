@@ -49,6 +49,15 @@ impl Progress {
         }
     }
 
+    /// A line on stderr above the bar (the bar is hidden while it is
+    /// written, so neither tears the other); a closed stderr is ignored.
+    pub fn println(&self, line: &str) {
+        self.bar.suspend(|| {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "{line}");
+        });
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }

@@ -260,6 +260,15 @@ impl Session {
         }
     }
 
+    /// What mongod's polling had to say since the last call (it started
+    /// or stopped answering).
+    pub(crate) fn take_mongo_news(&mut self) -> Vec<String> {
+        self.mongo
+            .as_mut()
+            .map(crate::mongo::MongoSession::take_news)
+            .unwrap_or_default()
+    }
+
     /// What runs between slices (every 50 ms): drains the ring buffers
     /// (rseq registrations, checkpoints) while their callers still exist,
     /// opens or closes an allocator window when due, retries WiredTiger when
@@ -403,12 +412,18 @@ impl Session {
                 next_slice += SLICE;
                 let last = self.slices.last().and_then(|s| s.sched.as_ref());
                 progress.update(cut - start, last, events);
+                for line in self.take_mongo_news() {
+                    progress.println(&format!("mdiag: {line}"));
+                }
             }
         };
         self.probes.finish_alloc(start);
         let now = Instant::now();
         if now > slice_start || self.slices.is_empty() {
             self.take_slice(start, slice_start, now, true);
+        }
+        for line in self.take_mongo_news() {
+            progress.println(&format!("mdiag: {line}"));
         }
         progress.finish();
         self.checks.proc_stat_ctxt = ctxt_start
