@@ -192,18 +192,15 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
             labels: Vec::new(),
         });
     }
-    let info = report.and_then(|r| r.facts.get("mongod"));
-    let text = |key: &str| {
-        info.and_then(|m| m.get(key))
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_owned()
+    let info = w.mongod_info();
+    let text = |f: fn(&crate::mongo::model::MongodInfo) -> &Option<String>| {
+        info.and_then(|i| f(i).clone()).unwrap_or_default()
     };
     TargetView {
         id: w.id.clone(),
-        rs_nm: text("replica_set"),
-        cl_role: text("cluster_role"),
-        mongod_version: text("version"),
+        rs_nm: text(|i| &i.replica_set),
+        cl_role: text(|i| &i.cluster_role),
+        mongod_version: text(|i| &i.version),
         up: w.alive(),
         probes,
         drops: Vec::new(),

@@ -119,6 +119,11 @@ impl Watch {
         true
     }
 
+    /// What the polled mongod said of itself, once read.
+    pub fn mongod_info(&self) -> Option<&crate::mongo::model::MongodInfo> {
+        self.session.mongo.as_ref().and_then(|m| m.info())
+    }
+
     /// What mongod's polling had to say since the last call.
     pub fn take_news(&mut self) -> Vec<String> {
         self.session.take_mongo_news()

@@ -32,6 +32,8 @@ pub fn from_documents(
         let engine = ["parsed", "storage", "wiredTiger", "engineConfig"];
         info.cache_size_gb = float(o, &[&engine[..], &["cacheSizeGB"]].concat());
         info.wt_config_string = string(o, &[&engine[..], &["configString"]].concat());
+        info.replica_set = string(o, &["parsed", "replication", "replSetName"]);
+        info.cluster_role = string(o, &["parsed", "sharding", "clusterRole"]);
         info.argv = match o.get_array("argv") {
             Ok(a) => a
                 .iter()
@@ -181,7 +183,8 @@ mod tests {
         let opts = doc! {
             "argv": ["mongod", "--config", "/etc/mongod.conf"],
             "parsed": { "storage": { "dbPath": "/var/lib/mongo", "wiredTiger": { "engineConfig": {
-                "cacheSizeGB": 4.5, "configString": "eviction_target=80" } } } },
+                "cacheSizeGB": 4.5, "configString": "eviction_target=80" } } },
+                "replication": { "replSetName": "rs0" }, "sharding": { "clusterRole": "shardsvr" } },
         };
         let host = doc! {
             "system": { "hostname": "db1", "numCores": 8, "memSizeMB": 32000_i64, "numaEnabled": false, "cpuArch": "x86_64" },
@@ -194,6 +197,8 @@ mod tests {
         assert_eq!(i.modules, vec!["enterprise"]);
         assert_eq!(i.db_path.as_deref(), Some("/var/lib/mongo"));
         assert_eq!(i.cache_size_gb, Some(4.5));
+        assert_eq!(i.replica_set.as_deref(), Some("rs0"));
+        assert_eq!(i.cluster_role.as_deref(), Some("shardsvr"));
         assert_eq!(i.wt_config_string.as_deref(), Some("eviction_target=80"));
         assert_eq!(i.argv.len(), 3);
         assert_eq!(

@@ -66,6 +66,14 @@ pub struct MongodInfo {
     pub wt_config_string: Option<String>,
     /// The command line mongod was started with (getCmdLineOpts.argv).
     pub argv: Vec<String>,
+    /// parsed.replication.replSetName: the replica set (mongodb_exporter's
+    /// `rs_nm`); absent for a standalone and in older files.
+    #[serde(default)]
+    pub replica_set: Option<String>,
+    /// parsed.sharding.clusterRole: `shardsvr` or `configsvr`
+    /// (mongodb_exporter's `cl_role`); absent otherwise and in older files.
+    #[serde(default)]
+    pub cluster_role: Option<String>,
     /// hostInfo.system.hostname.
     pub host_name: Option<String>,
     /// hostInfo.system.numCores.

@@ -71,6 +71,11 @@ impl MongoSession {
         self.news.push(line.to_owned());
     }
 
+    /// What mongod said of itself (buildInfo, getCmdLineOpts, hostInfo), once read.
+    pub fn info(&self) -> Option<&super::model::MongodInfo> {
+        self.rec.info.as_ref()
+    }
+
     /// The lines told since the last call.
     pub fn take_news(&mut self) -> Vec<String> {
         std::mem::take(&mut self.news)
