@@ -104,7 +104,7 @@ fn btf_tracepoints(source: &str) -> BTreeSet<String> {
 }
 
 fn code_families() -> BTreeSet<String> {
-    FAMILIES.iter().map(|f| f.to_string()).collect()
+    FAMILIES.iter().map(|f| f.name.to_string()).collect()
 }
 
 #[test]

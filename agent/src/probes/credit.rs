@@ -102,15 +102,7 @@ impl<K: Copy> Credit<K> {
         self.credited.clear();
         for w in cut.open {
             if last_counted(w.tid) < w.start_ns {
-                self.credited.insert(
-                    w.tid,
-                    Credited {
-                        tgid: w.tgid,
-                        start_ns: w.start_ns,
-                        until_ns: cut.at_ns.max(w.start_ns),
-                        key: w.key,
-                    },
-                );
+                self.mark_credited(w, cut.at_ns);
             }
         }
     }
@@ -169,16 +161,22 @@ impl<K: Copy> Credit<K> {
                 add: cut.at_ns.saturating_sub(w.start_ns),
                 back: 0,
             });
-            self.credited.insert(
-                w.tid,
-                Credited {
-                    tgid: w.tgid,
-                    start_ns: w.start_ns,
-                    until_ns: cut.at_ns.max(w.start_ns),
-                    key: w.key,
-                },
-            );
+            self.mark_credited(w, cut.at_ns);
         }
+    }
+
+    /// Records the open interval `w` as credited up to `at_ns` (its start
+    /// when it began later).
+    fn mark_credited(&mut self, w: &Open<K>, at_ns: u64) {
+        self.credited.insert(
+            w.tid,
+            Credited {
+                tgid: w.tgid,
+                start_ns: w.start_ns,
+                until_ns: at_ns.max(w.start_ns),
+                key: w.key,
+            },
+        );
     }
 
     /// Intervals credited and not yet given back (for tests and bounds).

@@ -8,6 +8,7 @@
 //! descriptors, so even a crash leaves the host as it was).
 
 pub mod alloc;
+mod attach;
 pub mod btf;
 pub mod contention;
 pub mod credit;
@@ -19,31 +20,68 @@ pub mod softirq;
 pub mod syscalls;
 pub mod wiredtiger;
 
-use aya::{Ebpf, EbpfLoader, programs::BtfTracePoint};
-use mdiag_common::{
-    contention as contention_common, sched as sched_common, softirq as softirq_common,
-    syscalls as syscalls_common,
-};
-
+pub use attach::{AttachContext, missing_tracepoint, not_applicable};
+pub(crate) use attach::{NOT_APPLICABLE, error_chain};
 pub use reader::{Counters, FamilyReader, ReadError, TakeMapError};
 pub(crate) use reader::{
     PerCpuSum, clock_ns, monotonic_now_ns, read_per_cpu, read_summed, sum_cpus, take_map,
 };
 
-use crate::recording::{ProbeStatus, ProgramStatus, Slice};
+use aya::Ebpf;
 
-/// Every probe family, by the name its [`ProbeStatus`] carries, in the order
-/// [`Probes::attach`] tries them (`alloc` last, from [`Probes::attach_alloc`]).
-/// `docs/ARCHITECTURE.md`'s family table lists exactly these
-/// (`docs_contract.rs`).
-pub const FAMILIES: [&str; 7] = [
-    sched::FAMILY,
-    softirq::FAMILY,
-    syscalls::FAMILY,
-    wiredtiger::FAMILY,
-    perf::FAMILY,
-    contention::FAMILY,
-    alloc::FAMILY,
+use crate::recording::{ProbeStatus, Slice};
+
+/// One probe family as [`Probes::attach`] sees it; each family's module
+/// defines its own (`DEF`), with the logic of its attach (which program is
+/// essential, which precondition it needs).
+pub struct FamilyDef {
+    /// The name its [`ProbeStatus`] carries.
+    pub name: &'static str,
+    /// Its `(program, BTF tracepoint)` pairs, checked against the kernel's
+    /// BTF before anything attaches (none for uprobes and perf events).
+    pub tracepoints: &'static [(&'static str, &'static str)],
+    /// When and how it attaches.
+    pub attach: Attach,
+}
+
+impl FamilyDef {
+    /// A family attached in [`Probes::attach`].
+    pub const fn at_start(
+        name: &'static str,
+        tracepoints: &'static [(&'static str, &'static str)],
+        attach: fn(&mut Probes, &AttachContext) -> Option<ProbeStatus>,
+    ) -> Self {
+        Self {
+            name,
+            tracepoints,
+            attach: Attach::AtStart(attach),
+        }
+    }
+}
+
+/// When a family attaches.
+pub enum Attach {
+    /// In [`Probes::attach`], in table order: attaches the family's programs,
+    /// stores its reader in its field of the [`Probes`] being built (which
+    /// owns the loaded object), and returns its status (`None`: not tried).
+    AtStart(fn(&mut Probes, &AttachContext) -> Option<ProbeStatus>),
+    /// Later, by a call of its own: `alloc`, from [`Probes::attach_alloc`],
+    /// once the record loop knows its windows.
+    Later,
+}
+
+/// Every probe family, in the order [`Probes::attach`] attaches them and
+/// their statuses stand in a recording (`alloc` last, from
+/// [`Probes::attach_alloc`]). `docs/ARCHITECTURE.md`'s family table lists
+/// exactly these (`docs_contract.rs`).
+pub const FAMILIES: [FamilyDef; 7] = [
+    sched::DEF,
+    softirq::DEF,
+    syscalls::DEF,
+    perf::DEF,
+    wiredtiger::DEF,
+    contention::DEF,
+    alloc::DEF,
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -77,169 +115,38 @@ pub struct Probes {
     pub contention: Option<contention::ContentionReader>,
     status: Vec<ProbeStatus>,
     wiredtiger_retry: wiredtiger::Retry,
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
 }
 
 impl Probes {
-    /// Loads the object and attaches every family that can be attached; a
-    /// family that cannot is recorded with its reasons and skipped.
+    /// Loads the object and attaches every family of [`FAMILIES`] that
+    /// attaches at start; a family that cannot is recorded with its reasons
+    /// and skipped.
     pub fn attach(config: ProbeConfig) -> Result<Self, ProbeError> {
         if crate::EBPF_OBJECT.is_empty() {
             return Err(ProbeError::NoObject);
         }
-        raise_memlock();
-        // btf-rs's parse of the kernel BTF (tens of MiB) lives only while the
-        // offsets are resolved: it is dropped before aya parses its own copy,
-        // which keeps mdiag's peak RSS within its budget.
-        let (offsets, regs, absent) = {
-            let vmlinux = btf::load_vmlinux();
-            // Tracepoints this kernel does not have: their programs fail with
-            // one line naming the kernel feature instead of a loader error.
-            let absent: Vec<&'static str> = vmlinux.as_ref().map_or_else(
-                |_| Vec::new(),
-                |b| {
-                    all_tracepoints()
-                        .filter(|tp| btf::tracepoint_args(b, tp).is_none())
-                        .collect()
-                },
-            );
-            let offsets = vmlinux
-                .as_ref()
-                .map_err(ToString::to_string)
-                .and_then(|b| btf::TaskOffsets::resolve(b).map_err(|e| e.to_string()));
-            let regs = vmlinux
-                .as_ref()
-                .map_err(ToString::to_string)
-                .and_then(|b| syscalls::regs_offsets(b).map_err(|e| e.to_string()));
-            (offsets, regs, absent)
-        };
-        let regs_offsets = regs
-            .as_ref()
-            .map_or(syscalls::RegsOffsets::default(), |r| *r);
-        let syscall_nrs = syscalls::syscall_numbers();
-        let (pid_off, tgid_off, comm_off, cpu_off, state_src) = match &offsets {
-            Ok(o) => (o.pid, o.tgid, o.comm, o.cpu, o.prev_state),
-            Err(_) => (0, 0, 0, 0, 0),
-        };
-        let target = config.target_tgid.unwrap_or(0);
-        // One parse of the kernel BTF, shared by the loader and every
-        // BTF-tracepoint attach (aya would otherwise parse it per use).
-        let kernel_btf = aya::Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {e}"));
-        let mut loader = EbpfLoader::new();
-        if let Ok(kbtf) = &kernel_btf {
-            loader.btf(kbtf);
-        }
-        let mut ebpf = loader
-            .override_global(sched_common::GLOBAL_TARGET_TGID, &target, true)
-            .override_global(sched_common::GLOBAL_TASK_PID_OFFSET, &pid_off, true)
-            .override_global(sched_common::GLOBAL_TASK_TGID_OFFSET, &tgid_off, true)
-            .override_global(sched_common::GLOBAL_TASK_COMM_OFFSET, &comm_off, true)
-            .override_global(sched_common::GLOBAL_TASK_CPU_OFFSET, &cpu_off, true)
-            .override_global(sched_common::GLOBAL_TASK_STATE_OFFSET, &state_src, true)
-            .override_global(syscalls_common::GLOBAL_SYSCALL_NRS, &syscall_nrs, true)
-            .override_global(
-                syscalls_common::GLOBAL_REGS_ARG_OFFSETS,
-                &regs_offsets.args,
-                true,
-            )
-            .override_global(
-                syscalls_common::GLOBAL_REGS_IP_OFFSET,
-                &regs_offsets.ip,
-                true,
-            )
-            .override_global(
-                syscalls_common::GLOBAL_REGS_SP_OFFSET,
-                &regs_offsets.sp,
-                true,
-            )
-            .load(crate::EBPF_OBJECT)?;
-
-        // Scheduler: needs the task_struct offsets; sched_switch is essential.
-        let sched_pre = offsets.as_ref().map(|_| ()).map_err(Clone::clone);
-        let sched_status = attach_family(
-            &mut ebpf,
-            sched::FAMILY,
-            &sched_common::TRACEPOINTS,
-            &kernel_btf,
-            &sched_pre,
-            &absent,
-        );
-        let sched = reader_if(&sched_status, 0, sched::FAMILY, || {
-            sched::SchedReader::new(&mut ebpf, config.target_tgid)
-        });
-
-        // Softirq / hard IRQ: host-wide by nature (interrupts belong to CPUs).
-        let softirq_status = attach_family(
-            &mut ebpf,
-            softirq::FAMILY,
-            &softirq_common::TRACEPOINTS,
-            &kernel_btf,
-            &Ok(()),
-            &absent,
-        );
-        let softirq = reader_if(&softirq_status, 0, softirq::FAMILY, || {
-            softirq::SoftirqReader::new(&mut ebpf)
-        });
-
-        // Syscalls: the pt_regs offsets are needed to read arguments.
-        let syscalls_pre = regs.as_ref().map(|_| ()).map_err(Clone::clone);
-        let syscalls_status = attach_family(
-            &mut ebpf,
-            syscalls::FAMILY,
-            &syscalls_common::TRACEPOINTS,
-            &kernel_btf,
-            &syscalls_pre,
-            &absent,
-        );
-        // Both programs are needed: entries without exits would only fill the map.
-        let syscalls = if syscalls_status.attached() {
-            reader_if(&syscalls_status, 0, syscalls::FAMILY, || {
-                syscalls::SyscallsReader::new(&mut ebpf, config.target_tgid)
-            })
-        } else {
-            None
-        };
-
-        // WiredTiger: uprobes in the target's objects; "not applicable"
-        // without WiredTiger in it; not tried (no status) host-wide.
-        let (wiredtiger_status, wiredtiger) = wiredtiger::attach(&mut ebpf, config.target_tgid);
-
-        // Perf: cpu-clock sampling on every CPU (perf_event_open may be refused).
-        let (perf_status, perf) = perf::attach(&mut ebpf, config.target_tgid);
-
-        // Contention: lock waits and D-state stacks; each program alone is
-        // useful (the switch program needs the task_struct offsets).
-        let contention_status = attach_family(
-            &mut ebpf,
-            contention::FAMILY,
-            &contention_common::TRACEPOINTS,
-            &kernel_btf,
-            &sched_pre,
-            &absent,
-        );
-        let contention = if contention_status.programs.iter().any(|p| p.error.is_none()) {
-            contention::ContentionReader::new(&mut ebpf)
-                .map_err(|e| tracing::warn!(family = contention::FAMILY, "maps unavailable: {e}"))
-                .ok()
-        } else {
-            None
-        };
-
-        let mut status = vec![sched_status, softirq_status, syscalls_status, perf_status];
-        status.extend(wiredtiger_status);
-        status.push(contention_status);
+        attach::raise_memlock();
+        let (cx, ebpf) = AttachContext::load(config)?;
         let mut probes = Self {
-            sched,
-            softirq,
-            syscalls,
-            wiredtiger,
-            perf,
+            sched: None,
+            softirq: None,
+            syscalls: None,
+            wiredtiger: None,
+            perf: None,
             alloc: None,
-            contention,
-            status,
+            contention: None,
+            status: Vec::new(),
             wiredtiger_retry: wiredtiger::Retry::default(),
-            _ebpf: ebpf,
+            ebpf,
         };
+        for family in &FAMILIES {
+            if let Attach::AtStart(attach) = family.attach
+                && let Some(status) = attach(&mut probes, &cx)
+            {
+                probes.status.push(status);
+            }
+        }
         if probes.readers().next().is_none() {
             let why = probes
                 .status
@@ -250,8 +157,8 @@ impl Probes {
                 .join("; ");
             return Err(ProbeError::NothingAttached(why));
         }
-        drop(kernel_btf);
-        release_freed_memory();
+        drop(cx);
+        attach::release_freed_memory();
         Ok(probes)
     }
 
@@ -336,7 +243,7 @@ impl Probes {
         let Some(pos) = self.wiredtiger_not_found() else {
             return;
         };
-        if let Some((status, reader)) = wiredtiger::attach_before_exec(&mut self._ebpf, pid, exe) {
+        if let Some((status, reader)) = wiredtiger::attach_before_exec(&mut self.ebpf, pid, exe) {
             self.status[pos] = status;
             self.wiredtiger = reader;
         }
@@ -358,7 +265,7 @@ impl Probes {
         if !self.wiredtiger_retry.mappings_changed(pid) {
             return;
         }
-        let (status, reader) = wiredtiger::attach(&mut self._ebpf, target);
+        let (status, reader) = wiredtiger::attach(&mut self.ebpf, target);
         if let Some(status) = status {
             self.status[pos] = status;
         }
@@ -370,7 +277,7 @@ impl Probes {
         self.status
             .iter()
             .position(|s| s.family == wiredtiger::FAMILY)
-            .filter(|&pos| wiredtiger::not_applicable(&self.status[pos]))
+            .filter(|&pos| not_applicable(&self.status[pos]))
     }
 }
 
@@ -379,7 +286,7 @@ impl Probes {
     /// probe pair now; entry points are resolved at the first window. Not
     /// tried host-wide or with windows off; a failure is only a status.
     pub fn attach_alloc(&mut self, target: Option<u32>, schedule: alloc::schedule::WindowSchedule) {
-        let (status, probe) = alloc::attach(&mut self._ebpf, target, schedule);
+        let (status, probe) = alloc::attach(&mut self.ebpf, target, schedule);
         self.status.extend(status);
         self.alloc = probe;
     }
@@ -388,7 +295,7 @@ impl Probes {
     /// loop; see [`alloc::AllocProbe::poll`]) and keeps the family's status.
     pub fn poll_alloc(&mut self, now: std::time::Instant, rec_start: std::time::Instant) {
         let Some(a) = self.alloc.as_mut() else { return };
-        a.poll(&mut self._ebpf, now, rec_start);
+        a.poll(&mut self.ebpf, now, rec_start);
         if let Some(new) = a.take_status()
             && let Some(old) = self.status.iter_mut().find(|s| s.family == alloc::FAMILY)
         {
@@ -399,145 +306,7 @@ impl Probes {
     /// Closes an allocator window still open (before the last slice).
     pub fn finish_alloc(&mut self, rec_start: std::time::Instant) {
         if let Some(a) = self.alloc.as_mut() {
-            a.finish(&mut self._ebpf, rec_start);
+            a.finish(&mut self.ebpf, rec_start);
         }
-    }
-}
-
-/// Loads and attaches each `(program, tracepoint)` of a family; never fails
-/// as a whole: every program gets its own status.
-/// Hands start-up's freed memory back to the kernel. The kernel BTF parsed
-/// for loading and attaching (tens of MiB) is freed by now, but long-lived
-/// allocations made meanwhile (maps, kallsyms) sit above it in the heap, so
-/// glibc would keep the hole resident for the whole recording (about 6 MiB
-/// measured); `malloc_trim` releases free pages anywhere in the heap.
-fn release_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim takes no pointers and only walks glibc's own free
-    // lists under its arena locks; it is safe to call from any thread.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-fn attach_family(
-    ebpf: &mut Ebpf,
-    family: &str,
-    tracepoints: &[(&str, &str)],
-    kernel_btf: &Result<aya::Btf, String>,
-    precondition: &Result<(), String>,
-    absent: &[&str],
-) -> ProbeStatus {
-    let programs = tracepoints
-        .iter()
-        .map(|&(prog, tracepoint)| {
-            let attach_point = format!("tp_btf/{tracepoint}");
-            let result = match (precondition, kernel_btf) {
-                _ if absent.contains(&tracepoint) => Err(missing_tracepoint(tracepoint)),
-                (Err(e), _) | (_, Err(e)) => Err(e.clone()),
-                (Ok(()), Ok(kbtf)) => attach_btf_tracepoint(ebpf, prog, tracepoint, kbtf),
-            };
-            if let Err(e) = &result {
-                tracing::warn!(family, program = prog, %attach_point, "not attached: {e}");
-            }
-            ProgramStatus {
-                name: prog.to_owned(),
-                attach_point,
-                error: result.err(),
-            }
-        })
-        .collect();
-    ProbeStatus {
-        family: family.to_owned(),
-        programs,
-    }
-}
-
-/// Every BTF tracepoint a family attaches to.
-fn all_tracepoints() -> impl Iterator<Item = &'static str> {
-    sched_common::TRACEPOINTS
-        .iter()
-        .chain(softirq_common::TRACEPOINTS.iter())
-        .chain(syscalls_common::TRACEPOINTS.iter())
-        .chain(contention_common::TRACEPOINTS.iter())
-        .map(|&(_, tp)| tp)
-}
-
-/// One line naming the kernel feature a program lacks.
-pub fn missing_tracepoint(tracepoint: &str) -> String {
-    let since = match tracepoint {
-        "contention_begin" | "contention_end" => {
-            " (lock:contention_* tracepoints arrived in Linux 5.19)"
-        }
-        _ => "",
-    };
-    format!("this kernel has no {tracepoint} tracepoint{since}")
-}
-
-/// Builds a family's reader when its essential program (index `essential`)
-/// attached; a reader that cannot be built is logged and the family skipped.
-fn reader_if<R, E: std::fmt::Display>(
-    status: &ProbeStatus,
-    essential: usize,
-    family: &str,
-    build: impl FnOnce() -> Result<R, E>,
-) -> Option<R> {
-    if !status
-        .programs
-        .get(essential)
-        .is_some_and(|p| p.error.is_none())
-    {
-        return None;
-    }
-    build()
-        .map_err(|e| tracing::warn!(family, "maps unavailable: {e}"))
-        .ok()
-}
-
-fn attach_btf_tracepoint(
-    ebpf: &mut Ebpf,
-    prog: &str,
-    tracepoint: &str,
-    btf: &aya::Btf,
-) -> Result<(), String> {
-    let program = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?;
-    let program: &mut BtfTracePoint = program.try_into().map_err(|e| format!("{prog}: {e}"))?;
-    program
-        .load(tracepoint, btf)
-        .map_err(|e| format!("load: {}", error_chain(&e)))?;
-    program
-        .attach()
-        .map_err(|e| format!("attach: {}", error_chain(&e)))?;
-    Ok(())
-}
-
-/// `e: cause: cause` on one line (aya puts the verifier log in a source).
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
-/// Older kernels charge BPF maps to RLIMIT_MEMLOCK; newer ones use memcg.
-/// Raising it may be refused (containers): log and go on.
-fn raise_memlock() {
-    let unlimited = libc::rlimit {
-        rlim_cur: libc::RLIM_INFINITY,
-        rlim_max: libc::RLIM_INFINITY,
-    };
-    // SAFETY: setrlimit reads a valid, fully initialised rlimit struct.
-    let ret = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
-    if ret != 0 {
-        tracing::debug!(
-            "could not raise RLIMIT_MEMLOCK ({}); fine on kernels >= 5.11 that account BPF memory to the cgroup",
-            std::io::Error::last_os_error()
-        );
     }
 }

@@ -25,18 +25,34 @@ use aya::{
 };
 use mdiag_common::{
     hist::LOG2_BUCKETS,
-    sched::{MAP_CPU, MAP_RUNNING, MAP_THREADS, Running, SchedCpu, ThreadSched},
+    sched::{
+        self as sched_common, MAP_CPU, MAP_RUNNING, MAP_THREADS, Running, SchedCpu, ThreadSched,
+    },
 };
 
 use super::{
-    Counters, FamilyReader, ReadError,
+    AttachContext, Counters, FamilyDef, FamilyReader, Probes, ReadError,
+    attach::reader_if,
     credit::{self, Credit},
     delta::{self, ThreadValue},
 };
-use crate::recording::{SchedDrops, SchedSlice, Slice, ThreadSlice};
+use crate::recording::{ProbeStatus, SchedDrops, SchedSlice, Slice, ThreadSlice};
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "sched";
+
+/// The family's entry in [`FAMILIES`](super::FAMILIES).
+pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &sched_common::TRACEPOINTS, attach);
+
+/// Needs the `task_struct` offsets; `sched_switch` (the first program) is
+/// essential.
+fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
+    let status = cx.attach_tracepoints(&mut probes.ebpf, &DEF, &cx.task_offsets);
+    probes.sched = reader_if(&status, 0, FAMILY, || {
+        SchedReader::new(&mut probes.ebpf, cx.target_tgid)
+    });
+    Some(status)
+}
 
 /// Cumulative counters at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]

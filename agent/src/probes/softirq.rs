@@ -11,13 +11,30 @@ use aya::{
     Ebpf,
     maps::{MapData, PerCpuArray, PerCpuHashMap},
 };
-use mdiag_common::softirq::{IrqStat, MAP_CPU, MAP_HARDIRQ, NR_SOFTIRQS, SoftirqCpu, VECTOR_NAMES};
+use mdiag_common::softirq::{
+    self as softirq_common, IrqStat, MAP_CPU, MAP_HARDIRQ, NR_SOFTIRQS, SoftirqCpu, VECTOR_NAMES,
+};
 
-use super::{Counters, FamilyReader, ReadError};
-use crate::recording::{HardIrqSlice, Slice, SoftirqDrops, SoftirqSlice, SoftirqVector};
+use super::{
+    AttachContext, Counters, FamilyDef, FamilyReader, Probes, ReadError, attach::reader_if,
+};
+use crate::recording::{
+    HardIrqSlice, ProbeStatus, Slice, SoftirqDrops, SoftirqSlice, SoftirqVector,
+};
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "softirq";
+
+/// The family's entry in [`FAMILIES`](super::FAMILIES).
+pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &softirq_common::TRACEPOINTS, attach);
+
+/// Host-wide by nature (interrupts belong to CPUs); no precondition;
+/// `softirq_entry` (the first program) is essential.
+fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
+    let status = cx.attach_tracepoints(&mut probes.ebpf, &DEF, &Ok(()));
+    probes.softirq = reader_if(&status, 0, FAMILY, || SoftirqReader::new(&mut probes.ebpf));
+    Some(status)
+}
 
 /// Cumulative counters at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]

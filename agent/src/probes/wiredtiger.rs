@@ -25,13 +25,27 @@ use mdiag_common::wiredtiger::{
     PROG_CKPT_ENTER, PROG_CKPT_EXIT, WiredTigerDrops,
 };
 
-use super::{FamilyReader, PerCpuSum, ReadError, error_chain};
+use super::{
+    AttachContext, FamilyDef, FamilyReader, NOT_APPLICABLE, PerCpuSum, Probes, ReadError,
+    error_chain,
+};
 use crate::recording::{
     Checkpoint, ProbeStatus, ProgramStatus, Slice, WiredTigerDropsSlice, WiredTigerSlice,
 };
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "wiredtiger";
+
+/// The family's entry in [`FAMILIES`](super::FAMILIES).
+pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &[], attach_at_start);
+
+/// Uprobes in the target's objects: "not applicable" without WiredTiger in
+/// it; not tried (no status) host-wide.
+fn attach_at_start(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
+    let (status, reader) = attach(&mut probes.ebpf, cx.target_tgid);
+    probes.wiredtiger = reader;
+    status
+}
 
 /// Where the probes went: one object of the target and the symbol in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,18 +255,6 @@ pub fn exec_mappings_fingerprint(maps: &str) -> u64 {
     h.finish()
 }
 
-/// The status says only that WiredTiger was not found (worth retrying later).
-pub fn not_applicable(status: &ProbeStatus) -> bool {
-    !status.programs.is_empty()
-        && status.programs.iter().all(|p| {
-            p.error
-                .as_deref()
-                .is_some_and(|e| e.starts_with(NOT_APPLICABLE))
-        })
-}
-
-const NOT_APPLICABLE: &str = "not applicable:";
-
 fn attach_one(
     ebpf: &mut Ebpf,
     prog: &str,
@@ -414,6 +416,7 @@ pub fn drops_between(before: &WiredTigerDrops, after: &WiredTigerDrops) -> Wired
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probes::not_applicable;
 
     #[test]
     fn completed_checkpoint() {

@@ -64,19 +64,24 @@ fn open(out: &mut String, id: &str, title: &str, height: f64) {
     );
 }
 
+/// One horizontal gridline at `y` across the plot, labelled `v` on the left.
+fn gridline(out: &mut String, y: f64, v: f64) {
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" class="tick" text-anchor="end">{}</text>"##,
+        W - RIGHT,
+        LEFT - 4.0,
+        y + 4.0,
+        esc(&num(v))
+    );
+}
+
 /// Y axis with 5 gridlines from 0 to `max` over the plot [top, bottom].
 fn y_axis(out: &mut String, max: f64, top: f64, bottom: f64, unit: &str) {
     for i in 0..=4 {
         let v = max * f64::from(i) / 4.0;
         let y = bottom - (bottom - top) * f64::from(i) / 4.0;
-        let _ = write!(
-            out,
-            r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" class="tick" text-anchor="end">{}</text>"##,
-            W - RIGHT,
-            LEFT - 4.0,
-            y + 4.0,
-            esc(&num(v))
-        );
+        gridline(out, y, v);
     }
     let _ = write!(
         out,
@@ -285,14 +290,7 @@ pub fn time_panels(
         );
         for (i, v) in [0.0, max / 2.0, max].iter().enumerate() {
             let y = bottom - panel_h * i as f64 / 2.0;
-            let _ = write!(
-                out,
-                r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" class="tick" text-anchor="end">{}</text>"##,
-                W - RIGHT,
-                LEFT - 4.0,
-                y + 4.0,
-                esc(&num(*v))
-            );
+            gridline(&mut out, y, *v);
         }
         let mut path = String::new();
         let mut pen_down = false;

@@ -27,7 +27,6 @@ mod status;
 
 pub use entry_points::{class_min_bytes, size_mode};
 pub(crate) use pair::{PairLinks, attach_pair, detach_pair};
-pub use status::not_applicable;
 
 use std::{num::NonZeroU32, time::Instant};
 
@@ -45,7 +44,7 @@ use self::entry_points::{Resolved, resolve};
 use self::schedule::{Action, WindowSchedule, Windows};
 use self::stats::{drops_between, hist_between, sum_counters, sum_hists, trimmed};
 use self::status::{status, status_of};
-use super::{FamilyReader, ReadError};
+use super::{Attach, FamilyDef, FamilyReader, ReadError};
 use crate::recording::{
     AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSizeClassWindow, AllocSlice, AllocWindow,
     ProbeStatus, Slice,
@@ -53,7 +52,15 @@ use crate::recording::{
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "alloc";
-const NOT_APPLICABLE: &str = "not applicable:";
+
+/// The family's entry in [`FAMILIES`](super::FAMILIES): attached by
+/// [`Probes::attach_alloc`](super::Probes::attach_alloc) once the record
+/// loop knows its windows.
+pub const DEF: FamilyDef = FamilyDef {
+    name: FAMILY,
+    tracepoints: &[],
+    attach: Attach::Later,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AllocError {

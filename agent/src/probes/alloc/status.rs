@@ -2,7 +2,7 @@
 //! the verifier rejections older kernels give named in one line, and the
 //! "not applicable" status that makes the next window try again.
 
-use super::{FAMILY, NOT_APPLICABLE, pair::PairKind};
+use super::{FAMILY, pair::PairKind};
 use crate::recording::ProbeStatus;
 
 /// One line naming the kernel feature a verifier rejection comes from, for
@@ -29,19 +29,10 @@ pub(super) fn status_of(
     ProbeStatus::same_for_all(FAMILY, &[enter, exit], attach_point, error)
 }
 
-/// The status says only that there was nothing to probe yet.
-pub fn not_applicable(status: &ProbeStatus) -> bool {
-    !status.programs.is_empty()
-        && status.programs.iter().all(|p| {
-            p.error
-                .as_deref()
-                .is_some_and(|e| e.starts_with(NOT_APPLICABLE))
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probes::{NOT_APPLICABLE, not_applicable};
 
     #[test]
     fn an_old_kernels_missing_helper_is_named_in_one_line() {

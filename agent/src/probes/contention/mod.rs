@@ -21,9 +21,9 @@ use aya::{
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
 };
 use mdiag_common::contention::{
-    ContentionDrops, DStackKey, DStackStats, LOCK_KINDS, LockInflight, LockKindStats, MAP_DROPS,
-    MAP_DSTACKS, MAP_LOCK_INFLIGHT, MAP_LOCK_KINDS, MAP_OFFCPU, MAP_STACKS, MAP_THREADS, OffCpu,
-    ThreadContention,
+    self as contention_common, ContentionDrops, DStackKey, DStackStats, LOCK_KINDS, LockInflight,
+    LockKindStats, MAP_DROPS, MAP_DSTACKS, MAP_LOCK_INFLIGHT, MAP_LOCK_KINDS, MAP_OFFCPU,
+    MAP_STACKS, MAP_THREADS, OffCpu, ThreadContention,
 };
 
 pub use self::slice::slice_between;
@@ -32,14 +32,29 @@ use self::{
     slice::{delta_between, finish},
 };
 use super::{
-    Counters, FamilyReader, PerCpuSum, ReadError,
+    AttachContext, Counters, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError,
+    attach::reader_or_warn,
     delta::{self, ThreadValue},
 };
 use crate::kstack::{self, KernelSymbols};
-use crate::recording::{ContentionSlice, KernelStack, Slice};
+use crate::recording::{ContentionSlice, KernelStack, ProbeStatus, Slice};
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "contention";
+
+/// The family's entry in [`FAMILIES`](super::FAMILIES).
+pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &contention_common::TRACEPOINTS, attach);
+
+/// Lock waits and D-state stacks: needs the `task_struct` offsets (its
+/// switch program reads the task); any program that attached is enough,
+/// each alone is useful.
+fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
+    let status = cx.attach_tracepoints(&mut probes.ebpf, &DEF, &cx.task_offsets);
+    if status.programs.iter().any(|p| p.error.is_none()) {
+        probes.contention = reader_or_warn(FAMILY, || ContentionReader::new(&mut probes.ebpf));
+    }
+    Some(status)
+}
 
 /// Cumulative counters at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -37,7 +37,9 @@ use mdiag_common::perf::{
 };
 
 use self::attribution::{TargetSymbols, classify};
-use super::{FamilyReader, PerCpuSum, ReadError};
+use super::{
+    AttachContext, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError, attach::reader_or_warn,
+};
 use crate::recording::{PerfSlice, ProbeStatus, ProgramStatus, Slice};
 use crate::symbols::{ObjectCache, ProcessSymbols};
 
@@ -48,13 +50,16 @@ pub const TOP_SYMBOLS: usize = 20;
 /// Least time between two reloads of the target's symbols.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(30);
 
-/// Loads the sampling program and opens one cpu-clock event per online CPU.
-/// Never fails as a whole: the status says what went wrong; the reader is
-/// built only when every online CPU is sampled (a partial set would bias the
-/// counts).
-pub fn attach(ebpf: &mut Ebpf, target: Option<u32>) -> (ProbeStatus, Option<PerfReader>) {
+/// The family's entry in [`FAMILIES`](super::FAMILIES).
+pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &[], attach);
+
+/// Loads the sampling program and opens one cpu-clock event per online CPU
+/// (perf_event_open may be refused). Never fails as a whole: the status says
+/// what went wrong; the reader is built only when every online CPU is
+/// sampled (a partial set would bias the counts).
+fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
     let attach_point = format!("perf_event/cpu-clock@{SAMPLE_FREQ_HZ}Hz");
-    let result = attach_program(ebpf);
+    let result = attach_program(&mut probes.ebpf);
     if let Err(e) = &result {
         tracing::warn!(family = FAMILY, "not attached: {e}");
     }
@@ -66,14 +71,10 @@ pub fn attach(ebpf: &mut Ebpf, target: Option<u32>) -> (ProbeStatus, Option<Perf
             error: result.err(),
         }],
     };
-    let reader = if status.attached() {
-        PerfReader::new(ebpf, target)
-            .map_err(|e| tracing::warn!(family = FAMILY, "maps unavailable: {e}"))
-            .ok()
-    } else {
-        None
-    };
-    (status, reader)
+    if status.attached() {
+        probes.perf = reader_or_warn(FAMILY, || PerfReader::new(&mut probes.ebpf, cx.target_tgid));
+    }
+    Some(status)
 }
 
 fn attach_program(ebpf: &mut Ebpf) -> Result<(), String> {

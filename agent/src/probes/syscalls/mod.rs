@@ -22,22 +22,39 @@ use aya::{
 use mdiag_common::{
     hist::LOG2_BUCKETS,
     syscalls::{
-        Inflight, MAP_DROPS, MAP_INFLIGHT, MAP_RSEQ_EVENTS, MAP_STATS, MAP_THREADS, NR_SLOTS,
-        RseqEvent, SLOT_FUTEX_WAIT, SLOT_FUTEX_WAITV, SLOT_NAMES, SyscallDrops, SyscallStats,
-        ThreadSyscalls,
+        self as syscalls_common, Inflight, MAP_DROPS, MAP_INFLIGHT, MAP_RSEQ_EVENTS, MAP_STATS,
+        MAP_THREADS, NR_SLOTS, RseqEvent, SLOT_FUTEX_WAIT, SLOT_FUTEX_WAITV, SLOT_NAMES,
+        SyscallDrops, SyscallStats, ThreadSyscalls,
     },
 };
 
 use super::{
-    Counters, FamilyReader, PerCpuSum, ReadError,
+    AttachContext, Counters, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError,
+    attach::reader_or_warn,
     delta::{self, ThreadValue},
 };
 use crate::recording::{
-    RseqCall, Slice, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
+    ProbeStatus, RseqCall, Slice, SyscallCalls, SyscallDropsSlice, SyscallsSlice,
+    ThreadSyscallSlice,
 };
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "syscalls";
+
+/// The family's entry in [`FAMILIES`](super::FAMILIES).
+pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &syscalls_common::TRACEPOINTS, attach);
+
+/// Needs the `pt_regs` offsets (to read arguments), and both programs:
+/// entries without exits would only fill the map.
+fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
+    let status = cx.attach_tracepoints(&mut probes.ebpf, &DEF, &cx.regs_offsets);
+    if status.attached() {
+        probes.syscalls = reader_or_warn(FAMILY, || {
+            SyscallsReader::new(&mut probes.ebpf, cx.target_tgid)
+        });
+    }
+    Some(status)
+}
 
 /// Byte offsets in `struct pt_regs` of what the programs read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
