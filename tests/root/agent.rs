@@ -113,9 +113,48 @@ fn a_planted_problem_fires_resolves_and_leaves_a_flight_recording() {
     );
     let (status, _, _) = http_get(&addr, "/nope");
     assert!(status.contains("404"), "{status}");
+    // Within the series limit on this busy host, every bucket counted.
+    let series = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .count();
+    assert!(series <= 251, "{series} series:\n{text}");
+    // Counters and a classic histogram of the target, drops per family,
+    // and the kernel's own accounting of the programs' run time.
+    let inv = "mdiag_sched_context_switches_total{target=\"host\",kind=\"involuntary\"}";
+    assert!(sample(&text, inv).is_some_and(|v| v > 0.0), "{text}");
+    let runq = "mdiag_sched_runqueue_delay_seconds_count{target=\"host\"}";
+    assert!(sample(&text, runq).is_some_and(|v| v > 0.0), "{text}");
+    let drops = "mdiag_probe_drops_total{target=\"host\",family=\"sched\"}";
+    assert!(sample(&text, drops).is_some(), "{text}");
+    assert!(
+        sample(&text, "mdiag_bpf_run_seconds_total{}").is_some_and(|v| v > 0.0),
+        "{text}"
+    );
+    // A scrape only copies the last exposition: fast even on a busy host.
+    let mut took: Vec<Duration> = (0..5)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            http_get(&addr, "/metrics");
+            t.elapsed()
+        })
+        .collect();
+    took.sort();
+    assert!(took[2] < Duration::from_millis(50), "scrapes took {took:?}");
 
     let saved = agent.wait_for(&["flight recording saved:"], w);
     let flight = saved.rsplit("saved: ").next().unwrap().trim().to_owned();
+
+    // SIGHUP reads the file again; SIGUSR1 saves a recording on demand.
+    let pid = agent.child.id() as i32;
+    // SAFETY: kill(2) on the agent this test started and has not reaped.
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    agent.wait_for(&["SIGHUP: settings read again"], w);
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    let on_demand = agent.wait_for(&["flight recording saved:", "on-demand"], w);
+    let on_demand = on_demand.rsplit("saved: ").next().unwrap().trim();
+    assert!(std::path::Path::new(on_demand).exists(), "{on_demand}");
 
     // Removed: resolved after the clean windows, never before.
     let fixed = Keepalive::set(120);

@@ -175,7 +175,18 @@ impl Exposition {
         unit: Option<Unit>,
         rows: Vec<(Labels, Buckets)>,
     ) {
-        let rows = self.admit(rows);
+        // Each bucket is a series of its own, and so are _sum and _count.
+        let mut kept = Vec::new();
+        for (l, b) in rows {
+            let series = b.buckets.len() + 2;
+            if self.series + series <= self.max_series {
+                self.series += series;
+                kept.push((l, b));
+            } else {
+                self.dropped += series;
+            }
+        }
+        let rows = kept;
         if rows.is_empty() {
             return;
         }

@@ -19,6 +19,7 @@ pub mod metrics;
 mod runner;
 pub mod serve;
 pub mod targets;
+pub mod totals;
 mod view;
 pub mod watch;
 

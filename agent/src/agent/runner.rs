@@ -100,6 +100,11 @@ struct Agent {
     last_reports: BTreeMap<String, crate::report::Report>,
     /// Changes of this loop turn, logged once the metrics show them.
     unlogged: Vec<super::findings::Change>,
+    /// BPF run-time statistics, on while this is held (closing it turns
+    /// them off again: the host is left as found). `None`: refused.
+    stats: Option<std::os::fd::OwnedFd>,
+    /// BPF run time of the watches already detached.
+    bpf_run_done: Duration,
 }
 
 impl Agent {
@@ -127,6 +132,10 @@ impl Agent {
             last_scan: None,
             last_reports: BTreeMap::new(),
             unlogged: Vec::new(),
+            stats: aya::sys::enable_stats(aya::sys::Stats::RunTime)
+                .map_err(|e| tracing::info!("BPF run-time statistics stay off: {e}"))
+                .ok(),
+            bpf_run_done: Duration::ZERO,
         }
     }
 
@@ -204,6 +213,7 @@ impl Agent {
                 continue;
             }
             let w = self.watches.remove(i);
+            self.bpf_run_done += w.probes().run_time();
             if w.id != HOST {
                 say(&format!(
                     "{} (pid {}) is gone: its findings go stale until it is back",
@@ -373,7 +383,11 @@ impl Agent {
     }
 
     fn publish(&mut self) {
-        let v = view::build(
+        let bpf_run = self.stats.as_ref().map(|_| {
+            let live: Duration = self.watches.iter().map(|w| w.probes().run_time()).sum();
+            (self.bpf_run_done + live).as_secs_f64()
+        });
+        let mut v = view::build(
             &self.watches,
             &self.last_reports,
             &self.findings,
@@ -382,6 +396,7 @@ impl Agent {
             &self.config,
             self.published.scrapes(),
         );
+        v.agent.bpf_run_seconds = bpf_run;
         self.published.set(super::metrics::render(&v));
     }
 }

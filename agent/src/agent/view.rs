@@ -9,7 +9,7 @@ use prometheus_client::registry::Unit;
 
 use super::{
     config::AgentConfig,
-    exposition::ratio,
+    exposition::{Buckets, ratio},
     findings::{Findings, state_name},
     flight::Flight,
     metrics::{Figure, FigureKind, SelfView, TargetView, View},
@@ -174,6 +174,7 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
             .collect()
     });
     let mut figures = figures;
+    figures.extend(total_figures(&w.totals));
     if let Some(share) = w.alloc_share {
         figures.push(Figure {
             name: "alloc_probe_cost",
@@ -203,9 +204,72 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
         mongod_version: text(|i| &i.version),
         up: w.alive(),
         probes,
-        drops: Vec::new(),
+        drops: w
+            .totals
+            .drops
+            .iter()
+            .map(|(f, n)| ((*f).to_owned(), *n))
+            .collect(),
         figures,
     }
+}
+
+/// Counters and histograms since the target was first watched.
+fn total_figures(t: &super::totals::Totals) -> Vec<Figure> {
+    let kind = |k: &str| vec![("kind".to_owned(), k.to_owned())];
+    let switches = "Context switches of the target's threads, by kind";
+    let mut out = vec![
+        Figure {
+            name: "sched_context_switches",
+            help: switches,
+            unit: None,
+            kind: FigureKind::Counter(t.voluntary as f64),
+            labels: kind("voluntary"),
+        },
+        Figure {
+            name: "sched_context_switches",
+            help: switches,
+            unit: None,
+            kind: FigureKind::Counter(t.involuntary as f64),
+            labels: kind("involuntary"),
+        },
+        Figure {
+            name: "sched_wakeup_preemptions",
+            help: "Involuntary switches in which the thread lost its CPU to a task just woken",
+            unit: None,
+            kind: FigureKind::Counter(t.wakeup_preemptions as f64),
+            labels: Vec::new(),
+        },
+        Figure {
+            name: "sched_migrations",
+            help: "Moves of the target's threads to another CPU",
+            unit: None,
+            kind: FigureKind::Counter(t.migrations as f64),
+            labels: Vec::new(),
+        },
+    ];
+    if !t.runq_hist_log2_ns.is_empty() {
+        out.push(Figure {
+            name: "sched_runqueue_delay",
+            help: "Time a runnable thread of the target waited for a CPU",
+            unit: Some(Unit::Seconds),
+            kind: FigureKind::Histogram(Buckets::from_log2_ns(&t.runq_hist_log2_ns, None)),
+            labels: Vec::new(),
+        });
+    }
+    if t.checkpoints > 0 {
+        out.push(Figure {
+            name: "wiredtiger_checkpoint_duration",
+            help: "WiredTiger checkpoints of the target, by duration",
+            unit: Some(Unit::Seconds),
+            kind: FigureKind::Histogram(Buckets::from_log2_ns(
+                &t.checkpoint_hist_log2_ns,
+                Some(t.checkpoint_ns as f64),
+            )),
+            labels: Vec::new(),
+        });
+    }
+    out
 }
 
 /// A number at a dotted path of the report's facts.

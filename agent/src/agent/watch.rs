@@ -34,6 +34,8 @@ pub struct Watch {
     pub alloc_share: Option<f64>,
     /// The configured period between allocator windows.
     alloc_base: Duration,
+    /// Counters and histograms since the target was first watched.
+    pub totals: super::totals::Totals,
 }
 
 impl Watch {
@@ -64,6 +66,7 @@ impl Watch {
             spent: Spent::default(),
             alloc_share: None,
             alloc_base: alloc.every,
+            totals: super::totals::Totals::default(),
         })
     }
 
@@ -111,6 +114,7 @@ impl Watch {
             .take_slice(self.start, self.slice_start, now, false);
         if let Some(slice) = self.session.slices.last_mut() {
             slice.bound(top_n);
+            self.totals.add(slice);
         }
         self.slice_start = now;
         // A late tick (a slow attach elsewhere) skips ahead instead of

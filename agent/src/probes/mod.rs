@@ -232,6 +232,17 @@ impl Probes {
         &self.status
     }
 
+    /// Time the kernel has spent running this object's programs. Counted
+    /// only while BPF run-time statistics are on (`aya::sys::enable_stats`,
+    /// which the agent holds for as long as it runs); zero otherwise.
+    pub fn run_time(&self) -> std::time::Duration {
+        self.ebpf
+            .programs()
+            .filter_map(|(_, p)| p.info().ok())
+            .map(|i| i.run_time())
+            .sum()
+    }
+
     /// For a child held before `exec` (`record -- CMD`): when the WiredTiger
     /// family found nothing in it (it maps only mdiag's code yet), attaches
     /// to the objects `exe` will map at start, so the first checkpoint is
