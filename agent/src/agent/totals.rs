@@ -121,14 +121,16 @@ mod tests {
 
     #[test]
     fn a_checkpoint_lands_in_its_log2_bucket() {
-        let mut s = Slice::default();
-        s.wiredtiger = Some(crate::recording::WiredTigerSlice {
-            checkpoints: vec![crate::recording::Checkpoint {
-                duration_ns: 3_000_000,
+        let s = Slice {
+            wiredtiger: Some(crate::recording::WiredTigerSlice {
+                checkpoints: vec![crate::recording::Checkpoint {
+                    duration_ns: 3_000_000,
+                    ..Default::default()
+                }],
                 ..Default::default()
-            }],
-            ..Default::default()
-        });
+            }),
+            ..Slice::default()
+        };
         let mut t = Totals::default();
         t.add(&s);
         // 3 ms is in [2^21, 2^22) ns.
