@@ -81,7 +81,7 @@ const FACT_GAUGES: &[FactGauge] = &[
     ),
     (
         "contention.conn_futex_ratio",
-        "contention_conn_futex_checkpoint_ratio",
+        "contention_conn_futex_checkpoint",
         "Connection threads' futex wait rate inside checkpoints over outside (last window)",
         FigureUnit::Ratio,
         1.0,
@@ -298,4 +298,78 @@ fn own_resident_bytes() -> u64 {
         .and_then(|me| me.statm())
         .map(|m| m.resident * crate::host::page_size().unwrap_or(4096))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::metrics::render;
+
+    /// Every metric the agent can export is in docs/agent.md's table.
+    #[test]
+    fn docs_agent_md_lists_every_metric() {
+        let doc = include_str!("../../../docs/agent.md");
+        let totals = super::super::totals::Totals {
+            runq_hist_log2_ns: vec![1],
+            checkpoints: 1,
+            checkpoint_hist_log2_ns: vec![1],
+            ..Default::default()
+        };
+        let mut figures = total_figures(&totals);
+        figures.extend(FACT_GAUGES.iter().map(|(_, name, help, unit, _)| Figure {
+            name,
+            help,
+            unit: Some(match unit {
+                FigureUnit::Ratio => ratio(),
+                FigureUnit::Seconds => Unit::Seconds,
+            }),
+            kind: FigureKind::Gauge(0.5),
+            labels: Vec::new(),
+        }));
+        for (name, unit) in [
+            ("alloc_probe_cost", ratio()),
+            ("alloc_window_period", Unit::Seconds),
+        ] {
+            figures.push(Figure {
+                name,
+                help: "x",
+                unit: Some(unit),
+                kind: FigureKind::Gauge(1.0),
+                labels: Vec::new(),
+            });
+        }
+        let view = View {
+            targets: vec![TargetView {
+                id: "t".into(),
+                probes: vec![("sched".into(), true, String::new())],
+                drops: vec![("sched".into(), 0)],
+                figures,
+                ..TargetView::default()
+            }],
+            findings: vec![("r".into(), "t".into(), "firing")],
+            agent: SelfView {
+                bpf_run_seconds: Some(1.0),
+                max_series: 10_000,
+                ..SelfView::default()
+            },
+            ..View::default()
+        };
+        let text = render(&view);
+        let mut names = 0;
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let mut parts = line.split(' ').skip(2);
+            let (name, kind) = (parts.next().unwrap(), parts.next().unwrap());
+            let exported = match kind {
+                "counter" => format!("{name}_total"),
+                "info" => format!("{name}_info"),
+                _ => name.to_owned(),
+            };
+            assert!(
+                doc.contains(&format!("`{exported}`")),
+                "docs/agent.md does not list {exported}"
+            );
+            names += 1;
+        }
+        assert!(names >= 25, "{names} metrics:\n{text}");
+    }
 }
