@@ -193,6 +193,7 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
         .flat_map(|s| &s.windows)
         .collect();
     let mut hits = 0;
+    let mut compared = 0.0;
     for (i, w) in windows.iter().enumerate() {
         let mine = count_of(w, &malloc);
         if let Some(short) = too_short(&report, w.start_ns, w.end_ns) {
@@ -222,12 +223,19 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
             diff * 100.0,
             w.drops
         );
+        // A window may get little CPU on a loaded host (the suite must pass
+        // with every CPU busy); the counts must still match, and all the
+        // windows together must hold enough calls to mean something.
         assert!(
-            theirs > 1000.0,
+            theirs > 100.0,
             "the workload barely ran: {theirs}\n{summary}"
         );
+        compared += theirs;
+        // 2 %, or a few calls for a window the host starved: the workload's
+        // count is interpolated between its own timestamps, which a
+        // preemption at a window's edge moves by a call or two.
         assert!(
-            diff <= 0.02,
+            diff <= 0.02 || (mine as f64 - theirs).abs() <= 5.0,
             "window {w:#?}: mdiag counted {mine} malloc calls, the workload {theirs:.0}\n{summary}"
         );
         // Window bookkeeping: about 200 ms long (the last one may be cut
@@ -249,6 +257,7 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
     // Windows are due 1 s, 2 s, ... after the start; on a busy host the
     // record loop may start one late and skip the next, never more.
     assert!(windows.len() >= 2, "{} windows\n{summary}", windows.len());
+    assert!(compared > 1000.0, "the workload barely ran: {compared} calls compared\n{summary}");
 
     // Calibration and overhead.
     let cal = alloc.calibration.clone().expect("calibration");
