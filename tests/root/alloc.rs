@@ -257,7 +257,10 @@ fn check(preload: Option<&str>, kind: AllocatorKind) {
     // Windows are due 1 s, 2 s, ... after the start; on a busy host the
     // record loop may start one late and skip the next, never more.
     assert!(windows.len() >= 2, "{} windows\n{summary}", windows.len());
-    assert!(compared > 1000.0, "the workload barely ran: {compared} calls compared\n{summary}");
+    assert!(
+        compared > 1000.0,
+        "the workload barely ran: {compared} calls compared\n{summary}"
+    );
 
     // Calibration and overhead.
     let cal = alloc.calibration.clone().expect("calibration");

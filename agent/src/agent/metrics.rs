@@ -32,6 +32,8 @@ pub struct TargetView {
     /// Cluster role (mongodb_exporter's `cl_role`): shardsvr, configsvr or "".
     pub cl_role: String,
     pub mongod_version: String,
+    /// The program's GNU build-id (hex), "" when unknown.
+    pub build_id: String,
     /// Whether the target runs now (false: its figures are stale).
     pub up: bool,
     /// (family, attached, why not).
@@ -192,6 +194,7 @@ fn targets(e: &mut Exposition, targets: &[TargetView]) {
                 ("rs_nm", &t.rs_nm),
                 ("cl_role", &t.cl_role),
                 ("mongod_version", &t.mongod_version),
+                ("build_id", &t.build_id),
             ])
         })
         .collect();

@@ -42,6 +42,15 @@ pub fn scan(processes: &[String]) -> Vec<Found> {
     found
 }
 
+/// The GNU build-id of the program `pid` runs (hex): which build it is,
+/// beside the id that names the target (an upgrade keeps the id, not this).
+pub fn build_id(pid: u32) -> Option<String> {
+    let path = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
+    let file = std::fs::File::open(&path).ok()?;
+    let data = crate::symbols::elf::map_file(&path, &file).ok()?;
+    crate::symbols::elf::peek_build_id(&data).map(|b| crate::symbols::elf::hex(&b))
+}
+
 /// `comm:port` for a process that listens (its lowest port), else
 /// `comm@executable`, else `comm`.
 pub fn identity(comm: &str, exe: Option<&str>, ports: &[u16]) -> TargetId {
@@ -67,6 +76,15 @@ mod tests {
             "mongod@/usr/bin/mongod"
         );
         assert_eq!(identity("mongod", None, &[]), "mongod");
+    }
+
+    #[test]
+    fn the_build_id_is_the_executable_s_own() {
+        let me = build_id(std::process::id()).expect("this test binary has a build-id");
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let truth = crate::symbols::elf::peek_build_id(&exe).unwrap();
+        assert_eq!(me, crate::symbols::elf::hex(&truth));
+        assert!(build_id(u32::MAX).is_none());
     }
 
     #[test]

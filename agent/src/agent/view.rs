@@ -202,6 +202,7 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
         rs_nm: text(|i| &i.replica_set),
         cl_role: text(|i| &i.cluster_role),
         mongod_version: text(|i| &i.version),
+        build_id: w.build_id.clone().unwrap_or_default(),
         up: w.alive(),
         probes,
         drops: w

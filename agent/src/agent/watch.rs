@@ -36,6 +36,8 @@ pub struct Watch {
     alloc_base: Duration,
     /// Counters and histograms since the target was first watched.
     pub totals: super::totals::Totals,
+    /// The build the target runs (GNU build-id, hex).
+    pub build_id: Option<String>,
 }
 
 impl Watch {
@@ -67,6 +69,7 @@ impl Watch {
             alloc_share: None,
             alloc_base: alloc.every,
             totals: super::totals::Totals::default(),
+            build_id: pid.and_then(super::targets::build_id),
         })
     }
 
