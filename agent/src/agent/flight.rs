@@ -54,6 +54,11 @@ impl Flight {
         }
     }
 
+    /// New bounds and places (SIGHUP); pending saves and counts are kept.
+    pub fn set_config(&mut self, config: FlightConfig) {
+        self.config = config;
+    }
+
     fn ring_of(&self, target: &str) -> PathBuf {
         self.config.ring_dir.join(file_safe(target))
     }

@@ -207,22 +207,19 @@ impl Agent {
                     && found
                         .iter()
                         .any(|f| f.id == w.id && Some(f.target.pid) == w.pid()));
-            let host_not_needed = w.id == HOST && !found.is_empty();
-            if still && !host_not_needed {
+            if still {
                 i += 1;
                 continue;
             }
             let w = self.watches.remove(i);
             self.bpf_run_done += w.probes().run_time();
-            if w.id != HOST {
-                say(&format!(
-                    "{} (pid {}) is gone: its findings go stale until it is back",
-                    w.id,
-                    w.pid().unwrap_or(0)
-                ));
-                self.gone
-                    .insert(w.id.clone(), Instant::now() + self.config.window);
-            }
+            say(&format!(
+                "{} (pid {}) is gone: its findings go stale until it is back",
+                w.id,
+                w.pid().unwrap_or(0)
+            ));
+            self.gone
+                .insert(w.id.clone(), Instant::now() + self.config.window);
         }
         for f in &found {
             if self.watches.iter().any(|w| w.id == f.id) {
@@ -230,8 +227,17 @@ impl Agent {
             }
             self.attach(Some(f));
         }
-        if found.is_empty() && self.watches.is_empty() {
-            self.attach(None);
+        // The host is watched on its own only while no target is (a
+        // target's probes cover the host-wide families too).
+        let targets = self.watches.iter().any(|w| w.id != HOST);
+        let host = self.watches.iter().position(|w| w.id == HOST);
+        match (targets, host) {
+            (true, Some(pos)) => {
+                let w = self.watches.remove(pos);
+                self.bpf_run_done += w.probes().run_time();
+            }
+            (false, None) => self.attach(None),
+            _ => {}
         }
     }
 
@@ -361,7 +367,7 @@ impl Agent {
                 if c.listen != self.config.listen {
                     say("SIGHUP: a new listen address takes effect at the next start");
                 }
-                self.flight = Flight::new(flight_config(&c));
+                self.flight.set_config(flight_config(&c));
                 self.config = c;
                 say(&format!(
                     "SIGHUP: settings read again from {}",
