@@ -254,3 +254,51 @@ fn a_restarted_target_is_reattached_and_its_findings_stale_meanwhile() {
         "data missing is never resolved:\n{log}"
     );
 }
+
+#[test]
+fn a_polled_mongod_is_known_by_its_port_and_labelled_from_its_own_answers() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let server = mdiag_tests::secantus::SecantusServer::start(&[]);
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", server.pid()))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rules_dir(dir.path());
+    let cfg = config(dir.path(), &format!("\"{comm}\""));
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!("[mongodb]\nuri = \"{}\"\n", server.uri()));
+    std::fs::write(&cfg, text).unwrap();
+    let mut agent = Agent::start(&cfg, &["--rules", rules.to_str().unwrap()]);
+    let addr = agent.metrics_addr();
+    let id = format!("{comm}:{}", server.port());
+    let w = Duration::from_secs(90);
+    agent.wait_for(&[&format!("watching {id} (pid {})", server.pid())], w);
+    agent.wait_for(&[&format!("{id}: mongod answers serverStatus")], w);
+    // The next window's exposition names the server's version, as mongod
+    // itself gave it (buildInfo), on the target's info series.
+    let deadline = std::time::Instant::now() + w;
+    let info = loop {
+        let (_, _, metrics) = http_get(&addr, "/metrics");
+        if let Some(line) = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("mdiag_target_info{{target=\"{id}\"")))
+            && !line.contains("mongod_version=\"\"")
+        {
+            break line.to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{metrics}\n{}",
+            agent.log
+        );
+        agent.drain_for(Duration::from_millis(500));
+    };
+    assert!(
+        info.contains("rs_nm=\"\""),
+        "a standalone server has no replica set: {info}"
+    );
+    let (status, log) = agent.stop();
+    assert!(status.success(), "{log}");
+}
