@@ -20,4 +20,5 @@ mod secantusdb;
 mod softirq;
 mod syscalls;
 mod tcmalloc;
+mod unit;
 mod wiredtiger;

@@ -22,7 +22,20 @@ pub struct Agent {
 impl Agent {
     /// Starts `mdiag agent --config CONFIG ARGS...`.
     pub fn start(config: &Path, args: &[&str]) -> Agent {
-        let mut child = Command::new(crate::mdiag_bin())
+        Self::start_with(crate::mdiag_bin(), &[], config, args)
+    }
+
+    /// Starts `PROGRAM PRE... agent --config CONFIG ARGS...`: PROGRAM is
+    /// mdiag itself, or a wrapper that execs it (`setpriv ... mdiag`, so
+    /// the agent keeps the child's pid and gets its signals).
+    pub fn start_with(
+        program: impl AsRef<std::ffi::OsStr>,
+        pre: &[String],
+        config: &Path,
+        args: &[&str],
+    ) -> Agent {
+        let mut child = Command::new(program)
+            .args(pre)
             .arg("agent")
             .arg("--config")
             .arg(config)

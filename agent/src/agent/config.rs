@@ -255,6 +255,20 @@ mod tests {
         assert_eq!((r.fire_in, r.of_last, r.resolve_after), (1, 2, 4));
     }
 
+    /// The example shipped for /etc/mdiag/mdiag.toml states every default:
+    /// it parses, and changes nothing.
+    #[test]
+    fn the_packaged_example_is_the_defaults() {
+        let text = include_str!("../../../packaging/mdiag.toml");
+        let mut c = parse(text).unwrap();
+        assert_eq!(
+            c.lifecycle.over(LifecycleConfig::default()),
+            LifecycleConfig::default()
+        );
+        c.lifecycle = LifecycleSection::default();
+        assert_eq!(c, AgentConfig::default());
+    }
+
     #[test]
     fn mistakes_name_the_key() {
         let e = parse("[agent]\nwindw = \"2s\"\n").unwrap_err().to_string();

@@ -45,6 +45,9 @@ pub(super) fn say(line: &str) {
 /// Runs the agent until SIGTERM or SIGINT. Must be called outside any async runtime.
 pub fn run(args: &AgentArgs) -> Result<(), AgentError> {
     crate::privileges::check()?;
+    for lost in crate::privileges::optional_missing() {
+        say(&format!("running without {lost}"));
+    }
     let config_file = super::config_path(args.config.as_deref());
     let config = AgentConfig::load(config_file.as_deref(), std::path::Path::new("/nonexistent"))?;
     let conn = mongo_conn(args, config_file.as_deref())?;
