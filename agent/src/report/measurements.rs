@@ -148,7 +148,7 @@ impl Measurements {
             (Some(g), Some(totals)) => m.softirq = Some(super::softirq::build(g, &totals)),
             _ => m.not_recorded.push(note(facts, "softirq")),
         }
-        m.syscalls = super::syscalls::build(rec);
+        m.syscalls = super::syscalls::build(whole);
         m.rseq = rec.rseq.as_ref().map(super::syscalls::rseq_measurement);
         m.perf = super::perf::build(rec, whole);
         m.wiredtiger = super::wiredtiger::build(rec, whole);
@@ -244,13 +244,8 @@ pub(super) fn u32_of(g: &FactGroup, name: &str) -> u32 {
     u32::try_from(i64_of(g, name)).unwrap_or(0)
 }
 
-/// Wall time of all slices, seconds.
-pub(super) fn recording_s(rec: &Recording) -> f64 {
-    rec.slices.iter().map(|s| s.duration_ms).sum::<u64>() as f64 / 1000.0
-}
-
-/// Wall time a window covers, seconds (for a recording's window: the same
-/// as [`recording_s`]).
+/// Wall time a window covers, seconds (for a recording's window: every
+/// slice's duration summed).
 pub(super) fn window_s(whole: &Window) -> f64 {
     whole.duration_ms() as f64 / 1000.0
 }
