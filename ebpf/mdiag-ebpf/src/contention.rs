@@ -90,15 +90,22 @@ fn thread_entry(tid: u32, tgid: u32) -> Option<&'static mut ThreadContention> {
     CONT_THREADS.get_ptr_mut(&tid).map(|p| unsafe { &mut *p })
 }
 
-#[btf_tracepoint(function = "contention_begin")]
-pub fn mdiag_cont_lock_begin(ctx: BtfTracePointContext) -> i32 {
-    // TP_PROTO(void *lock, unsigned int flags)
+/// The current thread's (tid, tgid) when its process is observed; `None` for
+/// the idle task and for processes not observed, which the lock programs skip.
+#[inline(always)]
+fn current_observed() -> Option<(u32, u32)> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
-    if tid == 0 || !observed(tgid) {
+    (tid != 0 && observed(tgid)).then_some((tid, tgid))
+}
+
+#[btf_tracepoint(function = "contention_begin")]
+pub fn mdiag_cont_lock_begin(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(void *lock, unsigned int flags)
+    let Some((tid, _)) = current_observed() else {
         return 0;
-    }
+    };
     let lock: u64 = ctx.arg(0);
     let flags: u64 = ctx.arg(1);
     let flags = flags as u32;
@@ -129,12 +136,9 @@ pub fn mdiag_cont_lock_begin(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "contention_end")]
 pub fn mdiag_cont_lock_end(ctx: BtfTracePointContext) -> i32 {
     // TP_PROTO(void *lock, int ret)
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tgid = (pid_tgid >> 32) as u32;
-    let tid = pid_tgid as u32;
-    if tid == 0 || !observed(tgid) {
+    let Some((tid, tgid)) = current_observed() else {
         return 0;
-    }
+    };
     let lock: u64 = ctx.arg(0);
     let Some(open) = CONT_LOCK_INFLIGHT.get_ptr(&tid) else {
         return 0;
