@@ -100,6 +100,21 @@ fn current_observed() -> Option<(u32, u32)> {
     (tid != 0 && observed(tgid)).then_some((tid, tgid))
 }
 
+/// Adds one sleep of `ns` to this CPU's value of `key`; false when the map
+/// has no such key yet.
+#[inline(always)]
+fn add_dstack(key: &DStackKey, ns: u64) -> bool {
+    let Some(s) = CONT_DSTACKS.get_ptr_mut(key) else {
+        return false;
+    };
+    // SAFETY: this CPU's value of a per-CPU hash entry, valid while the
+    // program runs; these programs do not nest on one CPU.
+    let s = unsafe { &mut *s };
+    s.sleeps += 1;
+    s.ns += ns;
+    true
+}
+
 #[btf_tracepoint(function = "contention_begin")]
 pub fn mdiag_cont_lock_begin(ctx: BtfTracePointContext) -> i32 {
     // TP_PROTO(void *lock, unsigned int flags)
@@ -235,34 +250,17 @@ pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
         stack_id: sleep.stack_id,
         window: sleep.window & 1,
     };
-    match CONT_DSTACKS.get_ptr_mut(&key) {
-        Some(s) => {
-            // SAFETY: this CPU's value of a per-CPU hash entry.
-            let s = unsafe { &mut *s };
-            s.sleeps += 1;
-            s.ns += delta;
-        }
-        None => {
-            let fresh = DStackStats {
-                sleeps: 1,
-                ns: delta,
-            };
-            if CONT_DSTACKS.insert(&key, &fresh, BPF_NOEXIST).is_err() {
-                // Another CPU may have created the key meanwhile.
-                match CONT_DSTACKS.get_ptr_mut(&key) {
-                    Some(s) => {
-                        // SAFETY: as above.
-                        let s = unsafe { &mut *s };
-                        s.sleeps += 1;
-                        s.ns += delta;
-                    }
-                    None => {
-                        if let Some(d) = drops() {
-                            d.dstack_map_full += 1;
-                        }
-                    }
-                }
-            }
+    if !add_dstack(&key, delta) {
+        let fresh = DStackStats {
+            sleeps: 1,
+            ns: delta,
+        };
+        // Another CPU may have created the key meanwhile.
+        if CONT_DSTACKS.insert(&key, &fresh, BPF_NOEXIST).is_err()
+            && !add_dstack(&key, delta)
+            && let Some(d) = drops()
+        {
+            d.dstack_map_full += 1;
         }
     }
     // Last: while the entry is in flight, the counters either do not hold
