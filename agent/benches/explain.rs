@@ -53,13 +53,7 @@ fn recording_60s() -> Recording {
                     threads,
                     drops: SchedDrops::default(),
                 }),
-                softirq: None,
-                syscalls: None,
-                wiredtiger: None,
-                perf: None,
-                alloc: None,
-                contention: None,
-                mongod: None,
+                ..Slice::default()
             }
         })
         .collect();

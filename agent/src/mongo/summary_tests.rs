@@ -8,18 +8,12 @@ fn slice(i: u64, st: Option<ServerStatusSample>, missing: Option<&str>) -> crate
     crate::recording::Slice {
         start_ms: i * 1000,
         duration_ms: 1000,
-        sched: None,
-        softirq: None,
-        syscalls: None,
-        wiredtiger: None,
-        perf: None,
-        alloc: None,
-        contention: None,
         mongod: Some(MongodSlice {
             at_ms: st.as_ref().map(|_| i * 1000 + 100),
             status: st,
             missing: missing.map(str::to_owned),
         }),
+        ..crate::recording::Slice::default()
     }
 }
 

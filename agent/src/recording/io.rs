@@ -344,10 +344,6 @@ mod tests {
                             read_failed: 3,
                         },
                     }),
-                    softirq: None,
-                    syscalls: None,
-                    wiredtiger: None,
-                    perf: None,
                     alloc: Some(AllocSlice {
                         windows: vec![AllocWindow {
                             start_ns: 5_000_000_000 + i,
@@ -373,8 +369,7 @@ mod tests {
                             },
                         }],
                     }),
-                    contention: None,
-                    mongod: None,
+                    ..Slice::default()
                 })
                 .collect(),
             checks: Checks {

@@ -186,25 +186,75 @@ pub(crate) fn keep_top<T: Ranked>(rows: &mut Vec<T>, top_n: usize) {
 /// The tgid of an "others" thread row after folding a thread of `tgid` into
 /// it: the common process while all folded threads share one, else
 /// [`OTHERS_ID`] (so a target recording still counts one process).
-pub(crate) fn others_tgid(current: u32, tgid: u32) -> u32 {
+fn others_tgid(current: u32, tgid: u32) -> u32 {
     if current == tgid { current } else { OTHERS_ID }
 }
 
-/// A thread row's identity after merging a later one of the same `tid`: the
-/// newest process and name (a thread may rename itself; /proc gives the
-/// current name), and for "others" the process only if every row shares it.
-pub(crate) fn merge_thread_identity(
-    tid: u32,
-    (tgid, comm): (&mut u32, &mut String),
-    (later_tgid, later_comm): (u32, &str),
-) {
-    *tgid = if tid == OTHERS_ID {
-        others_tgid(*tgid, later_tgid)
-    } else {
-        later_tgid
-    };
-    if !later_comm.is_empty() {
-        later_comm.clone_into(comm);
+/// A per-thread row (sched, syscalls, contention): its family says which
+/// fields are its identity, how its counters add and what it costs; being a
+/// [`Row`] and a [`Ranked`] row follows, the same for every family.
+pub(crate) trait ThreadRow: Clone {
+    /// `tid`, `tgid` and `comm` (`None`: the family records no name).
+    fn identity(&self) -> (u32, u32, Option<&str>);
+    /// The same fields, to write.
+    fn identity_mut(&mut self) -> (&mut u32, &mut u32, Option<&mut String>);
+    /// Adds `other`'s counters (every field but the identity).
+    fn add_counts(&mut self, other: &Self);
+    /// The family's main cost ([`Ranked::cost`]).
+    fn thread_cost(&self) -> u64;
+}
+
+/// Keyed by tid; merging takes the newest process and name (a thread may
+/// rename itself; /proc gives the current name), and for "others" the
+/// process only if every row shares it.
+impl<T: ThreadRow> Row for T {
+    type Key = u32;
+
+    fn key(&self) -> u32 {
+        self.identity().0
+    }
+
+    fn add(&mut self, later: &Self) {
+        self.add_counts(later);
+        let (_, later_tgid, later_comm) = later.identity();
+        let (tid, tgid, comm) = self.identity_mut();
+        *tgid = if *tid == OTHERS_ID {
+            others_tgid(*tgid, later_tgid)
+        } else {
+            later_tgid
+        };
+        if let (Some(comm), Some(later_comm)) = (comm, later_comm)
+            && !later_comm.is_empty()
+        {
+            later_comm.clone_into(comm);
+        }
+    }
+}
+
+/// The "others" thread is [`OTHERS_ID`], named [`OTHERS_NAME`].
+impl<T: ThreadRow> Ranked for T {
+    fn cost(&self) -> u64 {
+        self.thread_cost()
+    }
+
+    fn is_others(&self) -> bool {
+        self.identity().0 == OTHERS_ID
+    }
+
+    fn into_others(mut self) -> Self {
+        let (tid, _, comm) = self.identity_mut();
+        *tid = OTHERS_ID;
+        if let Some(comm) = comm {
+            OTHERS_NAME.clone_into(comm);
+        }
+        self
+    }
+
+    fn absorb(&mut self, row: &Self) {
+        self.add_counts(row);
+        let row_tgid = row.identity().1;
+        let (_, tgid, _) = self.identity_mut();
+        *tgid = others_tgid(*tgid, row_tgid);
     }
 }
 

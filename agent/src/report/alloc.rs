@@ -274,16 +274,10 @@ mod tests {
         rec.slices = vec![crate::recording::Slice {
             start_ms: 0,
             duration_ms: 1000,
-            sched: None,
-            softirq: None,
-            syscalls: None,
-            wiredtiger: None,
-            perf: None,
             alloc: Some(AllocSlice {
                 windows: vec![window(1_000_000_000), window(6_000_000_000)],
             }),
-            contention: None,
-            mongod: None,
+            ..crate::recording::Slice::default()
         }];
         rec
     }

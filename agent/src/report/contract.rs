@@ -115,6 +115,20 @@ fn field_tables_list_exactly_the_json_fields() {
     }
 }
 
+/// A recording with only some families still has every documented
+/// measurements field (the others null), so tools can rely on the keys; the
+/// list is the document's, not repeated here, so a new family is one row there.
+#[test]
+fn measurements_of_a_partial_recording_have_every_documented_field() {
+    let v = report_json(&crate::rules::facts::softirq::testdata::net_rx_on_cpu0());
+    let documented = documented_tables()
+        .into_iter()
+        .find_map(|(path, fields)| (path == "measurements").then_some(fields))
+        .expect("docs/report-json.md has a table of measurements");
+    assert_eq!(keys(&v["measurements"]), documented);
+    assert!(documented.contains("sched") && documented.contains("not_recorded"));
+}
+
 /// Every object key under `v`, except inside maps whose keys are data
 /// (facts, evidence labels, opcounter kinds).
 fn all_keys(v: &Value, out: &mut BTreeSet<String>) {

@@ -148,7 +148,7 @@ impl Measurements {
             (Some(g), Some(totals)) => m.softirq = Some(super::softirq::build(g, &totals)),
             _ => m.not_recorded.push(note(facts, "softirq")),
         }
-        m.syscalls = super::syscalls::build(rec);
+        m.syscalls = super::syscalls::build(whole);
         m.rseq = rec.rseq.as_ref().map(super::syscalls::rseq_measurement);
         m.perf = super::perf::build(rec, whole);
         m.wiredtiger = super::wiredtiger::build(rec, whole);
@@ -164,11 +164,13 @@ impl Measurements {
         // attached families of this build that recorded nothing.
         for probe in &rec.probes {
             let measured = match probe.family.as_str() {
-                "syscalls" => Some(m.syscalls.is_some()),
-                "perf" => Some(m.perf.is_some()),
-                "wiredtiger" => Some(m.wiredtiger.is_some()),
-                "alloc" => Some(m.alloc.is_some()),
+                // Their facts' notes (above) say why they are missing.
+                "sched" | "softirq" => None,
+                // Its measurements also hold the syscalls family's futex waits.
                 "contention" => Some(whole.slice.contention.is_some()),
+                family if crate::probes::FAMILIES.iter().any(|f| f.name == family) => {
+                    Some(m.has(family))
+                }
                 _ => None,
             };
             if measured == Some(false)
@@ -244,13 +246,8 @@ pub(super) fn u32_of(g: &FactGroup, name: &str) -> u32 {
     u32::try_from(i64_of(g, name)).unwrap_or(0)
 }
 
-/// Wall time of all slices, seconds.
-pub(super) fn recording_s(rec: &Recording) -> f64 {
-    rec.slices.iter().map(|s| s.duration_ms).sum::<u64>() as f64 / 1000.0
-}
-
-/// Wall time a window covers, seconds (for a recording's window: the same
-/// as [`recording_s`]).
+/// Wall time a window covers, seconds (for a recording's window: every
+/// slice's duration summed).
 pub(super) fn window_s(whole: &Window) -> f64 {
     whole.duration_ms() as f64 / 1000.0
 }

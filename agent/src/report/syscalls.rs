@@ -1,17 +1,18 @@
 //! The syscalls family in the report: per watched syscall its rate, errors,
 //! mean and p99 latency and bytes, the futex wait time and the threads
 //! blocked most, rseq(2) registrations, and the target's rseq ownership,
-//! summed over the recording's `syscalls` slices; with the view of them
-//! that the terminal and Markdown reports lay out.
+//! read from the recording's merged window (its `syscalls` section); with
+//! the view of them that the terminal and Markdown reports lay out.
 
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
 use super::format_number;
-use super::measurements::{ratio, recording_s, snake};
+use super::measurements::{ratio, snake, window_s};
 use super::view::{Block, Cell, Column, Line, Section, Table, capitalise, md_cell, percent};
-use crate::recording::model::Recording;
+use crate::recording::model::SyscallCalls;
+use crate::recording::window::{Row, Window};
 
 /// Syscalls listed under "top threads by futex wait time".
 pub const TOP_FUTEX_THREADS: usize = 3;
@@ -97,65 +98,47 @@ pub fn errno_name(errno: i64) -> String {
     }
 }
 
-pub(super) fn build(rec: &Recording) -> Option<SyscallsMeasurements> {
+pub(super) fn build(whole: &Window) -> Option<SyscallsMeasurements> {
     use std::collections::BTreeMap;
-    let slices: Vec<_> = rec
-        .slices
-        .iter()
-        .filter_map(|s| s.syscalls.as_ref())
-        .collect();
-    if slices.is_empty() {
-        return None;
+    let s = whole.slice.syscalls.as_ref()?;
+    // Over the whole recording, as this report always showed.
+    let duration_s = window_s(whole);
+    // The window has one row per name and per tid; by name and by tid here
+    // for the order of the rows.
+    let mut calls: BTreeMap<&str, SyscallCalls> = BTreeMap::new();
+    for c in &s.calls {
+        calls.entry(c.name.as_str()).or_default().add(c);
     }
-    let duration_s = recording_s(rec);
-    let mut calls: BTreeMap<&str, (u64, u64, u64, u64, Vec<u64>)> = BTreeMap::new();
     let mut threads: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for t in &s.threads {
+        let e = threads.entry(t.tid).or_default();
+        e.0 = e.0.saturating_add(t.futex_waits);
+        e.1 = e.1.saturating_add(t.futex_wait_ns);
+    }
     let mut errnos: BTreeMap<i64, u64> = BTreeMap::new();
     let (mut registrations, mut failed) = (0u64, 0u64);
-    for s in &slices {
-        for c in &s.calls {
-            let e = calls.entry(c.name.as_str()).or_default();
-            e.0 += c.count;
-            e.1 += c.errors;
-            e.2 += c.time_ns;
-            e.3 += c.bytes;
-            if e.4.len() < c.hist_log2_ns.len() {
-                e.4.resize(c.hist_log2_ns.len(), 0);
-            }
-            for (i, n) in c.hist_log2_ns.iter().enumerate() {
-                e.4[i] += n;
-            }
-        }
-        for t in &s.threads {
-            let e = threads.entry(t.tid).or_default();
-            e.0 += t.futex_waits;
-            e.1 += t.futex_wait_ns;
-        }
-        for r in s.rseq.iter().filter(|r| r.flags & 1 == 0) {
-            registrations += 1;
-            if r.ret < 0 {
-                failed += 1;
-                *errnos.entry(-r.ret).or_default() += 1;
-            }
+    for r in s.rseq.iter().filter(|r| r.flags & 1 == 0) {
+        registrations += 1;
+        if r.ret < 0 {
+            failed += 1;
+            *errnos.entry(-r.ret).or_default() += 1;
         }
     }
     let ms_per_s = |ns: u64| ratio(ns as f64 / 1e6, duration_s);
     let calls = calls
         .into_iter()
-        .map(
-            |(name, (count, errors, time_ns, bytes, hist))| SyscallMeasurement {
-                name: name.to_string(),
-                count,
-                count_per_s: ratio(count as f64, duration_s),
-                errors,
-                mean_us: ratio(time_ns as f64, count as f64) / 1000.0,
-                p99_us: crate::rules::facts::log2_hist_percentile_ns(&hist, 0.99)
-                    .map(|ns| ns / 1000.0),
-                bytes_per_s: MEMORY_SYSCALLS
-                    .contains(&name)
-                    .then(|| ratio(bytes as f64, duration_s)),
-            },
-        )
+        .map(|(name, c)| SyscallMeasurement {
+            name: name.to_string(),
+            count: c.count,
+            count_per_s: ratio(c.count as f64, duration_s),
+            errors: c.errors,
+            mean_us: ratio(c.time_ns as f64, c.count as f64) / 1000.0,
+            p99_us: crate::rules::facts::log2_hist_percentile_ns(&c.hist_log2_ns, 0.99)
+                .map(|ns| ns / 1000.0),
+            bytes_per_s: MEMORY_SYSCALLS
+                .contains(&name)
+                .then(|| ratio(c.bytes as f64, duration_s)),
+        })
         .collect();
     let futex_total: u64 = threads.values().map(|t| t.1).sum();
     let mut top: Vec<(u32, (u64, u64))> = threads.into_iter().filter(|t| t.1.1 > 0).collect();

@@ -22,8 +22,8 @@ pub enum WiredTigerHost {
     OtherObject,
 }
 
-/// What was found about WiredTiger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What was found about WiredTiger; `Default` is "not present".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WiredTigerReport {
     pub present: bool,
     /// The object holding it.
@@ -65,14 +65,7 @@ pub fn detect_wiredtiger(objects: &[ObjectNames<'_>]) -> WiredTigerReport {
         .iter()
         .find(|o| o.has("wiredtiger_version") || o.has("__wt_txn_checkpoint"));
     let Some(o) = found else {
-        return WiredTigerReport {
-            present: false,
-            object: None,
-            host: None,
-            version_symbol: false,
-            txn_checkpoint: false,
-            checkpoint_functions: Vec::new(),
-        };
+        return WiredTigerReport::default();
     };
     let mut checkpoint_functions: Vec<String> = o
         .names

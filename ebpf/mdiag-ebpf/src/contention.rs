@@ -90,15 +90,37 @@ fn thread_entry(tid: u32, tgid: u32) -> Option<&'static mut ThreadContention> {
     CONT_THREADS.get_ptr_mut(&tid).map(|p| unsafe { &mut *p })
 }
 
-#[btf_tracepoint(function = "contention_begin")]
-pub fn mdiag_cont_lock_begin(ctx: BtfTracePointContext) -> i32 {
-    // TP_PROTO(void *lock, unsigned int flags)
+/// The current thread's (tid, tgid) when its process is observed; `None` for
+/// the idle task and for processes not observed, which the lock programs skip.
+#[inline(always)]
+fn current_observed() -> Option<(u32, u32)> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
-    if tid == 0 || !observed(tgid) {
+    (tid != 0 && observed(tgid)).then_some((tid, tgid))
+}
+
+/// Adds one sleep of `ns` to this CPU's value of `key`; false when the map
+/// has no such key yet.
+#[inline(always)]
+fn add_dstack(key: &DStackKey, ns: u64) -> bool {
+    let Some(s) = CONT_DSTACKS.get_ptr_mut(key) else {
+        return false;
+    };
+    // SAFETY: this CPU's value of a per-CPU hash entry, valid while the
+    // program runs; these programs do not nest on one CPU.
+    let s = unsafe { &mut *s };
+    s.sleeps += 1;
+    s.ns += ns;
+    true
+}
+
+#[btf_tracepoint(function = "contention_begin")]
+pub fn mdiag_cont_lock_begin(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(void *lock, unsigned int flags)
+    let Some((tid, _)) = current_observed() else {
         return 0;
-    }
+    };
     let lock: u64 = ctx.arg(0);
     let flags: u64 = ctx.arg(1);
     let flags = flags as u32;
@@ -129,12 +151,9 @@ pub fn mdiag_cont_lock_begin(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "contention_end")]
 pub fn mdiag_cont_lock_end(ctx: BtfTracePointContext) -> i32 {
     // TP_PROTO(void *lock, int ret)
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tgid = (pid_tgid >> 32) as u32;
-    let tid = pid_tgid as u32;
-    if tid == 0 || !observed(tgid) {
+    let Some((tid, tgid)) = current_observed() else {
         return 0;
-    }
+    };
     let lock: u64 = ctx.arg(0);
     let Some(open) = CONT_LOCK_INFLIGHT.get_ptr(&tid) else {
         return 0;
@@ -231,34 +250,17 @@ pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
         stack_id: sleep.stack_id,
         window: sleep.window & 1,
     };
-    match CONT_DSTACKS.get_ptr_mut(&key) {
-        Some(s) => {
-            // SAFETY: this CPU's value of a per-CPU hash entry.
-            let s = unsafe { &mut *s };
-            s.sleeps += 1;
-            s.ns += delta;
-        }
-        None => {
-            let fresh = DStackStats {
-                sleeps: 1,
-                ns: delta,
-            };
-            if CONT_DSTACKS.insert(&key, &fresh, BPF_NOEXIST).is_err() {
-                // Another CPU may have created the key meanwhile.
-                match CONT_DSTACKS.get_ptr_mut(&key) {
-                    Some(s) => {
-                        // SAFETY: as above.
-                        let s = unsafe { &mut *s };
-                        s.sleeps += 1;
-                        s.ns += delta;
-                    }
-                    None => {
-                        if let Some(d) = drops() {
-                            d.dstack_map_full += 1;
-                        }
-                    }
-                }
-            }
+    if !add_dstack(&key, delta) {
+        let fresh = DStackStats {
+            sleeps: 1,
+            ns: delta,
+        };
+        // Another CPU may have created the key meanwhile.
+        if CONT_DSTACKS.insert(&key, &fresh, BPF_NOEXIST).is_err()
+            && !add_dstack(&key, delta)
+            && let Some(d) = drops()
+        {
+            d.dstack_map_full += 1;
         }
     }
     // Last: while the entry is in flight, the counters either do not hold

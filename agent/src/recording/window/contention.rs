@@ -5,7 +5,7 @@
 //! bounded by sleep time, the rest folded into `other_stacks` (what that
 //! field already holds for the stacks a slice leaves out); drops summed.
 
-use super::{Mergeable, OTHERS_ID, OTHERS_NAME, Ranked, Row, add, keep_top, merge_rows};
+use super::{Mergeable, Row, ThreadRow, add, keep_top, merge_rows};
 use crate::recording::contention::{
     ContentionDropsSlice, ContentionSlice, DStateStackSlice, LockKindSlice, ThreadContentionSlice,
     WindowSplit,
@@ -54,27 +54,22 @@ impl Mergeable for ContentionDropsSlice {
     }
 }
 
-impl Row for ThreadContentionSlice {
-    type Key = u32;
-
-    fn key(&self) -> u32 {
-        self.tid
+impl ThreadRow for ThreadContentionSlice {
+    fn identity(&self) -> (u32, u32, Option<&str>) {
+        (self.tid, self.tgid, Some(&self.comm))
     }
 
-    /// Waits summed; the newest name (read from /proc: the current one).
-    fn add(&mut self, later: &Self) {
-        add_split(&mut self.lock, &later.lock);
-        add_split(&mut self.dstate, &later.dstate);
-        super::merge_thread_identity(
-            self.tid,
-            (&mut self.tgid, &mut self.comm),
-            (later.tgid, &later.comm),
-        );
+    fn identity_mut(&mut self) -> (&mut u32, &mut u32, Option<&mut String>) {
+        (&mut self.tid, &mut self.tgid, Some(&mut self.comm))
     }
-}
 
-impl Ranked for ThreadContentionSlice {
-    fn cost(&self) -> u64 {
+    fn add_counts(&mut self, o: &Self) {
+        add_split(&mut self.lock, &o.lock);
+        add_split(&mut self.dstate, &o.dstate);
+    }
+
+    /// Wait time: kernel locks plus D-state sleeps.
+    fn thread_cost(&self) -> u64 {
         [
             self.lock.outside_ns,
             self.lock.inside_ns,
@@ -83,22 +78,6 @@ impl Ranked for ThreadContentionSlice {
         ]
         .iter()
         .fold(0u64, |a, &n| a.saturating_add(n))
-    }
-
-    fn is_others(&self) -> bool {
-        self.tid == OTHERS_ID
-    }
-
-    fn into_others(mut self) -> Self {
-        self.tid = OTHERS_ID;
-        self.comm = OTHERS_NAME.into();
-        self
-    }
-
-    fn absorb(&mut self, row: &Self) {
-        add_split(&mut self.lock, &row.lock);
-        add_split(&mut self.dstate, &row.dstate);
-        self.tgid = super::others_tgid(self.tgid, row.tgid);
     }
 }
 

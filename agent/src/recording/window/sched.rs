@@ -3,7 +3,7 @@
 //! switches bucket by bucket; threads by tid, bounded by CPU demand (time on
 //! a CPU plus time waiting for one) with an "others" thread.
 
-use super::{Mergeable, OTHERS_ID, OTHERS_NAME, Ranked, Row, add, add_each, keep_top, merge_rows};
+use super::{Mergeable, ThreadRow, add, add_each, keep_top, merge_rows};
 use crate::recording::model::{SchedDrops, SchedSlice, ThreadSlice};
 
 impl Mergeable for SchedSlice {
@@ -34,7 +34,15 @@ impl Mergeable for SchedDrops {
     }
 }
 
-impl ThreadSlice {
+impl ThreadRow for ThreadSlice {
+    fn identity(&self) -> (u32, u32, Option<&str>) {
+        (self.tid, self.tgid, Some(&self.comm))
+    }
+
+    fn identity_mut(&mut self) -> (&mut u32, &mut u32, Option<&mut String>) {
+        (&mut self.tid, &mut self.tgid, Some(&mut self.comm))
+    }
+
     fn add_counts(&mut self, o: &Self) {
         add(&mut self.voluntary, o.voluntary);
         add(&mut self.involuntary, o.involuntary);
@@ -46,44 +54,9 @@ impl ThreadSlice {
         add(&mut self.migrations, o.migrations);
         add(&mut self.wakeup_preempting, o.wakeup_preempting);
     }
-}
 
-impl Row for ThreadSlice {
-    type Key = u32;
-
-    fn key(&self) -> u32 {
-        self.tid
-    }
-
-    /// Counters summed; the newest name (a thread may rename itself) and
-    /// process, as the facts take them.
-    fn add(&mut self, later: &Self) {
-        self.add_counts(later);
-        super::merge_thread_identity(
-            self.tid,
-            (&mut self.tgid, &mut self.comm),
-            (later.tgid, &later.comm),
-        );
-    }
-}
-
-impl Ranked for ThreadSlice {
-    fn cost(&self) -> u64 {
+    /// CPU demand: time on a CPU plus time waiting for one.
+    fn thread_cost(&self) -> u64 {
         self.oncpu_ns.saturating_add(self.runq_delay_ns)
-    }
-
-    fn is_others(&self) -> bool {
-        self.tid == OTHERS_ID
-    }
-
-    fn into_others(mut self) -> Self {
-        self.tid = OTHERS_ID;
-        self.comm = OTHERS_NAME.into();
-        self
-    }
-
-    fn absorb(&mut self, row: &Self) {
-        self.add_counts(row);
-        self.tgid = super::others_tgid(self.tgid, row.tgid);
     }
 }

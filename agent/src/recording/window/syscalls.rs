@@ -6,7 +6,7 @@
 //! appended in arrival order and never bounded (a few per thread start, one
 //! a minute); drops summed.
 
-use super::{Mergeable, OTHERS_ID, Ranked, Row, add, add_each, keep_top, merge_rows};
+use super::{Mergeable, Row, ThreadRow, add, add_each, keep_top, merge_rows};
 use crate::recording::model::{
     SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice, WiredTigerDropsSlice,
     WiredTigerSlice,
@@ -49,7 +49,18 @@ impl Row for SyscallCalls {
     }
 }
 
-impl ThreadSyscallSlice {
+/// No name: the syscalls family records none.
+impl ThreadRow for ThreadSyscallSlice {
+    fn identity(&self) -> (u32, u32, Option<&str>) {
+        (self.tid, self.tgid, None)
+    }
+
+    fn identity_mut(&mut self) -> (&mut u32, &mut u32, Option<&mut String>) {
+        (&mut self.tid, &mut self.tgid, None)
+    }
+
+    /// Every field is a count or a time within the slice: summed (a wait
+    /// split over slices adds up to its whole time).
     fn add_counts(&mut self, o: &Self) {
         add(&mut self.futex_waits, o.futex_waits);
         add(&mut self.futex_wait_ns, o.futex_wait_ns);
@@ -64,44 +75,10 @@ impl ThreadSyscallSlice {
             o.futex_wait_ns_in_checkpoint,
         );
     }
-}
 
-impl Row for ThreadSyscallSlice {
-    type Key = u32;
-
-    fn key(&self) -> u32 {
-        self.tid
-    }
-
-    /// Every field is a count or a time within the slice: summed (a wait
-    /// split over slices adds up to its whole time); the newest process.
-    fn add(&mut self, later: &Self) {
-        self.add_counts(later);
-        self.tgid = if self.tid == OTHERS_ID {
-            super::others_tgid(self.tgid, later.tgid)
-        } else {
-            later.tgid
-        };
-    }
-}
-
-impl Ranked for ThreadSyscallSlice {
-    fn cost(&self) -> u64 {
+    /// Blocked time: futex waits plus memory syscalls.
+    fn thread_cost(&self) -> u64 {
         self.futex_wait_ns.saturating_add(self.mem_ns)
-    }
-
-    fn is_others(&self) -> bool {
-        self.tid == OTHERS_ID
-    }
-
-    fn into_others(mut self) -> Self {
-        self.tid = OTHERS_ID;
-        self
-    }
-
-    fn absorb(&mut self, row: &Self) {
-        self.add_counts(row);
-        self.tgid = super::others_tgid(self.tgid, row.tgid);
     }
 }
 

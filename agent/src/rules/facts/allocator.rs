@@ -239,14 +239,7 @@ pub(crate) fn example_code(kind: AllocatorKind, object: &str) -> crate::symbols:
             also_seen: Vec::new(),
         },
         wiredtiger: WiredTigerSummary {
-            detected: WiredTigerReport {
-                present: false,
-                object: None,
-                host: None,
-                version_symbol: false,
-                txn_checkpoint: false,
-                checkpoint_functions: Vec::new(),
-            },
+            detected: WiredTigerReport::default(),
             checkpoint_probes: Vec::new(),
         },
         rseq: RseqSymbols::default(),

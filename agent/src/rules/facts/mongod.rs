@@ -112,37 +112,43 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
     for (kind, rate) in &s.ops_per_s {
         put(&format!("{kind}_per_s"), Some(float(*rate)));
     }
-    put("connections", it(s.connections_last));
-    put("connections_max", it(s.connections_max));
-    put("queue_max", it(s.queue_max));
-    put(
-        "read_tickets_available_min",
-        it(s.read_tickets_available_min),
-    );
-    put(
-        "write_tickets_available_min",
-        it(s.write_tickets_available_min),
-    );
-    put("cache_max_bytes", it(s.cache_max_bytes));
-    put("cache_fill", fl(s.cache_fill_last));
-    put("cache_fill_max", fl(s.cache_fill_max));
-    put("cache_dirty_fill_max", fl(s.cache_dirty_fill_max));
-    put("cache_size_gb", fl(s.cache_size_gb));
-    put("app_evicted_pages_per_s", fl(s.app_evicted_pages_per_s));
-    put("app_evict_ms_per_s", fl(s.app_evict_ms_per_s));
-    put("app_cache_wait_ms_per_s", fl(s.app_cache_wait_ms_per_s));
-    put("checkpoints", it(s.checkpoints));
-    put("checkpoint_most_recent_ms", it(s.checkpoint_most_recent_ms));
-    put("checkpoint_max_ms", it(s.checkpoint_max_ms));
-    put(
-        "checkpoint_lock_wait_ms_per_s",
-        fl(s.checkpoint_lock_wait_ms_per_s),
-    );
-    put(
-        "dhandle_lock_wait_ms_per_s",
-        fl(s.dhandle_lock_wait_ms_per_s),
-    );
-    put("dhandles_active", it(s.dhandles_active_last));
+    // Figures bound as they are, by name (a BTreeMap: the order is free).
+    let figures = [
+        ("connections", it(s.connections_last)),
+        ("connections_max", it(s.connections_max)),
+        ("queue_max", it(s.queue_max)),
+        (
+            "read_tickets_available_min",
+            it(s.read_tickets_available_min),
+        ),
+        (
+            "write_tickets_available_min",
+            it(s.write_tickets_available_min),
+        ),
+        ("cache_max_bytes", it(s.cache_max_bytes)),
+        ("checkpoints", it(s.checkpoints)),
+        ("checkpoint_most_recent_ms", it(s.checkpoint_most_recent_ms)),
+        ("checkpoint_max_ms", it(s.checkpoint_max_ms)),
+        ("dhandles_active", it(s.dhandles_active_last)),
+        ("cache_fill", fl(s.cache_fill_last)),
+        ("cache_fill_max", fl(s.cache_fill_max)),
+        ("cache_dirty_fill_max", fl(s.cache_dirty_fill_max)),
+        ("cache_size_gb", fl(s.cache_size_gb)),
+        ("app_evicted_pages_per_s", fl(s.app_evicted_pages_per_s)),
+        ("app_evict_ms_per_s", fl(s.app_evict_ms_per_s)),
+        ("app_cache_wait_ms_per_s", fl(s.app_cache_wait_ms_per_s)),
+        (
+            "checkpoint_lock_wait_ms_per_s",
+            fl(s.checkpoint_lock_wait_ms_per_s),
+        ),
+        (
+            "dhandle_lock_wait_ms_per_s",
+            fl(s.dhandle_lock_wait_ms_per_s),
+        ),
+    ];
+    for (name, v) in figures {
+        put(name, v);
+    }
     put("collections", un(s.collections));
     put("indexes", un(s.indexes));
     put("seconds_with_sample", Some(int(s.seconds_with_sample)));
