@@ -281,11 +281,12 @@ fn http_get(addr: &str, path: &str) -> Result<String> {
     Ok(body.to_owned())
 }
 
-/// The value of the sample `name` (no labels) in OpenMetrics text.
+/// The value of the sample `name` (no labels: the agent writes `name{}`)
+/// in OpenMetrics text.
 pub(super) fn sample(metrics: &str, name: &str) -> Option<f64> {
     metrics.lines().find_map(|l| {
         let (n, v) = l.split_once(' ')?;
-        (n == name).then(|| v.trim().parse().ok())?
+        (n.strip_suffix("{}").unwrap_or(n) == name).then(|| v.trim().parse().ok())?
     })
 }
 
@@ -295,7 +296,10 @@ pub(super) fn families_up(metrics: &str, target_prefix: &str) -> Vec<String> {
         .lines()
         .filter(|l| l.starts_with("mdiag_probe_up{"))
         .filter(|l| l.contains(&format!("target=\"{target_prefix}")))
-        .filter(|l| l.rsplit_once(' ').is_some_and(|(_, v)| v.trim() == "1"))
+        .filter(|l| {
+            l.rsplit_once(' ')
+                .is_some_and(|(_, v)| v.trim().parse::<f64>() == Ok(1.0))
+        })
         .filter_map(|l| {
             let (_, rest) = l.split_once("family=\"")?;
             Some(rest.split_once('"')?.0.to_owned())
@@ -405,11 +409,11 @@ mod tests {
         );
         assert_eq!(served_at("mdiag agent: stopped"), None);
         let m = "# TYPE mdiag_windows counter\n\
-                 mdiag_windows_total 3\n\
+                 mdiag_windows_total{} 3.0\n\
                  mdiag_agent_cpu_seconds_total 0.25\n\
-                 mdiag_probe_up{target=\"mdiag-pingpong@/t/pp\",family=\"sched\",reason=\"\"} 1\n\
-                 mdiag_probe_up{target=\"mdiag-pingpong@/t/pp\",family=\"alloc\",reason=\"no allocator found\"} 0\n\
-                 mdiag_probe_up{target=\"host\",family=\"perf\",reason=\"\"} 1\n";
+                 mdiag_probe_up{target=\"mdiag-pingpong@/t/pp\",family=\"sched\",reason=\"\"} 1.0\n\
+                 mdiag_probe_up{target=\"mdiag-pingpong@/t/pp\",family=\"alloc\",reason=\"no allocator found\"} 0.0\n\
+                 mdiag_probe_up{target=\"host\",family=\"perf\",reason=\"\"} 1.0\n";
         assert_eq!(sample(m, "mdiag_windows_total"), Some(3.0));
         assert_eq!(sample(m, "mdiag_agent_cpu_seconds_total"), Some(0.25));
         assert_eq!(sample(m, "mdiag_windows"), None);

@@ -99,7 +99,7 @@ pub(super) fn agent_check(log: &AgentLog) -> AgentCheck {
         } else if line.starts_with("mdiag_probe_up") {
             probe_up += 1;
             let Some(f) = family(line) else { continue };
-            if value == "1" {
+            if value.parse::<f64>() == Ok(1.0) {
                 check.up.push(f);
             } else {
                 check.down.push(f);
@@ -215,8 +215,8 @@ mod tests {
         // Served, but counted one window and hung on SIGTERM.
         let log = "MDIAG-VM-AGENT-BEGIN\n\
                    MDIAG-VM-AGENT-WAITED 90\n\
-                   MDIAG-VM-AGENT-METRIC 1 mdiag_windows_total 1\n\
-                   MDIAG-VM-AGENT-METRIC 1 mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"\"} 1\n\
+                   MDIAG-VM-AGENT-METRIC 1.0 mdiag_windows_total{} 1.0\n\
+                   MDIAG-VM-AGENT-METRIC 1.0 mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"\"} 1.0\n\
                    MDIAG-VM-AGENT-LOG mdiag agent: stopping (SIGTERM): detaching probes\n\
                    MDIAG-VM-AGENT-EXIT hung\n";
         let c = agent_check(&parse_log(log).agent);
@@ -241,7 +241,7 @@ mod tests {
             )
         );
         // Served without families, and its exit never seen.
-        let log = "MDIAG-VM-AGENT-BEGIN\nMDIAG-VM-AGENT-METRIC 4 mdiag_windows_total 4\n";
+        let log = "MDIAG-VM-AGENT-BEGIN\nMDIAG-VM-AGENT-METRIC 4.0 mdiag_windows_total{} 4.0\n";
         let c = agent_check(&parse_log(log).agent);
         assert_eq!(
             c.failure().as_deref(),

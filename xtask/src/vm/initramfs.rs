@@ -147,7 +147,7 @@ EOF
         tries=$((tries + 1))
         wget -q -O /tmp/agent.new http://127.0.0.1:9219/metrics 2>/dev/null || continue
         mv /tmp/agent.new /tmp/agent.metrics
-        windows=$(awk '$1 == "mdiag_windows_total" { print int($2) }' /tmp/agent.metrics)
+        windows=$(awk '/^mdiag_windows_total[{ ]/ { print int($NF) }' /tmp/agent.metrics)
         [ "${windows:-0}" -ge 2 ] && break
     done
     echo "MDIAG-VM-AGENT-WAITED $tries"
