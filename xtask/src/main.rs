@@ -87,6 +87,16 @@ enum Command {
         #[command(flatten)]
         setup: SetupArgs,
     },
+    /// Measure what the continuous agent costs (as root): `mdiag agent`'s
+    /// own CPU and RSS while its target switches context ~100 k times per
+    /// second, and the TCMalloc workload's throughput and CPU per allocation
+    /// unobserved / watched by the agent, printed next to the budgets.
+    BenchAgent {
+        #[command(flatten)]
+        bench: bench::AgentBenchArgs,
+        #[command(flatten)]
+        setup: SetupArgs,
+    },
     /// Boot Debian kernels (5.10, 6.1, 6.12) in QEMU (TCG, no KVM) with an
     /// mdiag binary and check which probe families load there; fails when a
     /// family that the expectation table wants on a kernel did not attach.
@@ -139,6 +149,9 @@ fn main() -> ExitCode {
         Command::Test { tiers, setup } => test::test(&tiers, setup.skip_setup),
         Command::BenchOverhead { bench, setup } => {
             setup.setup().and_then(|()| bench::bench(&bench))
+        }
+        Command::BenchAgent { bench, setup } => {
+            setup.setup().and_then(|()| bench::bench_agent(&bench))
         }
         Command::VmMatrix(args) => vm::vm_matrix(&args),
         Command::CrossCheck { setup } => setup.setup().and_then(|()| cross::cross()),

@@ -18,23 +18,37 @@
 //!    times a second. Budgets: ≤ 2 % of one core, ≤ 64 MiB.
 //!
 //! Runs as root (mdiag and bpftrace load BPF programs).
+//!
+//! The code: this file is `bench-overhead` and its part 1, `switches.rs` its
+//! part 2; `agent.rs` and `agent_cost.rs` are `bench-agent` (the continuous
+//! agent against its budgets); `common.rs` holds what both benches share.
 use std::{
-    io::{BufRead, BufReader, Write},
+    io::BufReader,
     path::{Path, PathBuf},
-    process::{Child, ChildStdout, Command, Stdio},
+    process::{Child, Command, Stdio},
     time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
 
 use crate::{
-    cmd::{Cmd, find_in_path, is_root, target_dir},
-    run::build,
+    cmd::{find_in_path, is_root},
     say,
 };
 
+mod agent;
+mod agent_cost;
+mod common;
+mod switches;
+
+pub use agent::{AgentBenchArgs, bench_agent};
+use common::{
+    TempDir, WORKLOAD_TUNABLES, Workload, build_binaries, median, noise_pct, signal, spread,
+    verdict, wait_for,
+};
+use switches::switches;
+
 const THROUGHPUT_BUDGET_PCT: f64 = 3.0;
-const WORKLOAD_TUNABLES: &str = "glibc.pthread.rseq=0";
 const CPU_BUDGET_PCT: f64 = 2.0;
 const RSS_BUDGET_MIB: f64 = 64.0;
 
@@ -82,31 +96,7 @@ struct Bins {
     workload: PathBuf,
     pingpong: PathBuf,
     bpftrace: Option<PathBuf>,
-    tmp: tempdir::Dir,
-}
-
-/// A private temporary directory, removed on drop (no crate for one dir).
-mod tempdir {
-    use std::path::{Path, PathBuf};
-
-    pub struct Dir(PathBuf);
-
-    impl Dir {
-        pub fn new(parent: &Path) -> std::io::Result<Self> {
-            let p = parent.join(format!("bench-overhead-{}", std::process::id()));
-            std::fs::create_dir_all(&p)?;
-            Ok(Dir(p))
-        }
-        pub fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    tmp: TempDir,
 }
 
 pub fn bench(args: &BenchArgs) -> Result<()> {
@@ -115,20 +105,13 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             "the overhead bench loads BPF programs (mdiag, bpftrace) and needs root: run it as root, e.g. `sudo -E cargo xtask bench-overhead`"
         );
     }
-    let mdiag = build(!args.debug)?;
-    Cmd::cargo()
-        .args(["build", "-p", "mdiag-tcmalloc-workload"])
-        .run()?;
-    Cmd::cargo()
-        .args(["build", "-p", "mdiag-tests", "--bin", "mdiag-pingpong"])
-        .run()?;
-    let debug = target_dir()?.join("debug");
+    let built = build_binaries(args.debug)?;
     let bins = Bins {
-        mdiag,
-        workload: debug.join("mdiag-tcmalloc"),
-        pingpong: debug.join("mdiag-pingpong"),
+        mdiag: built.mdiag,
+        workload: built.workload,
+        pingpong: built.pingpong,
         bpftrace: find_in_path("bpftrace"),
-        tmp: tempdir::Dir::new(&target_dir()?.join("tmp"))?,
+        tmp: TempDir::new("bench-overhead")?,
     };
     println!(
         "mdiag overhead bench: mdiag {} build; workload mdiag-tcmalloc (GLIBC_TUNABLES={WORKLOAD_TUNABLES}: TCMalloc's per-CPU caches on), {} threads x {} ms per run, {} rounds; {} CPUs",
@@ -156,10 +139,7 @@ impl Observer {
     /// Stops it (SIGINT: mdiag keeps what it recorded, bpftrace prints its
     /// maps) and reaps it; returns an error text if it failed.
     fn stop(self) -> Option<String> {
-        let interrupt = |c: &Child| {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-        };
+        let interrupt = |c: &Child| signal(c, libc::SIGINT);
         match self {
             Observer::None => None,
             Observer::Mdiag(c, err) => {
@@ -177,23 +157,6 @@ impl Observer {
                         String::from_utf8_lossy(&out.stderr).trim()
                     )
                 })
-            }
-        }
-    }
-}
-
-/// Reads lines of `r` until one contains `needle` (true) or EOF (false);
-/// the lines read are appended to `seen`.
-fn wait_for(r: &mut impl BufRead, needle: &str, seen: &mut String) -> bool {
-    loop {
-        let mut line = String::new();
-        match r.read_line(&mut line) {
-            Ok(0) | Err(_) => return false,
-            Ok(_) => {
-                seen.push_str(&line);
-                if line.contains(needle) {
-                    return true;
-                }
             }
         }
     }
@@ -266,55 +229,10 @@ fn start_bpftrace(bpftrace: &Path, workload: &Path, pid: u32) -> Result<Observer
     Ok(Observer::Bpftrace(child))
 }
 
-/// A held workload: started, waiting on stdin at "ready".
-struct Workload {
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Workload {
-    fn start(bins: &Bins, args: &BenchArgs) -> Result<Self> {
-        let mut child = Command::new(&bins.workload)
-            .args(["--threads", &args.threads.to_string()])
-            .args(["--ms", &args.ms.to_string(), "--hold"])
-            // Per-CPU caches on (TCMalloc owns rseq), as a well-configured
-            // mongod 8 runs: the fastest allocation path, where a per-call
-            // probe costs the most.
-            .env("GLIBC_TUNABLES", WORKLOAD_TUNABLES)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("start {}", bins.workload.display()))?;
-        let mut stdout = BufReader::new(child.stdout.take().context("workload stdout")?);
-        let mut seen = String::new();
-        if !wait_for(&mut stdout, "ready", &mut seen) {
-            bail!("the workload did not get ready: {seen}");
-        }
-        Ok(Workload { child, stdout })
-    }
-
-    /// Releases it and returns its report.
-    fn run(&mut self) -> Result<serde_json::Value> {
-        let stdin = self.child.stdin.as_mut().context("workload stdin")?;
-        stdin.write_all(b"go\n")?;
-        stdin.flush()?;
-        let mut line = String::new();
-        self.stdout.read_line(&mut line)?;
-        serde_json::from_str(&line).with_context(|| format!("workload report {line:?}"))
-    }
-}
-
-impl Drop for Workload {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
 /// One workload run under `mode`: allocations per second.
 fn one_run(bins: &Bins, args: &BenchArgs, mode: Mode, bpftrace: &Path) -> Result<f64> {
-    let mut w = Workload::start(bins, args)?;
-    let pid = w.child.id();
+    let mut w = Workload::start(&bins.workload, args.threads, args.ms)?;
+    let pid = w.pid();
     let observer = match mode {
         Mode::Unobserved => Observer::None,
         Mode::Mdiag => start_mdiag(bins, pid, &bins.tmp.path().join("throughput.mdiag"))?,
@@ -324,7 +242,8 @@ fn one_run(bins: &Bins, args: &BenchArgs, mode: Mode, bpftrace: &Path) -> Result
     if let Some(e) = observer.stop() {
         bail!("{e}");
     }
-    let report = report?;
+    let run = report?;
+    let report = &run.report;
     if mode == Mode::Mdiag {
         say!(
             "{}",
@@ -334,9 +253,7 @@ fn one_run(bins: &Bins, args: &BenchArgs, mode: Mode, bpftrace: &Path) -> Result
     if report["per_cpu_caches_active"].as_bool() != Some(true) {
         say!("warning: TCMalloc's per-CPU caches were off in this run: {report}");
     }
-    report["allocs_per_sec"]
-        .as_f64()
-        .with_context(|| format!("allocs_per_sec in {report}"))
+    run.rate()
 }
 
 /// What the allocator windows of an mdiag run cost by mdiag's own account:
@@ -378,20 +295,6 @@ fn alloc_windows_summary(recording: &Path) -> String {
                 .unwrap_or("none recorded")
         ),
     }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok { "PASS" } else { "OVER" }
 }
 
 fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
@@ -453,11 +356,7 @@ fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
     };
     let base = get(Mode::Unobserved);
     let base_med = median(&base);
-    let spread = |v: &[f64]| {
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(0.0, f64::max);
-        format!("{:.2}..{:.2}", lo / 1e6, hi / 1e6)
-    };
+    let spread = |v: &[f64]| spread(v, 1e6);
     println!();
     println!(
         "1. Throughput of mdiag-tcmalloc (M allocations/s, median of {} runs; min..max)",
@@ -471,11 +370,7 @@ fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
     let drop_of = |v: &[f64]| (1.0 - median(v) / base_med) * 100.0;
     // The host's own noise: half the range of the unobserved runs, as a
     // share of their median. A drop within it is not resolved by this run.
-    let noise_pct = {
-        let lo = base.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = base.iter().copied().fold(0.0, f64::max);
-        (hi - lo) / 2.0 / base_med * 100.0
-    };
+    let noise_pct = noise_pct(&base);
     let md = get(Mode::Mdiag);
     let mdiag_drop = drop_of(&md);
     println!(
@@ -527,19 +422,4 @@ fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-mod switches;
-use switches::switches;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert!(median(&[]).is_nan());
-    }
 }

@@ -10,39 +10,11 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use super::{BenchArgs, Bins, CPU_BUDGET_PCT, Observer, RSS_BUDGET_MIB, start_mdiag, verdict};
-
-/// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // rest[0] is field 3 (state); utime is field 14, stime 15.
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some(utime + stime)
-}
-
-/// A `kB` line of /proc/PID/status (`VmRSS:`, `VmHWM:`).
-fn status_kib(pid: u32, key: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix(key))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-fn proc_stat_ctxt() -> Option<u64> {
-    std::fs::read_to_string("/proc/stat")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("ctxt "))
-        .and_then(|v| v.trim().parse().ok())
-}
+use super::{
+    BenchArgs, Bins, CPU_BUDGET_PCT, Observer, RSS_BUDGET_MIB,
+    common::{clock_ticks_per_sec, cpu_ticks, proc_stat_ctxt, signal, status_kib, verdict},
+    start_mdiag,
+};
 
 /// Waits for `child` with wait4(2): (exit status ok, peak RSS in KiB).
 fn wait_rusage(child: Child) -> Result<(bool, u64)> {
@@ -84,15 +56,13 @@ pub(super) fn switches(bins: &Bins, args: &BenchArgs) -> Result<()> {
         let (c1, x1) = (cpu_ticks(mdiag_pid), proc_stat_ctxt());
         let wall = t0.elapsed().as_secs_f64();
         let rss_now_kib = status_kib(mdiag_pid, "VmRSS:");
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(mdiag_pid as i32, libc::SIGINT) };
+        signal(&child, libc::SIGINT);
         let (ok, peak_kib) = wait_rusage(child)?;
         let log = drain.join().unwrap_or_default();
         if !ok {
             bail!("mdiag record failed: {log}");
         }
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let hz = clock_ticks_per_sec();
         let (Some(c0), Some(c1), Some(x0), Some(x1)) = (c0, c1, x0, x1) else {
             bail!("could not read /proc/{mdiag_pid}/stat or /proc/stat");
         };
@@ -121,39 +91,4 @@ pub(super) fn switches(bins: &Bins, args: &BenchArgs) -> Result<()> {
     let _ = pingpong.kill();
     let _ = pingpong.wait();
     result
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn process_cpu() -> Duration {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid timespec to write into.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-    }
-
-    #[test]
-    fn cpu_ticks_agree_with_the_process_cpu_clock() {
-        // Burn 300 ms of CPU, then compare /proc/PID/stat with the clock.
-        let start = process_cpu();
-        let mut x = 0u64;
-        while process_cpu() - start < Duration::from_millis(300) {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-        }
-        let ticks = cpu_ticks(std::process::id()).expect("own /proc/PID/stat");
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        let clock = process_cpu().as_secs_f64();
-        let stat = ticks as f64 / hz;
-        assert!(
-            (stat - clock).abs() < 0.1,
-            "/proc/PID/stat says {stat:.3} s, the clock {clock:.3} s"
-        );
-        assert!(proc_stat_ctxt().is_some_and(|c| c > 0));
-    }
 }

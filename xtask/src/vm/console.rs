@@ -1,7 +1,7 @@
 //! The guest's run: QEMU booting a kernel with the initramfs, its serial
 //! console into a log file, and that log read back into what the guest did
 //! (its release, each recording's exit status, `ctxt` lines and report JSON,
-//! whether the init script reached its end).
+//! the agent run's lines, whether the init script reached its end).
 //!
 //! Why a parser of markers: the console is the only way out of the guest
 //! (no network, no disk), and it also carries firmware escapes and kernel
@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use super::guest::Guest;
+use super::{agent::AgentLog, guest::Guest};
 use crate::{cmd::Cmd, say};
 
 /// Runs QEMU for `guest` until the guest powers off (or the guest's
@@ -68,6 +68,8 @@ pub(super) struct GuestLog {
     /// The init script reached its end.
     pub(super) finished: bool,
     runs: Vec<RunLog>,
+    /// The agent run, after the recordings.
+    pub(super) agent: AgentLog,
 }
 
 #[derive(Debug, Default)]
@@ -149,6 +151,12 @@ pub(super) fn parse_log(text: &str) -> GuestLog {
                     buf.push('\n');
                 }
             }
+            continue;
+        }
+        if let Some(marker) = marker
+            && marker.starts_with("MDIAG-VM-AGENT")
+            && guest.agent.read(marker, &words)
+        {
             continue;
         }
         match words.as_slice() {

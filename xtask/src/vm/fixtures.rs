@@ -41,9 +41,24 @@ pub(super) fn console(host_json: &str, spawned_json: &str) -> String {
          MDIAG-VM-RECORD spawned 0\r\n\
          MDIAG-VM-JSON-BEGIN spawned\r\n{spawned_json}\r\n\
          MDIAG-VM-JSON-END spawned 0\r\n\
+         {AGENT_OK}\
          MDIAG-VM-END\r\n[   30.1] reboot: Power down\r\n"
     )
 }
+
+/// A guest's agent run that passes (the samples as the agent writes them:
+/// `{}` after a name without labels, values as floats): 3 windows, two families up, exit 0
+/// after SIGTERM (a kernel message in between).
+pub(super) const AGENT_OK: &str = "MDIAG-VM-AGENT-BEGIN\r\n\
+    MDIAG-VM-AGENT-WAITED 6\r\n\
+    MDIAG-VM-AGENT-METRIC 1.0 mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"\"} 1.0\r\n\
+    [   25.1] random: crng init done\r\n\
+    MDIAG-VM-AGENT-METRIC 1.0 mdiag_probe_up{target=\"host\",family=\"perf\",reason=\"\"} 1.0\r\n\
+    MDIAG-VM-AGENT-METRIC 0.0 mdiag_probe_up{target=\"host\",family=\"alloc\",reason=\"not tried host-wide\"} 0.0\r\n\
+    MDIAG-VM-AGENT-METRIC 3.0 mdiag_windows_total{} 3.0\r\n\
+    MDIAG-VM-AGENT-LOG mdiag agent: serving metrics at http://127.0.0.1:9219/metrics\r\n\
+    MDIAG-VM-AGENT-LOG mdiag agent: stopped\r\n\
+    MDIAG-VM-AGENT-EXIT 0\r\n";
 
 pub(super) const SCHED_ERROR: &str = "load: the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). \
     Verifier output: 0: R1=ctx() R10=fp0\n\

@@ -24,7 +24,8 @@ use crate::{arch::Arch, cmd::Cmd, say};
 
 /// Busybox applets that [`INIT`] calls by name.
 const APPLETS: &[&str] = &[
-    "sh", "mount", "cat", "grep", "cut", "sleep", "tail", "sed", "poweroff",
+    "sh", "mount", "cat", "grep", "cut", "sleep", "tail", "sed", "poweroff", "ip", "wget", "awk",
+    "kill", "mv",
 ];
 /// The recordings [`INIT`] makes, in order.
 pub(super) const RUNS: [&str; 2] = ["host-wide", "spawned"];
@@ -42,6 +43,15 @@ pub(super) const SPAWNED_PROGRAM: &str = "busybox";
 /// under TCG, where it overshoots by up to a fifth of a second; and not to a
 /// whole second, where mdiag cuts a slice. The verdict compares the rates of
 /// the two windows.
+///
+/// Last, `agent` runs `mdiag agent` host-wide (no process of its `processes`
+/// runs in the guest) with windows of one second, polls its `/metrics` on
+/// port 9219 with busybox `wget` once a second until it counts two windows
+/// (or 90 s), prints the `mdiag_probe_up` and `mdiag_windows_total` samples
+/// read last (value first: a long reason label is cut), stops it with
+/// SIGTERM (SIGKILL after 30 s: `hung`) and prints its exit status and its
+/// log, which `vm/agent.rs` judges. The loopback interface, down in a bare
+/// initramfs, is brought up for it.
 ///
 /// [`parse_log`]: super::console::parse_log
 pub(super) const INIT: &str = r#"#!/bin/sh
@@ -110,6 +120,52 @@ record host-wide --host-wide
 # A target on a CPU in user space all along (mdiag stops it at the end; the
 # bound only ends it should mdiag not): the perf check counts its samples.
 record spawned -- /bin/busybox sh -c 'i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done'
+
+# alive PID: the process runs (a zombie, ended but not waited for, does not).
+alive() {
+    [ -r /proc/$1/stat ] || return 1
+    read -r _ _ state _ </proc/$1/stat
+    [ "$state" != Z ]
+}
+
+# agent: `mdiag agent` host-wide with 1 s windows (see INIT's comment).
+agent() {
+    echo MDIAG-VM-AGENT-BEGIN
+    ip link set lo up
+    cat >/tmp/agent.toml <<EOF
+[agent]
+window = "1s"
+listen = "127.0.0.1:9219"
+state_dir = "/tmp/agent"
+processes = ["mongod"]
+EOF
+    NO_COLOR=1 /bin/mdiag agent --config /tmp/agent.toml --no-mongo >/tmp/agent.log 2>&1 &
+    pid=$!
+    tries=0
+    while [ $tries -lt 90 ] && alive $pid; do
+        sleep 1
+        tries=$((tries + 1))
+        wget -q -O /tmp/agent.new http://127.0.0.1:9219/metrics 2>/dev/null || continue
+        mv /tmp/agent.new /tmp/agent.metrics
+        windows=$(awk '/^mdiag_windows_total[{ ]/ { print int($NF) }' /tmp/agent.metrics)
+        [ "${windows:-0}" -ge 2 ] && break
+    done
+    echo "MDIAG-VM-AGENT-WAITED $tries"
+    if [ -f /tmp/agent.metrics ]; then
+        awk '/^mdiag_(probe_up|windows_total)/ { print "MDIAG-VM-AGENT-METRIC " $NF " " substr($0, 1, 200) }' /tmp/agent.metrics
+    fi
+    kill -TERM $pid 2>/dev/null
+    (sleep 30; echo hung >/tmp/agent.hung; kill -KILL $pid 2>/dev/null) &
+    dog=$!
+    wait $pid
+    rc=$?
+    kill $dog 2>/dev/null
+    [ -f /tmp/agent.hung ] && rc=hung
+    tail -n 20 /tmp/agent.log | cut -c1-300 | sed "s/^/MDIAG-VM-AGENT-LOG /"
+    echo "MDIAG-VM-AGENT-EXIT $rc"
+}
+
+agent
 echo MDIAG-VM-END
 poweroff -f
 "#;

@@ -18,7 +18,9 @@
 //! [`EXPECTATIONS`] (which `--expect` overrides). It also checks numbers
 //! against ground truth: the host-wide recording's rate of context switches
 //! against the guest's `/proc/stat` `ctxt`, and that `perf` puts the
-//! spawned spinning target's samples in its program.
+//! spawned spinning target's samples in its program. Last, the guest runs
+//! `mdiag agent` host-wide for a few one-second windows: it must serve
+//! `/metrics` and stop on SIGTERM (`agent.rs`).
 //!
 //! The binaries: the host's is `--bin` or `<target>/debug/mdiag` (built
 //! beforehand); another architecture's is built here by `arch::build` (debug;
@@ -44,7 +46,7 @@
 //! `initramfs.rs` builds the guest's root (and holds [`INIT`]); `console.rs`
 //! boots QEMU and reads its serial log; `expect.rs` is the expectation table;
 //! `status.rs` turns a report's probes into a status per family; `checks.rs`
-//! holds the ground-truth checks; `verdict.rs` judges a kernel and prints its
+//! holds the ground-truth checks, `agent.rs` the agent's; `verdict.rs` judges a kernel and prints its
 //! table (`fixtures.rs` holds test data
 //! shared by their tests).
 //!
@@ -68,6 +70,7 @@ use crate::{
     setup::install_missing,
 };
 
+mod agent;
 mod apt;
 mod checks;
 mod console;

@@ -1,6 +1,6 @@
 //! The verdict on one kernel: each family's status in each recording
-//! against the expectation table, the ground-truth checks (`checks.rs`), and
-//! the table printed from them.
+//! against the expectation table, the ground-truth checks (`checks.rs`), the
+//! agent run (`agent.rs`), and the table printed from them.
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::Duration,
@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::{
     Line,
+    agent::{AgentCheck, agent_check},
     checks::{PerfCheck, SwitchCheck, perf_check, switch_check},
     console::{GuestLog, RunLog},
     expect::{EXPECTATIONS, Expectation, Need, need_for},
@@ -39,6 +40,7 @@ pub(super) struct Verdict {
     rows: Vec<Row>,
     switches: SwitchCheck,
     perf: PerfCheck,
+    agent: AgentCheck,
     /// Why the kernel fails; empty when it passes.
     pub(super) failures: Vec<String>,
     /// Console lines worth showing when the VM did not finish.
@@ -179,6 +181,8 @@ fn judge_with(
     }
     failures.extend(switches.failure());
     failures.extend(perf.failure());
+    let agent = agent_check(&guest.agent);
+    failures.extend(agent.failure());
     Verdict {
         line: line.name,
         package,
@@ -189,6 +193,7 @@ fn judge_with(
         rows,
         switches,
         perf,
+        agent,
         failures,
         console: Vec::new(),
     }
@@ -267,6 +272,7 @@ impl Verdict {
         }
         out.push(self.switches.line());
         out.push(self.perf.line());
+        out.push(self.agent.line());
         out
     }
 }
