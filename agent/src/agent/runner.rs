@@ -200,16 +200,12 @@ impl Agent {
     /// keeps one host-wide watch when there is no target.
     fn scan(&mut self) {
         self.last_scan = Some(Instant::now());
-        let found = targets::scan(&self.config.processes);
-        // Gone, or restarted (same id, another pid): detach.
+        let pids = targets::scan(&self.config.processes);
+        // Gone, or restarted (another pid under the same id): detach.
         let mut i = 0;
         while i < self.watches.len() {
             let w = &self.watches[i];
-            let still = w.id == HOST
-                || (w.alive()
-                    && found
-                        .iter()
-                        .any(|f| f.id == w.id && Some(f.target.pid) == w.pid()));
+            let still = w.id == HOST || (w.alive() && w.pid().is_some_and(|p| pids.contains(&p)));
             if still {
                 i += 1;
                 continue;
@@ -224,11 +220,17 @@ impl Agent {
             self.gone
                 .insert(w.id.clone(), Instant::now() + self.config.window);
         }
-        for f in &found {
-            if self.watches.iter().any(|w| w.id == f.id) {
+        for pid in pids {
+            if self.watches.iter().any(|w| w.pid() == Some(pid)) {
                 continue;
             }
-            self.attach(Some(f));
+            let Some(found) = targets::describe(pid) else {
+                continue;
+            };
+            if self.watches.iter().any(|w| w.id == found.id) {
+                continue;
+            }
+            self.attach(Some(&found));
         }
         // The host is watched on its own only while no target is (a
         // target's probes cover the host-wide families too).

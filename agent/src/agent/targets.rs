@@ -21,25 +21,46 @@ pub struct Found {
     pub target: Target,
 }
 
-/// Every running process named as in `processes`, by pid order.
-pub fn scan(processes: &[String]) -> Vec<Found> {
-    let mut found = Vec::new();
-    for name in processes {
-        let Ok(pids) = crate::target::pids_named(name) else {
-            continue;
-        };
-        for pid in pids {
-            // A process that exits between the scan and here is skipped.
-            if let Ok(target) = crate::target::describe(pid, "agent") {
-                let ports = crate::mongo::port::ports_of(pid);
-                found.push(Found {
-                    id: identity(&target.comm, target.exe.as_deref(), &ports),
-                    target,
-                });
-            }
-        }
-    }
-    found
+/// The pids of every running process named as in `processes`, in order.
+/// Runs every second, so it reads one small file per process (`comm`);
+/// [`describe`] looks further at a pid not watched yet.
+pub fn scan(processes: &[String]) -> Vec<u32> {
+    matching_pids(processes)
+}
+
+/// A matching process, named by [`identity`] (its listening sockets read
+/// once, when it is first seen: reading them walks the kernel's socket
+/// tables). `None` when it exited meanwhile.
+pub fn describe(pid: u32) -> Option<Found> {
+    let target = crate::target::describe(pid, "agent").ok()?;
+    let ports = crate::mongo::port::ports_of(pid);
+    Some(Found {
+        id: identity(&target.comm, target.exe.as_deref(), &ports),
+        target,
+    })
+}
+
+/// Pids whose `comm` is one of `names` (the config allows 15 bytes, the
+/// kernel's length of `comm`), not this process.
+fn matching_pids(names: &[String]) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|&pid| {
+            let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+                return false;
+            };
+            let comm = comm.trim_end();
+            names.iter().any(|n| n == comm)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
 }
 
 /// The GNU build-id of the program `pid` runs (hex): which build it is,
@@ -90,8 +111,11 @@ mod tests {
     #[test]
     fn finds_this_test_by_its_name() {
         let me = std::fs::read_to_string("/proc/self/comm").unwrap();
-        // pids_named leaves out the caller itself: nothing to find.
+        // The scan leaves out the caller itself: nothing to find.
         assert!(scan(&[me.trim().to_owned()]).is_empty());
         assert!(scan(&["no-such-process".into()]).is_empty());
+        let found = describe(std::process::id()).unwrap();
+        assert_eq!(found.target.pid, std::process::id());
+        assert!(found.id.starts_with(me.trim()), "{}", found.id);
     }
 }
