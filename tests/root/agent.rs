@@ -3,7 +3,8 @@
 //! firing → resolved once removed, `/metrics` answers with real series, the
 //! flight recording of the moment is ranked by `explain` with that finding
 //! first; a watched process that restarts is re-attached within seconds
-//! and its findings go stale (never resolved) while it is away.
+//! and its findings go stale (never resolved) while it is away; one seen
+//! before it listens is known by its port once it does, in the same episode.
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
@@ -301,4 +302,85 @@ fn a_polled_mongod_is_known_by_its_port_and_labelled_from_its_own_answers() {
     );
     let (status, log) = agent.stop();
     assert!(status.success(), "{log}");
+}
+
+/// A process named `mdiag-late` (set through its own `comm`) that listens on
+/// a port of the kernel's choice once told to on stdin, and prints it.
+const LATE: &str = "import socket, sys\n\
+open('/proc/self/comm', 'w').write('mdiag-late')\n\
+print('named', flush=True)\n\
+sys.stdin.readline()\n\
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+print(s.getsockname()[1], flush=True)\n\
+sys.stdin.readline()\n";
+
+#[test]
+fn a_target_seen_before_it_listens_is_known_by_its_port_once_it_does() {
+    use std::io::{BufRead, Write};
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rules_dir(dir.path());
+    let cfg = config(dir.path(), "\"mdiag-late\"");
+    let _planted = Keepalive::set(7200);
+    let mut late = Command::new("python3")
+        .args(["-c", LATE])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(late.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "named");
+    let mut agent = Agent::start(&cfg, &["--rules", rules.to_str().unwrap()]);
+    let addr = agent.metrics_addr();
+    let w = Duration::from_secs(60);
+    let pid = late.id();
+    // Not listening: known by its executable first; its finding fires.
+    let seen = agent.wait_for(&["watching mdiag-late@", &format!("(pid {pid})")], w);
+    let exe_id = seen
+        .split("watching ")
+        .nth(1)
+        .and_then(|s| s.split(" (pid").next())
+        .unwrap()
+        .to_owned();
+    agent.wait_for(&[&format!("on {exe_id}:"), "pending → firing"], w);
+
+    let mut stdin = late.stdin.take().unwrap();
+    stdin.write_all(b"listen\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let id = format!("mdiag-late:{port}");
+    let listened = std::time::Instant::now();
+    agent.wait_for(&[&format!("{exe_id} now listens: watched as {id}")], w);
+    agent.wait_for(&[&format!("watching {id} (pid {pid})")], w);
+    // Looked at again every 5 s: known by its port within two looks.
+    let took = listened.elapsed();
+    assert!(took < Duration::from_secs(12), "{took:?}\n{}", agent.log);
+    // The same episode goes on under the new name: firing, with no new
+    // pending line for it.
+    let firing = format!("mdiag_finding_state{{rule=\"{RULE}\",target=\"{id}\",state=\"firing\"}}");
+    let deadline = std::time::Instant::now() + w;
+    loop {
+        let (_, _, text) = http_get(&addr, "/metrics");
+        if sample(&text, &firing) == Some(1.0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{text}\n{}",
+            agent.log
+        );
+        agent.drain_for(Duration::from_millis(500));
+    }
+    drop(stdin);
+    late.wait().unwrap();
+    let (status, log) = agent.stop();
+    assert!(status.success(), "{log}");
+    assert!(
+        !log.contains(&format!("on {id}: inactive → pending")),
+        "the episode began under the old name and goes on:\n{log}"
+    );
 }

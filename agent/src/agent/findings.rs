@@ -116,12 +116,7 @@ impl Findings {
     /// A window in which `target` was not observed (it is gone): every
     /// finding of it has no data.
     pub fn target_missing(&mut self, target: &str, at: DateTime<Utc>) -> Vec<Change> {
-        let keys: Vec<FindingKey> = self
-            .tracked
-            .keys()
-            .filter(|(_, t)| t == target)
-            .cloned()
-            .collect();
+        let keys = self.keys_of(target);
         let changes = keys
             .iter()
             .filter_map(|k| self.step(k, Observation::NoData, at))
@@ -152,6 +147,24 @@ impl Findings {
     fn forget_inactive(&mut self) {
         self.tracked
             .retain(|_, t| t.lifecycle.state() != State::Inactive);
+    }
+
+    /// `from` is known as `to` from now on (it started listening): its
+    /// findings go on under the new name, in the same episodes.
+    pub fn rename_target(&mut self, from: &str, to: &str) {
+        for key in self.keys_of(from) {
+            if let Some(t) = self.tracked.remove(&key) {
+                self.tracked.entry((key.0, to.to_owned())).or_insert(t);
+            }
+        }
+    }
+
+    fn keys_of(&self, target: &str) -> Vec<FindingKey> {
+        self.tracked
+            .keys()
+            .filter(|(_, t)| t == target)
+            .cloned()
+            .collect()
     }
 
     /// Every tracked finding, by (rule, target).

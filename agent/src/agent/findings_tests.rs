@@ -141,3 +141,28 @@ fn an_oscillating_signal_replayed_makes_at_most_two_transitions() {
     assert!(changes.len() <= 2, "{changes:?}");
     assert_eq!(state_name(changes.last().unwrap().transition.to), "firing");
 }
+
+#[test]
+fn a_renamed_target_keeps_its_episodes() {
+    let config = AgentConfig::default();
+    let mut f = Findings::default();
+    let exe = "mongod@/usr/bin/mongod";
+    for w in 1..=2 {
+        f.observe(exe, &[seen("r", Observation::Above)], &config, at(w));
+    }
+    f.rename_target(exe, "mongod:27017");
+    assert_eq!(f.targets(), ["mongod:27017"]);
+    // The third held window fires the episode that began under the old name.
+    let c = f.observe(
+        "mongod:27017",
+        &[seen("r", Observation::Above)],
+        &config,
+        at(3),
+    );
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(state_name(c[0].transition.to), "firing");
+    assert_eq!(c[0].episode_start, at(1));
+    // Renaming a target with nothing tracked changes nothing.
+    f.rename_target("nobody", "x");
+    assert_eq!(f.targets(), ["mongod:27017"]);
+}

@@ -33,6 +33,11 @@ use crate::rules::RuleSet;
 const SCAN: Duration = Duration::from_secs(1);
 /// How long after a failed attach the same target is tried again.
 const RETRY: Duration = Duration::from_secs(30);
+/// A target attached before it listened is looked at again this often...
+const LISTEN_RECHECK: Duration = Duration::from_secs(5);
+/// ... for this long after it was attached (a mongod recovering a large
+/// journal can take minutes before it opens its port).
+const LISTEN_WATCH: Duration = Duration::from_secs(600);
 /// Ring buffers are drained this often between slices.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -96,6 +101,9 @@ struct Agent {
     gone: BTreeMap<String, Instant>,
     /// Targets whose attach failed, and when to try again.
     failed: BTreeMap<String, Instant>,
+    /// Targets attached before they listened (by pid): what was found,
+    /// when, and when to look at their sockets again.
+    unlistened: BTreeMap<u32, (Found, Instant, Instant)>,
     findings: Findings,
     flight: Flight,
     windows: u64,
@@ -129,6 +137,7 @@ impl Agent {
             watches: Vec::new(),
             gone: BTreeMap::new(),
             failed: BTreeMap::new(),
+            unlistened: BTreeMap::new(),
             findings: Findings::default(),
             flight,
             windows: 0,
@@ -220,6 +229,7 @@ impl Agent {
             self.gone
                 .insert(w.id.clone(), Instant::now() + self.config.window);
         }
+        self.relisten();
         for pid in pids {
             if self.watches.iter().any(|w| w.pid() == Some(pid)) {
                 continue;
@@ -246,6 +256,49 @@ impl Agent {
         }
     }
 
+    /// A target attached before it listened is known by its port once it
+    /// listens: re-attached under that id (so that mongod is polled when the
+    /// URI names the port), its findings carried over.
+    fn relisten(&mut self) {
+        let now = Instant::now();
+        let watched: Vec<u32> = self.watches.iter().filter_map(Watch::pid).collect();
+        self.unlistened
+            .retain(|pid, (_, since, _)| watched.contains(pid) && now - *since < LISTEN_WATCH);
+        let mut ready = Vec::new();
+        for (pid, (found, _, next)) in self.unlistened.iter_mut() {
+            if now < *next {
+                continue;
+            }
+            *next = now + LISTEN_RECHECK;
+            if let Some(id) = targets::listening_id(found) {
+                ready.push((*pid, id));
+            }
+        }
+        for (pid, id) in ready {
+            let Some((found, _, _)) = self.unlistened.remove(&pid) else {
+                continue;
+            };
+            if self.watches.iter().any(|w| w.id == id) {
+                continue;
+            }
+            if let Some(pos) = self.watches.iter().position(|w| w.pid() == Some(pid)) {
+                let w = self.watches.remove(pos);
+                self.bpf_run_done += w.probes().run_time();
+            }
+            say(&format!(
+                "{} now listens: watched as {id} from here on",
+                found.id
+            ));
+            self.findings.rename_target(&found.id, &id);
+            self.last_reports.remove(&found.id);
+            self.attach(Some(&Found {
+                id,
+                listening: true,
+                ..found
+            }));
+        }
+    }
+
     fn attach(&mut self, found: Option<&Found>) {
         let id = found.map_or(HOST, |f| f.id.as_str()).to_owned();
         if self.failed.get(&id).is_some_and(|t| Instant::now() < *t) {
@@ -269,6 +322,11 @@ impl Agent {
                 say(&format!("{what}; probes attached: {attached}"));
                 self.failed.remove(&id);
                 self.gone.remove(&id);
+                if let Some(f) = found.filter(|f| !f.listening) {
+                    let now = Instant::now();
+                    self.unlistened
+                        .insert(f.target.pid, (f.clone(), now, now + LISTEN_RECHECK));
+                }
                 self.watches.push(w);
             }
             Err(e) => {

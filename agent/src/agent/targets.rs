@@ -19,6 +19,9 @@ pub const HOST: &str = "host";
 pub struct Found {
     pub id: TargetId,
     pub target: Target,
+    /// Whether `id` names a listening port (else the executable: the
+    /// process was seen before it listened, see [`listening_id`]).
+    pub listening: bool,
 }
 
 /// The pids of every running process named as in `processes`, in order.
@@ -36,8 +39,19 @@ pub fn describe(pid: u32) -> Option<Found> {
     let ports = crate::mongo::port::ports_of(pid);
     Some(Found {
         id: identity(&target.comm, target.exe.as_deref(), &ports),
+        listening: !ports.is_empty(),
         target,
     })
+}
+
+/// The port-based id of a target first seen before it listened, once it
+/// listens (`None` while it still does not). A mongod started after the
+/// agent (at boot, say) is seen in its first second, long before it has
+/// recovered and opened its port; without this it would keep its
+/// executable-based id, and miss mongod polling, until its next restart.
+pub fn listening_id(found: &Found) -> Option<TargetId> {
+    let ports = crate::mongo::port::ports_of(found.target.pid);
+    (!ports.is_empty()).then(|| identity(&found.target.comm, found.target.exe.as_deref(), &ports))
 }
 
 /// Pids whose `comm` is one of `names` (the config allows 15 bytes, the
@@ -117,5 +131,27 @@ mod tests {
         let found = describe(std::process::id()).unwrap();
         assert_eq!(found.target.pid, std::process::id());
         assert!(found.id.starts_with(me.trim()), "{}", found.id);
+    }
+
+    #[test]
+    fn a_target_that_starts_listening_gets_its_port_id() {
+        let me = describe(std::process::id()).unwrap();
+        // Whatever this test binary listened on before, a socket it opens
+        // now shows in its id (the lowest port wins; pick the check by it).
+        let sock = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = sock.local_addr().unwrap().port();
+        let now = listening_id(&me).expect("listens now");
+        let ports = crate::mongo::port::ports_of(std::process::id());
+        assert!(ports.contains(&port), "{ports:?}");
+        assert_eq!(now, format!("{}:{}", me.target.comm, ports[0]));
+        drop(sock);
+        let gone = Found {
+            target: Target {
+                pid: u32::MAX,
+                ..me.target.clone()
+            },
+            ..me
+        };
+        assert_eq!(listening_id(&gone), None);
     }
 }
