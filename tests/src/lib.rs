@@ -2,6 +2,8 @@
 //! running mdiag, and reading kernel ground truth from /proc.
 
 pub mod agent;
+pub mod dashboards;
+pub mod prometheus;
 pub mod secantus;
 
 use std::{
@@ -54,6 +56,14 @@ pub fn spawn_ready(cmd: &mut Command) -> (Child, BufReader<ChildStdout>) {
         panic!("{cmd:?} never printed `ready`: {why} ({status:?})");
     }
     (child, out)
+}
+
+/// A loopback port nobody listens on now (the kernel's choice for port 0).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
 }
 
 /// Fails loudly (never skips) when not root: these tests must run in CI.

@@ -3,13 +3,13 @@
 //! launcher for every test that needs a server (polling, WiredTiger probes).
 
 use std::{
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
-use crate::py_venv;
+use crate::{free_port, py_venv};
 
 /// A running `secantusd-py` on a port of its own, storage and log in a new
 /// temporary directory; resumed (if stopped), killed and reaped on drop.
@@ -17,14 +17,6 @@ pub struct SecantusServer {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
-}
-
-/// A port nobody listens on now (the kernel's choice for port 0).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
 }
 
 impl SecantusServer {

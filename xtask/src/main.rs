@@ -14,6 +14,7 @@ mod cross;
 mod release;
 mod run;
 mod setup;
+mod setup_k8s;
 mod test;
 mod vm;
 

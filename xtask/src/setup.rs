@@ -32,11 +32,22 @@ pub const APT_PACKAGES: &[&str] = &[
     "bpftrace",
     // The HTML report is checked in a real browser (tests/root/html.rs).
     "chromium",
+    // The Grafana dashboards' queries run against a real Prometheus
+    // (tests/root/dashboards.rs). On a host booted with systemd its
+    // postinst also enables and starts prometheus.service (port 9090); the
+    // test starts its own on a free port.
+    "prometheus",
 ];
 
 /// SecantusDB, pinned: the stand-in mongod of the integration tests
 /// (`secantusd-py`), installed with pymongo into `<target>/py-venv`.
-pub const PY_PACKAGES: &[&str] = &["secantusdb==0.7.0b3", "pymongo>=4.6,<5"];
+/// kubernetes-validate, pinned: checks the manifests of packaging/kubernetes
+/// offline against the Kubernetes schemas it ships (agent/tests/packaging.rs).
+pub const PY_PACKAGES: &[&str] = &[
+    "secantusdb==0.7.0b3",
+    "pymongo>=4.6,<5",
+    "kubernetes-validate==1.37.0",
+];
 /// The venv directory name under cargo's target directory.
 pub const PY_VENV: &str = "py-venv";
 
@@ -64,6 +75,7 @@ pub fn setup() -> Result<()> {
     toolchain(&ebpf_toolchain()).context("setup: eBPF toolchain")?;
     bpf_linker(&user.name).context("setup: bpf-linker")?;
     py_venv().context("setup: Python venv (SecantusDB)")?;
+    crate::setup_k8s::podmonitor_crd().context("setup: the PodMonitor CRD")?;
     Ok(())
 }
 

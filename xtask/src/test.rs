@@ -75,10 +75,13 @@ impl Tier {
                     ])
                     .run()
             }
-            // The venv: agent/tests/ftdc_cli.rs decodes FTDC with pymongo.
+            // The venv: agent/tests/ftdc_cli.rs decodes FTDC with pymongo,
+            // agent/tests/packaging.rs validates the Kubernetes manifests
+            // with kubernetes-validate and the CRDs setup copied.
             Tier::Unit => Cmd::cargo()
                 .args(["test", "--workspace", "--exclude", "mdiag-tests"])
                 .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
+                .env("MDIAG_K8S_SCHEMAS", crate::setup_k8s::schemas_dir()?)
                 .run(),
             Tier::Root => root(),
             Tier::Cross => crate::cross::cross(),

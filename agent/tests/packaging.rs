@@ -1,0 +1,347 @@
+//! What `packaging/` ships beside the binary, checked without root:
+//!
+//! - the Grafana dashboards (`packaging/grafana/`): standard dashboard JSON
+//!   (schema version, unique panel ids, a `$datasource` of type prometheus,
+//!   the `instance`, `rs_nm`, `cl_role` variables), every metric a query
+//!   names is in docs/agent.md's table (or one Prometheus makes itself), and
+//!   every metric of that table is on some dashboard. That each query returns
+//!   series from a real agent is the root suite's (tests/root/dashboards.rs).
+//! - the Kubernetes manifests (`packaging/kubernetes/`): `kubectl kustomize`
+//!   builds them, kubernetes-validate (strict) and the Prometheus Operator's
+//!   PodMonitor CRD schema accept them (both installed by `cargo xtask
+//!   setup`), and reject a misspelled field; the pod keeps the systemd
+//!   unit's capability set and memory limit; its config parses.
+
+use std::{
+    collections::BTreeSet,
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+#[path = "../../tests/src/dashboards.rs"]
+mod dashboards;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Metric names of docs/agent.md's table (first column, each `name`).
+fn documented() -> BTreeSet<String> {
+    let doc = std::fs::read_to_string(repo().join("docs/agent.md")).expect("docs/agent.md");
+    let table = doc
+        .split("| metric | type | labels | what |")
+        .nth(1)
+        .expect("docs/agent.md has the metrics table");
+    let mut names = BTreeSet::new();
+    for line in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let first = line.split('|').nth(1).unwrap_or_default();
+        names.extend(
+            first
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .filter(|n| n.starts_with("mdiag_")),
+        );
+    }
+    assert!(names.len() >= 30, "{names:?}");
+    names
+}
+
+/// Series Prometheus adds to every scrape itself.
+const PROMETHEUS_OWN: &[&str] = &["up", "scrape_samples_scraped", "scrape_duration_seconds"];
+
+/// The documented metric `name` refers to: itself, or the histogram whose
+/// `_bucket`/`_sum`/`_count` it is.
+fn documented_as(name: &str, docs: &BTreeSet<String>) -> Option<String> {
+    if docs.contains(name) {
+        return Some(name.to_owned());
+    }
+    ["_bucket", "_sum", "_count"]
+        .iter()
+        .filter_map(|s| name.strip_suffix(s))
+        .find(|base| docs.contains(*base))
+        .map(str::to_owned)
+}
+
+#[test]
+fn dashboards_are_standard_json_with_the_shared_variables() {
+    let mut uids = BTreeSet::new();
+    for (name, d) in dashboards::load() {
+        assert!(uids.insert(d["uid"].to_string()), "{name}: uid repeated");
+        let schema = d["schemaVersion"].as_u64().unwrap_or(0);
+        assert!(
+            (36..=41).contains(&schema),
+            "{name}: schemaVersion {schema}"
+        );
+        let vars = d["templating"]["list"].as_array().expect("templating");
+        let var = |n: &str| vars.iter().find(|v| v["name"] == n);
+        let ds = var("datasource").unwrap_or_else(|| panic!("{name}: no $datasource"));
+        assert_eq!(ds["type"], "datasource", "{name}");
+        assert_eq!(ds["query"], "prometheus", "{name}");
+        for v in ["instance", "rs_nm", "cl_role"] {
+            let v = var(v).unwrap_or_else(|| panic!("{name}: no ${v}"));
+            assert_eq!(v["datasource"]["uid"], "${datasource}", "{name}: {v}");
+        }
+        let mut ids = BTreeSet::new();
+        for p in dashboards::panels(&d) {
+            let id = p["id"].as_u64().expect("a panel id");
+            assert!(ids.insert(id), "{name}: panel id {id} repeated");
+            let targets = p["targets"].as_array();
+            if p["type"] == "row" {
+                assert!(targets.is_none(), "{name}: row {id} has queries");
+                continue;
+            }
+            assert!(p["title"].as_str().is_some_and(|t| !t.is_empty()));
+            let targets = targets.unwrap_or_else(|| panic!("{name}: panel {id} no queries"));
+            assert!(!targets.is_empty(), "{name}: panel {id} has no queries");
+            for t in std::iter::once(p).chain(targets) {
+                assert_eq!(t["datasource"]["type"], "prometheus", "{name}: {id}");
+                assert_eq!(t["datasource"]["uid"], "${datasource}", "{name}: {id}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_dashboard_metric_is_documented_and_every_documented_metric_shown() {
+    let docs = documented();
+    let mut queries = dashboards::queries();
+    let variables = dashboards::variable_queries();
+    assert_eq!(variables.len(), 9, "{variables:?}");
+    queries.extend(variables);
+    let builtin = ["__rate_interval", "__interval", "__range"];
+    let mut shown = BTreeSet::new();
+    for q in &queries {
+        assert!(!q.expr.trim().is_empty(), "{q}: empty");
+        // Tables and single values show the last value: instant queries.
+        let instant = matches!(q.kind.as_str(), "table" | "stat" | "bargauge" | "variable");
+        assert_eq!(q.instant, instant, "{q}: a {} panel", q.kind);
+        for v in dashboards::variables(&q.expr) {
+            let known = ["datasource", "instance", "rs_nm", "cl_role"];
+            assert!(
+                known.contains(&v.as_str()) || builtin.contains(&v.as_str()),
+                "{q}: ${v} is not a variable of the dashboards"
+            );
+        }
+        let names = dashboards::metric_names(&q.expr);
+        assert!(!names.is_empty(), "{q}: no metric");
+        for n in names {
+            match documented_as(&n, &docs) {
+                Some(d) => {
+                    shown.insert(d);
+                }
+                None => assert!(
+                    PROMETHEUS_OWN.contains(&n.as_str()),
+                    "{q}: {n} is not in docs/agent.md's metrics table"
+                ),
+            }
+        }
+    }
+    let missing: Vec<_> = docs.difference(&shown).collect();
+    assert!(missing.is_empty(), "on no dashboard: {missing:?}");
+}
+
+#[test]
+fn the_metric_check_sees_names_and_only_names() {
+    let docs = documented();
+    let names = dashboards::metric_names(
+        r#"histogram_quantile(0.99, sum by (instance, le) (rate(mdiag_sched_runqueue_delay_seconds_bucket{target=~"a|b", kind!="x"}[5m] offset 1m))) / on(instance) group_left(rs_nm) mdiag_target_info + 1e-3 * max without (job) (mdiag_sched_migratons_total)"#,
+    );
+    assert_eq!(
+        names,
+        [
+            "mdiag_sched_migratons_total",
+            "mdiag_sched_runqueue_delay_seconds_bucket",
+            "mdiag_target_info"
+        ]
+    );
+    // A misspelled name is not documented: the test above would fail on it.
+    assert_eq!(documented_as(&names[0], &docs), None);
+    assert_eq!(
+        documented_as(&names[1], &docs).as_deref(),
+        Some("mdiag_sched_runqueue_delay_seconds")
+    );
+    assert_eq!(
+        dashboards::substitute(
+            "rate(x{i=~\"$instance\"}[$__rate_interval]) ${rs_nm}",
+            &[
+                ("instance", "h:1"),
+                ("__rate", "BAD"),
+                ("__rate_interval", "5s"),
+                ("rs_nm", "rs0"),
+            ]
+        ),
+        "rate(x{i=~\"h:1\"}[5s]) rs0"
+    );
+}
+
+// ------------------------------------------------------------ kubernetes ----
+
+/// `kubectl kustomize packaging/kubernetes` (no cluster needed).
+fn kustomize() -> String {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(repo().join("packaging/kubernetes"))
+        .output()
+        .expect("run kubectl (install it: https://kubernetes.io/docs/tasks/tools/)");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 YAML")
+}
+
+/// A venv or directory `cargo xtask setup` made: `env` when set, else
+/// `target/<default>`.
+fn setup_dir(env: &str, default: &str, inside: &str) -> PathBuf {
+    let p =
+        std::env::var_os(env).map_or_else(|| repo().join("target").join(default), PathBuf::from);
+    assert!(
+        p.join(inside).exists(),
+        "no {} in {}: run `cargo xtask setup`",
+        inside,
+        p.display()
+    );
+    p
+}
+
+/// Runs `script` of agent/tests/py with the venv's Python, `yaml` on stdin.
+fn python(script: &str, args: &[&std::ffi::OsStr], yaml: &str) -> (bool, String) {
+    let venv = setup_dir("MDIAG_PY_VENV", "py-venv", "bin/python");
+    let mut child = Command::new(venv.join("bin/python"))
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/py")
+                .join(script),
+        )
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the venv's python");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    stdin.write_all(yaml.as_bytes()).expect("write the YAML");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait for python");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The validator on `yaml`: (accepted, its report).
+fn validate(yaml: &str) -> (bool, String) {
+    let schemas = setup_dir(
+        "MDIAG_K8S_SCHEMAS",
+        "k8s-schemas",
+        "monitoring.coreos.com_podmonitors.yaml",
+    );
+    let crd = schemas.join("monitoring.coreos.com_podmonitors.yaml");
+    let args: Vec<&std::ffi::OsStr> = ["--k8s", "1.28", "--k8s", "1.37", "--crd"]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .chain([crd.as_os_str()])
+        .collect();
+    python("k8s_validate.py", &args, yaml)
+}
+
+#[test]
+fn kubernetes_manifests_pass_the_schemas_and_a_misspelled_field_does_not() {
+    let yaml = kustomize();
+    let (ok, report) = validate(&yaml);
+    assert!(ok, "{report}");
+    for kind in [
+        "Namespace",
+        "ServiceAccount",
+        "ConfigMap",
+        "DaemonSet",
+        "PodMonitor",
+    ] {
+        assert!(report.contains(&format!("ok {kind}/")), "{kind}: {report}");
+    }
+    // The validator rejects what the API server's strict field validation
+    // would: a misspelled field of a built-in kind and of the CRD, and a
+    // wrong type.
+    for (from, to) in [
+        ("readOnlyRootFilesystem", "readOnlyRootFileSystem"),
+        ("podMetricsEndpoints", "podMetricEndpoints"),
+        ("containerPort: 9219", "containerPort: \"9219\""),
+    ] {
+        assert!(yaml.contains(from), "{from} not in the manifests");
+        let (ok, report) = validate(&yaml.replacen(from, to, 1));
+        assert!(!ok, "{to} accepted:\n{report}");
+        assert!(report.contains("FAIL"), "{report}");
+    }
+}
+
+/// The kustomize output as JSON (the venv's PyYAML reads it).
+fn manifests(yaml: &str) -> Vec<serde_json::Value> {
+    let (ok, json) = python("yaml2json.py", &[], yaml);
+    assert!(ok, "{json}");
+    serde_json::from_str(&json).expect("JSON from yaml2json.py")
+}
+
+#[test]
+fn the_pod_keeps_the_systemd_unit_s_privileges_and_budget() {
+    let docs = manifests(&kustomize());
+    let ds = docs
+        .iter()
+        .find(|d| d["kind"] == "DaemonSet")
+        .expect("a DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["hostPID"], true);
+    let c = &pod["containers"][0];
+    let sc = &c["securityContext"];
+    assert_eq!(sc["privileged"], false);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    let unit = std::fs::read_to_string(repo().join("packaging/systemd/mdiag-agent.service"))
+        .expect("the unit");
+    let unit_caps: BTreeSet<String> = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .expect("CapabilityBoundingSet=")
+        .split_whitespace()
+        .map(|c| c.trim_start_matches("CAP_").to_owned())
+        .collect();
+    let pod_caps: BTreeSet<String> = sc["capabilities"]["add"]
+        .as_array()
+        .expect("capabilities.add")
+        .iter()
+        .filter_map(|c| c.as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(pod_caps, unit_caps);
+    let max = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("MemoryMax="))
+        .expect("MemoryMax=");
+    assert_eq!(
+        c["resources"]["limits"]["memory"],
+        format!("{}i", max.trim())
+    );
+    // The config the pod mounts parses, and listens beyond loopback.
+    let cm = docs
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .expect("a ConfigMap");
+    let text = cm["data"]["mdiag.toml"].as_str().expect("mdiag.toml");
+    let config = mdiag::agent::config::AgentConfig::parse(text, Path::new("mdiag.toml"))
+        .expect("the pod's mdiag.toml parses");
+    assert!(config.listen.ip().is_unspecified(), "{config:?}");
+    let port = config.listen.port();
+    assert_eq!(c["ports"][0]["containerPort"], port);
+    let mounts = c["volumeMounts"].as_array().expect("volumeMounts");
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mountPath"] == config.state_dir.to_string_lossy().as_ref()),
+        "state_dir is not a volume: {mounts:?}"
+    );
+}
