@@ -127,6 +127,8 @@ impl Agent {
             .arg(&config)
             .arg("--no-mongo")
             .env("NO_COLOR", "1")
+            // Its allocator windows, one line each (`windows.rs` reads them).
+            .env("RUST_LOG", "warn,mdiag::probes::alloc::paced=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -197,10 +199,11 @@ impl Agent {
     }
 
     /// Stops it with SIGTERM, as a service manager does, and waits for it;
-    /// fails when it does not exit 0 within [`STOP_TIMEOUT`].
-    pub(super) fn stop(mut self) -> Result<()> {
+    /// fails when it does not exit 0 within [`STOP_TIMEOUT`]. Returns all
+    /// it logged.
+    pub(super) fn stop(mut self) -> Result<String> {
         let Some(mut child) = self.child.take() else {
-            return Ok(());
+            return Ok(std::mem::take(&mut self.log));
         };
         signal(&child, libc::SIGTERM);
         let deadline = Instant::now() + STOP_TIMEOUT;
@@ -221,7 +224,8 @@ impl Agent {
         if !status.success() {
             bail!("mdiag agent ended with {status}: {}", self.rest_of_log());
         }
-        Ok(())
+        self.rest_of_log();
+        Ok(std::mem::take(&mut self.log))
     }
 
     /// Everything it logged, once its stderr is closed.
