@@ -10,11 +10,13 @@
 //!    (`VmHWM`), while its target, `mdiag-pingpong`, makes the host switch
 //!    context about 100 k times a second. Budgets: CPU ≤ 0.5 % of one core,
 //!    RSS ≤ 48 MiB steady.
-//! 2. What it costs its target with the default allocator duty cycle
+//! 2. What it costs its target with the default allocator budget
 //!    (`agent_cost.rs`): the TCMalloc workload unobserved and watched, in
 //!    rounds that rotate the order; medians of its throughput (budget: a
-//!    drop ≤ 1 %) and of its CPU time per allocation, steadier than
-//!    wall-clock throughput on a small shared host.
+//!    drop ≤ 1 %) and of its CPU time per allocation between runs, and,
+//!    resolving 1 % on a small shared host, the CPU time per allocation
+//!    within each watched run against its own stretches away from the
+//!    allocator windows (`windows.rs`), with that method's noise.
 //!
 //! The agent runs with windows of 10 s (`--window-secs`) instead of its default
 //! 60 s, so that a run of a minute evaluates several; the output says so.
