@@ -305,7 +305,12 @@ impl Agent {
             return;
         }
         let mongo = self.mongo_plan(found);
-        match Watch::attach(found, self.alloc_schedule(), mongo) {
+        match Watch::attach(
+            found,
+            self.alloc_schedule(),
+            self.config.alloc_budget,
+            mongo,
+        ) {
             Ok(w) => {
                 let what = found.map_or_else(
                     || "no target process: watching the host".to_owned(),
@@ -358,9 +363,10 @@ impl Agent {
         })
     }
 
-    /// Allocator windows as often as the budget allows: the window's share
-    /// of the time is the budget's share of the target's CPU, at worst
-    /// (every call probed costs at most the call's own time again).
+    /// Allocator windows of `alloc_window`, never closer than the worst
+    /// case allows (every nanosecond of the target's CPU in a window spent
+    /// in the probes: the window's share of the time is the budget); the
+    /// budget's throttle paces them from there (see [`super::budget`]).
     fn alloc_schedule(&self) -> WindowSchedule {
         let window = self.config.alloc_window;
         if self.config.alloc_budget <= 0.0 {
@@ -379,7 +385,7 @@ impl Agent {
             return;
         };
         let id = w.id.clone();
-        let recording = w.take_window(self.config.window, self.config.alloc_budget);
+        let recording = w.take_window(self.config.window);
         self.windows += 1;
         self.flight.keep(&id, &recording);
         let report = match crate::explain::explain(&recording, &self.rules, None, None) {

@@ -187,7 +187,7 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
     if let Some(every) = w.alloc_every() {
         figures.push(Figure {
             name: "alloc_window_period",
-            help: "Time between allocator probe windows (longer when over budget)",
+            help: "Time between full allocator probe windows the budget allows now",
             unit: Some(Unit::Seconds),
             kind: FigureKind::Gauge(every.as_secs_f64()),
             labels: Vec::new(),

@@ -32,8 +32,6 @@ pub struct Watch {
     spent: Spent,
     /// Share of the target's CPU they cost in the last window that had one.
     pub alloc_share: Option<f64>,
-    /// The configured period between allocator windows.
-    alloc_base: Duration,
     /// Counters and histograms since the target was first watched.
     pub totals: super::totals::Totals,
     /// The build the target runs (GNU build-id, hex).
@@ -42,17 +40,23 @@ pub struct Watch {
 
 impl Watch {
     /// Attaches every family for `found` (host-wide for `None`), with
-    /// allocator windows on the schedule the budget allows and, when
-    /// `mongo` is given, mongod polled through the driver.
+    /// allocator windows of `alloc.window`, paced to `alloc_budget` of the
+    /// target's CPU and never closer than `alloc.every` (see
+    /// [`super::budget`]), and, when `mongo` is given, mongod polled
+    /// through the driver.
     pub fn attach(
         found: Option<&Found>,
         alloc: WindowSchedule,
+        alloc_budget: f64,
         mongo: Option<crate::mongo::MongoPlan>,
     ) -> Result<Self, ProbeError> {
         let pid = found.map(|f| f.target.pid);
         let mut probes = Probes::attach(ProbeConfig { target_tgid: pid })?;
         let start = probes.start_clock();
         probes.attach_alloc(pid, alloc);
+        if let Some(a) = probes.alloc.as_mut() {
+            a.set_budget(alloc_budget);
+        }
         let mut session = Session::new(probes, pid);
         session.mongo = mongo
             .as_ref()
@@ -67,7 +71,6 @@ impl Watch {
             window_started: Utc::now(),
             spent: Spent::default(),
             alloc_share: None,
-            alloc_base: alloc.every,
             totals: super::totals::Totals::default(),
             build_id: pid.and_then(super::targets::build_id),
         })
@@ -141,14 +144,16 @@ impl Watch {
         Duration::from_millis(self.session.slices.iter().map(|s| s.duration_ms).sum())
     }
 
-    /// The period between allocator windows now (`None`: the family is off).
+    /// The period between full allocator windows the budget allows now
+    /// (`None`: the family is off).
     pub fn alloc_every(&self) -> Option<Duration> {
         self.session.probes.alloc.as_ref().map(|a| a.every())
     }
 
-    /// Measures what the allocator probes cost since the last window and
-    /// re-times their windows to stay within `budget` (see [`super::budget`]).
-    fn keep_budget(&mut self, recording: &Recording, budget: f64) {
+    /// Measures what the allocator probes cost since the last window, for
+    /// `/metrics` (the windows are paced before they spend: see
+    /// [`super::budget`]).
+    fn measure_spent(&mut self, recording: &Recording) {
         let Some(o) = recording.alloc.as_ref().and_then(|a| a.overhead.as_ref()) else {
             return;
         };
@@ -159,21 +164,14 @@ impl Watch {
         };
         if let Some(share) = self.spent.share_until(&now) {
             self.alloc_share = Some(share);
-            if let Some(a) = self.session.probes.alloc.as_mut() {
-                let every = super::budget::next_every(a.every(), self.alloc_base, share, budget);
-                if every != a.every() {
-                    tracing::info!(target = %self.id, ?every, share, "allocator windows re-timed");
-                    a.set_every(every);
-                }
-            }
         }
         self.spent = now;
     }
 
     /// The slices of the window that just ended, as a recording (host facts
-    /// read now); the next window starts empty. The allocator windows are
-    /// re-timed to `alloc_budget` on what this window cost.
-    pub fn take_window(&mut self, requested: Duration, alloc_budget: f64) -> Recording {
+    /// read now); the next window starts empty. What the allocator probes
+    /// cost in it is kept for `/metrics`.
+    pub fn take_window(&mut self, requested: Duration) -> Recording {
         let slices: Vec<Slice> = std::mem::take(&mut self.session.slices);
         let mongod = self
             .session
@@ -193,7 +191,7 @@ impl Watch {
                 mongod,
             },
         );
-        self.keep_budget(&recording, alloc_budget);
+        self.measure_spent(&recording);
         recording
     }
 }

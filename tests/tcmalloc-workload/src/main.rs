@@ -23,12 +23,20 @@
 //! exits). `--phases K` repeats the allocation phase K times (default 1),
 //! waiting for a line on stdin before each one when holding, and reports the
 //! per-phase allocation counts in `phases`.
+//!
+//! `--timeline MS`: a sampler thread also reads, every MS milliseconds, the
+//! monotonic clock, the allocations so far (each thread publishes its count
+//! every 64 allocations) and the process's CPU time, and the report gets
+//! `"timeline": [[monotonic_ns, allocs, cpu_ns], ...]`. A bench lines it up
+//! with the windows in which a profiler probed the allocator (their
+//! monotonic times), to compare the CPU time per allocation inside and
+//! outside them within one run.
 use std::{
     hint::black_box,
     io::{BufRead, Write},
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -60,7 +68,16 @@ struct Args {
     ops: u64,
     hold: bool,
     phases: usize,
+    timeline_ms: u64,
 }
+
+/// One thread's allocation count, on a cache line of its own.
+#[repr(align(128))]
+#[derive(Default)]
+struct Progress(AtomicU64);
+
+/// One timeline sample: monotonic ns, allocations so far, process CPU ns.
+type Sample = [u64; 3];
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -69,6 +86,7 @@ fn parse_args() -> Result<Args, String> {
         ops: u64::MAX,
         hold: false,
         phases: 1,
+        timeline_ms: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -82,10 +100,11 @@ fn parse_args() -> Result<Args, String> {
             "--ms" => a.ms = value("--ms")?,
             "--ops" => a.ops = value("--ops")?,
             "--phases" => a.phases = value("--phases")?.max(1) as usize,
+            "--timeline" => a.timeline_ms = value("--timeline")?,
             "--hold" => a.hold = true,
             other => {
                 return Err(format!(
-                    "unknown argument {other:?}; usage: mdiag-tcmalloc [--threads N] [--ms MS] [--ops N] [--phases K] [--hold]"
+                    "unknown argument {other:?}; usage: mdiag-tcmalloc [--threads N] [--ms MS] [--ops N] [--phases K] [--hold] [--timeline MS]"
                 ));
             }
         }
@@ -115,7 +134,7 @@ struct Counts {
 }
 
 /// Allocates until `stop` or `ops` allocations.
-fn churn(seed: u64, ops: u64, stop: &AtomicBool) -> Counts {
+fn churn(seed: u64, ops: u64, stop: &AtomicBool, progress: &Progress) -> Counts {
     let mut ring: Vec<Option<Vec<u8>>> = (0..RING).map(|_| None).collect();
     let mut rng = seed | 1;
     let mut c = Counts::default();
@@ -123,8 +142,11 @@ fn churn(seed: u64, ops: u64, stop: &AtomicBool) -> Counts {
     while c.allocs < ops {
         // Check the flag every 64 allocations (an atomic load is cheap, but
         // not free next to a per-CPU cache hit).
-        if c.allocs & 63 == 0 && stop.load(Ordering::Relaxed) {
-            break;
+        if c.allocs & 63 == 0 {
+            progress.0.store(c.allocs, Ordering::Relaxed);
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
         }
         let size = next_size(&mut rng);
         let slot = &mut ring[i % RING];
@@ -144,14 +166,42 @@ fn churn(seed: u64, ops: u64, stop: &AtomicBool) -> Counts {
     c
 }
 
-fn process_cpu_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// Samples the timeline every `every` until `stop`; allocation counts are
+/// offset by `before` (the earlier phases').
+fn sample_timeline(
+    every: Duration,
+    before: u64,
+    progress: &[Progress],
+    stop: &AtomicBool,
+) -> Vec<Sample> {
+    let sample = || {
+        let allocs: u64 = progress.iter().map(|p| p.0.load(Ordering::Relaxed)).sum();
+        [
+            clock_ns(libc::CLOCK_MONOTONIC),
+            before + allocs,
+            process_cpu_ns(),
+        ]
+    };
+    let mut out = vec![sample()];
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(every);
+        out.push(sample());
+    }
+    out
 }
 
 fn property(name: &str) -> Option<u64> {
@@ -163,21 +213,44 @@ fn property(name: &str) -> Option<u64> {
     ok.then_some(value as u64)
 }
 
-/// One allocation phase over all threads.
-fn phase(args: &Args, phase_no: usize) -> Counts {
+/// One allocation phase over all threads; with `--timeline`, its samples
+/// are appended to `timeline` (`before`: the allocations of earlier phases).
+fn phase(args: &Args, phase_no: usize, before: u64, timeline: &mut Vec<Sample>) -> Counts {
     let stop = Arc::new(AtomicBool::new(false));
+    let progress: Arc<Vec<Progress>> =
+        Arc::new((0..args.threads).map(|_| Progress::default()).collect());
     let workers: Vec<_> = (0..args.threads)
         .map(|t| {
             let stop = Arc::clone(&stop);
+            let progress = Arc::clone(&progress);
             let ops = args.ops;
             let seed = 0x9e37_79b9_7f4a_7c15_u64 ^ ((t as u64 + 1) << 32) ^ phase_no as u64;
             std::thread::Builder::new()
                 .name(format!("alloc-{t}"))
-                .spawn(move || churn(seed, ops, &stop))
+                .spawn(move || churn(seed, ops, &stop, &progress[t]))
         })
         .collect();
+    let sampler = (args.timeline_ms > 0).then(|| {
+        let stop = Arc::clone(&stop);
+        let progress = Arc::clone(&progress);
+        let every = Duration::from_millis(args.timeline_ms);
+        std::thread::Builder::new()
+            .name("timeline".into())
+            .spawn(move || sample_timeline(every, before, &progress, &stop))
+    });
     std::thread::sleep(Duration::from_millis(args.ms));
     stop.store(true, Ordering::Relaxed);
+    match sampler.map(|s| {
+        s.map_err(|e| e.to_string())
+            .and_then(|h| h.join().map_err(|_| "the sampler panicked".to_owned()))
+    }) {
+        Some(Ok(samples)) => timeline.extend(samples),
+        Some(Err(e)) => {
+            eprintln!("mdiag-tcmalloc: timeline: {e}");
+            std::process::exit(1);
+        }
+        None => {}
+    }
     let mut total = Counts::default();
     for w in workers {
         match w.map_err(|e| e.to_string()).and_then(|h| {
@@ -218,6 +291,7 @@ fn main() {
     let mut phases = Vec::with_capacity(args.phases);
     let cpu0 = process_cpu_ns();
     let mut elapsed = Duration::ZERO;
+    let mut timeline = Vec::new();
     for k in 0..args.phases {
         if args.hold {
             let _ = writeln!(out, "{{\"ready\":{pid},\"phase\":{k}}}");
@@ -225,7 +299,7 @@ fn main() {
             wait_line(&mut stdin);
         }
         let start = Instant::now();
-        let c = phase(&args, k);
+        let c = phase(&args, k, totals.allocs, &mut timeline);
         elapsed += start.elapsed();
         totals.allocs += c.allocs;
         totals.frees += c.frees;
@@ -241,7 +315,7 @@ fn main() {
         )
     };
     let elapsed_ns = elapsed.as_nanos() as u64;
-    let report = serde_json::json!({
+    let mut report = serde_json::json!({
         "pid": pid,
         "threads": args.threads,
         "allocs": totals.allocs,
@@ -256,6 +330,9 @@ fn main() {
         "glibc_rseq_size": rseq_size,
         "phases": phases,
     });
+    if args.timeline_ms > 0 {
+        report["timeline"] = serde_json::json!(timeline);
+    }
     let _ = writeln!(out, "{report}");
     let _ = out.flush();
     if args.hold {

@@ -10,11 +10,13 @@
 //!    (`VmHWM`), while its target, `mdiag-pingpong`, makes the host switch
 //!    context about 100 k times a second. Budgets: CPU ≤ 0.5 % of one core,
 //!    RSS ≤ 48 MiB steady.
-//! 2. What it costs its target with the default allocator duty cycle
+//! 2. What it costs its target with the default allocator budget
 //!    (`agent_cost.rs`): the TCMalloc workload unobserved and watched, in
 //!    rounds that rotate the order; medians of its throughput (budget: a
-//!    drop ≤ 1 %) and of its CPU time per allocation, steadier than
-//!    wall-clock throughput on a small shared host.
+//!    drop ≤ 1 %) and of its CPU time per allocation between runs, and,
+//!    resolving 1 % on a small shared host, the CPU time per allocation
+//!    within each watched run against its own stretches away from the
+//!    allocator windows (`windows.rs`), with that method's noise.
 //!
 //! The agent runs with windows of 10 s (`--window-secs`) instead of its default
 //! 60 s, so that a run of a minute evaluates several; the output says so.
@@ -127,6 +129,8 @@ impl Agent {
             .arg(&config)
             .arg("--no-mongo")
             .env("NO_COLOR", "1")
+            // Its allocator windows, one line each (`windows.rs` reads them).
+            .env("RUST_LOG", "warn,mdiag::probes::alloc::paced=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -197,10 +201,11 @@ impl Agent {
     }
 
     /// Stops it with SIGTERM, as a service manager does, and waits for it;
-    /// fails when it does not exit 0 within [`STOP_TIMEOUT`].
-    pub(super) fn stop(mut self) -> Result<()> {
+    /// fails when it does not exit 0 within [`STOP_TIMEOUT`]. Returns all
+    /// it logged.
+    pub(super) fn stop(mut self) -> Result<String> {
         let Some(mut child) = self.child.take() else {
-            return Ok(());
+            return Ok(std::mem::take(&mut self.log));
         };
         signal(&child, libc::SIGTERM);
         let deadline = Instant::now() + STOP_TIMEOUT;
@@ -221,7 +226,8 @@ impl Agent {
         if !status.success() {
             bail!("mdiag agent ended with {status}: {}", self.rest_of_log());
         }
-        Ok(())
+        self.rest_of_log();
+        Ok(std::mem::take(&mut self.log))
     }
 
     /// Everything it logged, once its stderr is closed.

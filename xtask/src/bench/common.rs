@@ -121,6 +121,12 @@ impl WorkloadRun {
             .with_context(|| format!("allocs_per_sec in {}", self.report))
     }
 
+    /// The timeline of a `--timeline` run: `[monotonic ns, allocations so
+    /// far, process CPU ns]` samples (empty without one).
+    pub(super) fn timeline(&self) -> Vec<[u64; 3]> {
+        serde_json::from_value(self.report["timeline"].clone()).unwrap_or_default()
+    }
+
     /// The process's CPU time per allocation, in nanoseconds.
     pub(super) fn cpu_ns_per_op(&self) -> Option<f64> {
         let allocs = self.report["allocs"].as_u64().filter(|&n| n > 0)?;
@@ -132,9 +138,20 @@ impl Workload {
     /// Starts `exe` with `threads` allocating threads for `ms` milliseconds
     /// once released, TCMalloc's per-CPU caches on.
     pub(super) fn start(exe: &Path, threads: u64, ms: u64) -> Result<Self> {
+        Self::start_with(exe, threads, ms, &[])
+    }
+
+    /// [`Self::start`], its report with a timeline sampled every
+    /// `every_ms` (see [`WorkloadRun::timeline`]).
+    pub(super) fn start_timeline(exe: &Path, threads: u64, ms: u64, every_ms: u64) -> Result<Self> {
+        Self::start_with(exe, threads, ms, &["--timeline", &every_ms.to_string()])
+    }
+
+    fn start_with(exe: &Path, threads: u64, ms: u64, more: &[&str]) -> Result<Self> {
         let mut child = Command::new(exe)
             .args(["--threads", &threads.to_string()])
             .args(["--ms", &ms.to_string(), "--hold"])
+            .args(more)
             .env("GLIBC_TUNABLES", WORKLOAD_TUNABLES)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

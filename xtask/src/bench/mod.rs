@@ -40,6 +40,7 @@ mod agent;
 mod agent_cost;
 mod common;
 mod switches;
+mod windows;
 
 pub use agent::{AgentBenchArgs, bench_agent};
 use common::{

@@ -20,6 +20,7 @@
 
 pub mod calibrate;
 mod entry_points;
+mod paced;
 mod pair;
 pub mod schedule;
 pub mod stats;
@@ -190,6 +191,10 @@ pub struct AllocProbe {
     cpu_start_ns: Option<u64>,
     cpu_last_ns: Option<u64>,
     hits: u64,
+    /// Windows paced by a budget (the agent's) instead of `windows`.
+    paced: Option<paced::Paced>,
+    /// The last closed window's start and end, monotonic ns.
+    last_window_ns: (u64, u64),
 }
 
 impl AllocProbe {
@@ -221,6 +226,8 @@ impl AllocProbe {
             cpu_start_ns: target_cpu_ns(pid.get()),
             cpu_last_ns: None,
             hits: 0,
+            paced: None,
+            last_window_ns: (0, 0),
         })
     }
 
@@ -230,14 +237,43 @@ impl AllocProbe {
         self.record.every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
     }
 
-    /// The period between windows now.
+    /// The period between windows now (under a budget: between full
+    /// windows, as the projection allows).
     pub fn every(&self) -> std::time::Duration {
-        self.windows.schedule().every
+        match &self.paced {
+            Some(p) => p.period(),
+            None => self.windows.schedule().every,
+        }
     }
 
-    /// When the next window opens or closes (for the record loop's sleep).
+    /// Windows closed early for running over their budget's allowance.
+    pub fn closed_early(&self) -> u64 {
+        self.paced.as_ref().map_or(0, |p| p.early)
+    }
+
+    /// When the next window opens or closes, or an open one's cost is
+    /// checked (for the record loop's sleep).
     pub fn next_due(&self) -> Option<Instant> {
-        self.windows.next_due()
+        match &self.paced {
+            Some(p) => Some(p.next_due()),
+            None => self.windows.next_due(),
+        }
+    }
+
+    /// The calibrated cost of one probe pair, ns.
+    fn pair_cost_ns(&self) -> u64 {
+        self.record
+            .calibration
+            .as_ref()
+            .map_or(0, |c| c.pair_cost_ns)
+    }
+
+    /// The probe hits of the window open now, so far (one read of the
+    /// per-CPU counters).
+    fn hits_open(&self) -> Option<u64> {
+        self.open.as_ref()?;
+        let now = self.maps.read_counters().ok()?;
+        Some(now.entries.saturating_sub(self.last_counters.entries))
     }
 
     /// A new status for the family, once (after entry points were resolved
@@ -250,6 +286,10 @@ impl AllocProbe {
     /// start (windows are also stamped in recording time). Never blocks for
     /// long: attach and detach take a few milliseconds.
     pub fn poll(&mut self, ebpf: &mut Ebpf, now: Instant, rec_start: Instant) {
+        if self.paced.is_some() {
+            self.poll_paced(ebpf, now, rec_start);
+            return;
+        }
         match self.windows.step(now) {
             Action::Nothing => {}
             Action::Open => self.open_window(ebpf, rec_start),
@@ -344,6 +384,7 @@ impl AllocProbe {
         }
         match self.read_window(open.start_ns, t0 + (t1 - t0) / 2) {
             Ok(mut w) => {
+                self.last_window_ns = (w.start_ns, w.end_ns);
                 w.start_ms = open.start_ms;
                 w.end_ms = ms_between(rec_start, now);
                 self.pending.push(w);
@@ -435,7 +476,7 @@ impl AllocProbe {
     /// the overhead imposed on the target.
     pub fn record(&self) -> AllocRecord {
         let mut r = self.record.clone();
-        let cost = r.calibration.as_ref().map_or(0, |c| c.pair_cost_ns);
+        let cost = self.pair_cost_ns();
         let cpu = match (self.cpu_start_ns, self.cpu_last_ns) {
             (Some(a), Some(b)) => b.saturating_sub(a),
             _ => 0,
@@ -455,14 +496,37 @@ fn ms_between(from: Instant, to: Instant) -> u64 {
     u64::try_from(to.saturating_duration_since(from).as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The target's CPU time (user + system, all threads), ns.
+/// The target's CPU time (user + system, all threads), ns: from its
+/// process CPU clock (nanoseconds, one system call), else from
+/// `/proc/PID/stat` (clock ticks).
 fn target_cpu_ns(pid: u32) -> Option<u64> {
-    let stat = procfs::process::Process::new(i32::try_from(pid).ok()?)
-        .ok()?
-        .stat()
-        .ok()?;
-    let ticks = procfs::ticks_per_second().max(1);
-    Some((stat.utime + stat.stime).saturating_mul(1_000_000_000) / ticks)
+    cpu_clock_ns(pid).or_else(|| {
+        let stat = procfs::process::Process::new(i32::try_from(pid).ok()?)
+            .ok()?
+            .stat()
+            .ok()?;
+        let ticks = procfs::ticks_per_second().max(1);
+        Some((stat.utime + stat.stime).saturating_mul(1_000_000_000) / ticks)
+    })
+}
+
+/// `clock_gettime` of the process CPU clock of `pid` (`None` once it is gone).
+fn cpu_clock_ns(pid: u32) -> Option<u64> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `clock` is a valid place for the clock id; the call only
+    // writes it.
+    if unsafe { libc::clock_getcpuclockid(libc::pid_t::try_from(pid).ok()?, &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to write into.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(u64::try_from(ts.tv_sec).ok()? * 1_000_000_000 + u64::try_from(ts.tv_nsec).ok()?)
 }
 
 /// Windows are opened and closed by the record loop ([`AllocProbe::poll`]);
