@@ -192,21 +192,27 @@ fn attach_found(
 /// When to look for WiredTiger in the target again: whenever the set of
 /// files it maps executable has changed (a `dlopen`). The maps are read at
 /// every poll of the record loop (50 ms) during the target's first
-/// [`FAST_FOR`], when programs load their libraries, then once per
-/// [`SLOW_EVERY`], so a long recording of a target without WiredTiger does
-/// not read a large maps file 20 times a second. The symbols are only parsed
-/// when the mappings changed.
+/// [`FAST_FOR`], when programs load their libraries; after that once per
+/// [`SLOW_EVERY`], the interval doubling with each reading that finds the
+/// mappings unchanged up to [`SLOW_MAX`] (back to [`SLOW_EVERY`] after a
+/// change), so that the agent, watching a target without WiredTiger for
+/// weeks, does not read its maps file every second (a tenth of the agent's
+/// CPU in a profile). The symbols are only parsed when the mappings changed.
 #[derive(Debug, Default)]
 pub struct Retry {
     last: Option<u64>,
     first_check: Option<std::time::Instant>,
     last_check: Option<std::time::Instant>,
+    /// The interval after [`FAST_FOR`]; [`SLOW_EVERY`] when unset.
+    every: Option<std::time::Duration>,
 }
 
 /// How long after the first check the maps are read at every poll.
 pub const FAST_FOR: std::time::Duration = std::time::Duration::from_secs(10);
-/// How often they are read after that.
+/// How often they are read after that, at first...
 pub const SLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// ... and at the longest, when they keep not changing.
+pub const SLOW_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Retry {
     /// True when `pid`'s executable file mappings differ from the last
@@ -221,17 +227,33 @@ impl Retry {
         let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
             return false;
         };
-        let print = exec_mappings_fingerprint(&maps);
+        self.saw(exec_mappings_fingerprint(&maps), now)
+    }
+
+    /// Takes one reading's fingerprint: whether it changed, and the next
+    /// interval (doubled when unchanged past [`FAST_FOR`]). Pure in its fields.
+    fn saw(&mut self, print: u64, now: std::time::Instant) -> bool {
         let changed = self.last != Some(print);
         self.last = Some(print);
+        let slow = self
+            .first_check
+            .is_some_and(|first| now.duration_since(first) >= FAST_FOR);
+        self.every = match (changed, slow) {
+            (false, true) => Some(self.interval().saturating_mul(2).min(SLOW_MAX)),
+            _ => None,
+        };
         changed
+    }
+
+    fn interval(&self) -> std::time::Duration {
+        self.every.unwrap_or(SLOW_EVERY)
     }
 
     /// Whether the maps should be read at `now`. Pure in its fields.
     pub fn due(&self, now: std::time::Instant) -> bool {
         match (self.first_check, self.last_check) {
             (Some(first), Some(last)) => {
-                now.duration_since(first) < FAST_FOR || now.duration_since(last) >= SLOW_EVERY
+                now.duration_since(first) < FAST_FOR || now.duration_since(last) >= self.interval()
             }
             _ => true,
         }
@@ -482,6 +504,33 @@ mod tests {
         r.last_check = Some(s(10.2));
         assert!(!r.due(s(10.7)));
         assert!(r.due(s(11.2)));
+    }
+
+    #[test]
+    fn unchanged_maps_are_read_less_and_less_often_and_a_change_resets_it() {
+        let t0 = std::time::Instant::now();
+        let s = |secs: u64| t0 + std::time::Duration::from_secs(secs);
+        let mut r = Retry {
+            first_check: Some(t0),
+            ..Retry::default()
+        };
+        assert!(r.saw(1, s(0)), "the first reading is a change");
+        assert!(!r.saw(1, s(5)));
+        assert_eq!(r.interval(), SLOW_EVERY, "no backing off in the first 10 s");
+        let mut at = 10;
+        let mut gaps = Vec::new();
+        for _ in 0..8 {
+            assert!(!r.saw(1, s(at)));
+            r.last_check = Some(s(at));
+            let gap = r.interval().as_secs();
+            assert!(!r.due(s(at + gap - 1)) && r.due(s(at + gap)));
+            gaps.push(gap);
+            at += gap;
+        }
+        assert_eq!(gaps, [2, 4, 8, 16, 30, 30, 30, 30]);
+        // A dlopen: found, and read every second again.
+        assert!(r.saw(2, s(at)));
+        assert_eq!(r.interval(), SLOW_EVERY);
     }
 
     #[test]
