@@ -223,11 +223,12 @@ fn fleet_an_episode_reaches_the_store_once_with_host_windows_and_indexes() {
         &["finding host.tcp_keepalive on host", "firing → resolved"],
         w,
     );
-    drop(fixed);
-    drop(planted);
     let v = wait_store(&server.uri(), "mdiag", w, |v| transitions(v).len() >= 3);
     assert_eq!(wait_metric(&addr, "mdiag_fleet_up", w, |x| x == 1.0), 1.0);
     let (status, log) = agent.stop();
+    // The planted value back only now: back at 7200, it would fire again.
+    drop(fixed);
+    drop(planted);
     assert!(status.success(), "{status:?}\n{log}");
     // One line when the store became reachable, none per write.
     assert_eq!(log.matches("reachable").count(), 1, "{log}");
@@ -280,9 +281,16 @@ fn fleet_an_episode_reaches_the_store_once_with_host_windows_and_indexes() {
         "{windows:?}"
     );
     check_indexes(&v);
-    // SecantusDB makes time-series collections: the windows are one, with
-    // the configured retention as its TTL.
-    assert_eq!(v["collections"]["windows"], "timeseries", "{v:#}");
+    // SecantusDB makes time-series collections (listed with type
+    // "collection", the time-series options kept): the windows are one,
+    // with the configured retention as its TTL.
+    let ts = &v["options"]["windows"]["timeseries"];
+    assert_eq!(
+        (&ts["timeField"], &ts["metaField"]),
+        (&"at".into(), &"meta".into()),
+        "{v:#}"
+    );
+    assert!(log.contains("window summaries: TimeSeries"), "{log}");
     assert_eq!(v["options"]["windows"]["expireAfterSeconds"], 3600, "{v:#}");
 }
 
@@ -338,8 +346,6 @@ fn fleet_a_store_killed_mid_run_gets_each_transition_once_from_the_spool() {
         &["finding host.tcp_keepalive on host", "firing → resolved"],
         w,
     );
-    drop(fixed);
-    drop(planted);
     wait_metric(&addr, "mdiag_fleet_spool_records", w, |x| x >= 2.0);
     assert_eq!(metric(&addr, "mdiag_fleet_up"), Some(0.0));
     assert!(metric(&addr, "mdiag_fleet_spool_bytes").is_some_and(|b| b > 0.0));
@@ -380,15 +386,23 @@ fn fleet_a_store_killed_mid_run_gets_each_transition_once_from_the_spool() {
     wait_metric(&addr, "mdiag_fleet_spool_records", w2, |x| x == 0.0);
     let v = wait_store(&uri, "mdiag", w, |v| transitions(v).len() >= 3);
     let (status, log) = agent.stop();
+    // The planted value back only now: back at 7200, it would fire again.
+    drop(fixed);
+    drop(planted);
     assert!(status.success(), "{status:?}\n{log}");
     assert_eq!(
         transitions(&v),
         ["inactive→pending", "pending→firing", "firing→resolved"],
         "{v:#}"
     );
+    assert_eq!(episodes(&v).len(), 1, "{v:#}");
     assert_eq!(episodes(&v)[0]["state"], "resolved");
     assert_eq!(log.matches("unreachable").count(), 1, "{log}");
-    let windows_before = v["windows"].as_array().unwrap().len();
+    // Read once the agent is stopped: it wrote windows up to the end.
+    let windows_before = read_store(&uri, "mdiag")["windows"]
+        .as_array()
+        .unwrap()
+        .len();
 
     // The same spool replayed by a fresh sender: nothing new.
     let mut fleet_cfg = mdiag::fleet::config::FleetConfig::parse(
@@ -398,7 +412,8 @@ fn fleet_a_store_killed_mid_run_gets_each_transition_once_from_the_spool() {
     .unwrap()
     .unwrap();
     fleet_cfg.replay_rate = 1000.0;
-    let fleet = mdiag::fleet::sender::Fleet::start(fleet_cfg, copy.path(), |_| {}).unwrap();
+    let fleet =
+        mdiag::fleet::sender::Fleet::start(fleet_cfg, copy.path(), |l| eprintln!("{l}")).unwrap();
     let stats = delivered(&fleet);
     assert_eq!(stats.delivered as usize, records.len(), "{stats:?}");
     assert_eq!(stats.dropped, 0, "{stats:?}");
@@ -459,8 +474,10 @@ fn fleet_windows_fall_back_to_a_plain_collection_with_a_ttl() {
         window(1_700_000_000_000),
     ];
     for (retention, secs) in [("1h", 3600), ("2h", 7200)] {
-        let fleet =
-            mdiag::fleet::sender::Fleet::start(parse(retention), state.path(), |_| {}).unwrap();
+        let fleet = mdiag::fleet::sender::Fleet::start(parse(retention), state.path(), |l| {
+            eprintln!("{l}")
+        })
+        .unwrap();
         fleet.submit(&records).unwrap();
         delivered(&fleet);
         drop(fleet);
@@ -517,7 +534,8 @@ fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
         event("pending", "firing", 1_200_000),
     ];
     let state = tempfile::tempdir().unwrap();
-    let fleet = mdiag::fleet::sender::Fleet::start(cfg, state.path(), |_| {}).unwrap();
+    let fleet =
+        mdiag::fleet::sender::Fleet::start(cfg, state.path(), |l| eprintln!("{l}")).unwrap();
     fleet.submit(&records).unwrap();
     assert_eq!(delivered(&fleet).delivered, 5);
     drop(fleet);

@@ -48,6 +48,8 @@ pub const WINDOWS_META_INDEX: &str = "meta_at";
 const DUPLICATE_KEY: i32 = 11000;
 const NAMESPACE_EXISTS: i32 = 48;
 const INDEX_OPTIONS_CONFLICT: i32 = 85;
+/// What some servers answer instead of 85 for the same name, other options.
+const INDEX_KEY_SPECS_CONFLICT: i32 = 86;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -185,7 +187,7 @@ impl Store {
             };
             if let Err(e) = self.create_index(WINDOWS, index).await {
                 // Another retention than the index has: change the index.
-                if !is_code(&e, INDEX_OPTIONS_CONFLICT) {
+                if !is_code(&e, INDEX_OPTIONS_CONFLICT) && !is_code(&e, INDEX_KEY_SPECS_CONFLICT) {
                     return Err(e);
                 }
                 let cmd = doc! {
