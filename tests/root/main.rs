@@ -10,6 +10,7 @@ mod alloc;
 mod checkpoint_contention;
 mod contention;
 mod dashboards;
+mod fleet;
 mod html;
 mod mongo_poll;
 mod perf;
