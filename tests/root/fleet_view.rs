@@ -18,7 +18,7 @@ use mdiag::fleet::schema::{
     FINDINGS, FindingDoc, HOSTS, HostDoc, HostFacts, INDEXES, TransitionDoc, finding_id,
 };
 use mdiag_tests::{mdiag_bin, run_mdiag, secantus::SecantusServer};
-use mongodb::{Client, IndexModel, options::IndexOptions};
+use mongodb::Client;
 use serde_json::Value;
 
 const DB: &str = "mdiag_fleet_test";
@@ -133,16 +133,8 @@ fn seed(uri: &str, now: i64) {
             .expect("client")
             .database(DB);
         for i in INDEXES {
-            let mut keys = bson::Document::new();
-            for (k, d) in i.keys {
-                keys.insert(*k, *d);
-            }
-            let opts = IndexOptions::builder()
-                .name(i.name.to_owned())
-                .expire_after(i.expire_after_secs.map(Duration::from_secs))
-                .build();
             db.collection::<bson::Document>(i.collection)
-                .create_index(IndexModel::builder().keys(keys).options(opts).build())
+                .create_index(mdiag::fleet::source::index_model(i))
                 .await
                 .expect("create index");
         }

@@ -6,9 +6,9 @@
 use std::fmt::Write;
 
 use super::render::{
-    FACTS_COLUMNS, SILENT_COLUMNS, filter_text, host_list, human_secs, states_line,
+    FACTS_COLUMNS, SILENT_COLUMNS, filter_text, host_list, human_secs, more_facts, states_line,
 };
-use super::view::{Episode, FleetView, HostHistory, RuleGroup};
+use super::view::{Episode, FACTS_SHOWN, FleetView, HostHistory, RuleGroup};
 use crate::report::svg::esc;
 
 /// What the fleet page adds to the report's stylesheet: a colour per state.
@@ -58,7 +58,7 @@ fn group(out: &mut String, g: &RuleGroup) {
     }
     out.push_str("<table>\n");
     row(out, &FACTS_COLUMNS.map(String::from), true);
-    for f in &g.by_facts {
+    for f in g.by_facts.iter().take(FACTS_SHOWN) {
         row(
             out,
             &[
@@ -72,6 +72,9 @@ fn group(out: &mut String, g: &RuleGroup) {
         );
     }
     out.push_str("</table>\n");
+    if let Some(more) = more_facts(g) {
+        let _ = writeln!(out, "<p>{}</p>", esc(&more));
+    }
     let _ = writeln!(out, "<p>Hosts: {}</p>", esc(&host_list(&g.hosts)));
 }
 

@@ -4,8 +4,8 @@
 //! [`schema::INDEXES`] (and sorts on the rest), so the server reads the
 //! episodes it needs and not the collection:
 //! - [`now_pipeline`]: episodes by state (`state_rule`: `state` `$in`, and
-//!   `rule` when `--rule` is given), then one `$facet` that counts them per
-//!   state, per rule and per (rule, arch, mongod version, kernel);
+//!   `rule` when `--rule` is given), then one `$group` per (state, rule,
+//!   arch, mongod version, kernel) with its distinct hosts;
 //! - [`rule_episodes_pipeline`]: the latest episodes of one rule
 //!   (`rule_episode`, the sort included);
 //! - [`host_history_pipeline`]: a host's episodes, newest first
@@ -57,39 +57,26 @@ fn state_clause(filter: &Filter, open_only: bool) -> Document {
 }
 
 /// The fleet now: open episodes (and, with `--since`, resolved since then)
-/// counted per state, per rule, and per rule and host facts.
+/// in one `$group` per state, rule, arch, mongod version and kernel, each
+/// with its distinct hosts; the view adds them up per rule and per state.
+/// One group and not a `$facet` of three: the grouping is the costly part
+/// on the server (3 times the time on SecantusDB), and on a sharded store
+/// a `$group` runs partly on each shard while a `$facet` runs on one.
 pub fn now_pipeline(filter: &Filter) -> Vec<Document> {
     let mut m = state_clause(filter, true);
     if let Some(r) = &filter.rule {
         m.insert("rule", r.as_str());
     }
-    let version = doc! {"$ifNull": ["$mongod_version", UNKNOWN]};
     vec![
         doc! {"$match": m},
-        doc! {"$facet": {
-            "states": [
-                {"$group": {"_id": "$state", "episodes": {"$sum": 1}, "hosts": {"$addToSet": "$host"}}},
-                {"$project": {"episodes": 1, "hosts": {"$size": "$hosts"}}},
-            ],
-            "by_rule": [
-                {"$group": {
-                    "_id": {"state": "$state", "rule": "$rule"},
-                    "title": {"$first": "$title"},
-                    "episodes": {"$sum": 1},
-                    "hosts": {"$addToSet": "$host"},
-                    "first_since": {"$min": "$since"},
-                    "last_since": {"$max": "$since"},
-                }},
-            ],
-            "by_facts": [
-                {"$group": {
-                    "_id": {"state": "$state", "rule": "$rule", "arch": "$arch",
-                            "mongod_version": version, "kernel": "$kernel"},
-                    "episodes": {"$sum": 1},
-                    "hosts": {"$addToSet": "$host"},
-                }},
-                {"$project": {"episodes": 1, "hosts": {"$size": "$hosts"}}},
-            ],
+        doc! {"$group": {
+            "_id": {"state": "$state", "rule": "$rule", "arch": "$arch",
+                    "mongod_version": {"$ifNull": ["$mongod_version", UNKNOWN]}, "kernel": "$kernel"},
+            "title": {"$first": "$title"},
+            "episodes": {"$sum": 1},
+            "hosts": {"$addToSet": "$host"},
+            "first_since": {"$min": "$since"},
+            "last_since": {"$max": "$since"},
         }},
     ]
 }
@@ -148,8 +135,8 @@ pub async fn run(
 /// What the store holds for one view, as the server returned it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fetched {
-    /// The single document of [`now_pipeline`]'s `$facet` (absent with `--host`).
-    pub now: Option<Document>,
+    /// [`now_pipeline`]'s groups (absent with `--host`).
+    pub now: Option<Vec<Document>>,
     pub rule_episodes: Vec<Document>,
     pub host: Option<Document>,
     pub host_history: Vec<Document>,
@@ -179,10 +166,7 @@ pub async fn fetch(
             f.host_history = run(db, FINDINGS, host_history_pipeline(h, filter)).await?;
         }
         None => {
-            f.now = run(db, FINDINGS, now_pipeline(filter))
-                .await?
-                .into_iter()
-                .next();
+            f.now = Some(run(db, FINDINGS, now_pipeline(filter)).await?);
             if let Some(r) = &filter.rule {
                 f.rule_episodes = run(db, FINDINGS, rule_episodes_pipeline(r, filter)).await?;
             }
@@ -320,22 +304,17 @@ mod tests {
     }
 
     #[test]
-    fn the_facet_groups_by_rule_and_host_facts() {
+    fn the_group_is_per_rule_and_host_facts_with_distinct_hosts() {
         let p = now_pipeline(&Filter::default());
-        let facet = p[1].get_document("$facet").unwrap();
-        for k in ["states", "by_rule", "by_facts"] {
-            assert!(facet.get_array(k).is_ok(), "{k}");
-        }
-        let by_facts = facet.get_array("by_facts").unwrap()[0]
-            .as_document()
-            .unwrap()
-            .get_document("$group")
-            .unwrap()
-            .get_document("_id")
-            .unwrap()
-            .clone();
-        let keys: Vec<&str> = by_facts.keys().map(String::as_str).collect();
+        assert_eq!(p.len(), 2);
+        let group = p[1].get_document("$group").unwrap();
+        let id = group.get_document("_id").unwrap();
+        let keys: Vec<&str> = id.keys().map(String::as_str).collect();
         assert_eq!(keys, ["state", "rule", "arch", "mongod_version", "kernel"]);
+        assert_eq!(
+            group.get_document("hosts").unwrap(),
+            &doc! {"$addToSet": "$host"}
+        );
     }
 
     #[test]

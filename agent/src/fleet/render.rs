@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::view::{Episode, FleetView, HOSTS_SHOWN, HostHistory, RuleGroup};
+use super::view::{Episode, FACTS_SHOWN, FleetView, HOSTS_SHOWN, HostHistory, RuleGroup};
 
 /// The columns of a rule's per-facts table, in every format.
 pub const FACTS_COLUMNS: [&str; 5] = ["arch", "mongod", "kernel", "episodes", "hosts"];
@@ -72,6 +72,18 @@ fn table(out: &mut String, indent: &str, rows: &[Vec<String>]) {
     }
 }
 
+/// The line under a per-facts table cut at [`FACTS_SHOWN`] rows.
+pub fn more_facts(g: &RuleGroup) -> Option<String> {
+    let rest = &g.by_facts[g.by_facts.len().min(FACTS_SHOWN)..];
+    (!rest.is_empty()).then(|| {
+        format!(
+            "and {} more combinations with {} episodes (all in --format json)",
+            rest.len(),
+            rest.iter().map(|f| f.episodes).sum::<u64>()
+        )
+    })
+}
+
 /// `h1, h2, h3 and 5 more`.
 pub fn host_list(hosts: &[String]) -> String {
     let mut s = hosts
@@ -134,7 +146,7 @@ fn group(out: &mut String, g: &RuleGroup) {
         let _ = writeln!(out, "    {} since {a} (latest {b})", g.state);
     }
     let mut rows = vec![FACTS_COLUMNS.map(String::from).to_vec()];
-    for f in &g.by_facts {
+    for f in g.by_facts.iter().take(FACTS_SHOWN) {
         rows.push(vec![
             f.arch.clone(),
             f.mongod_version.clone(),
@@ -144,6 +156,9 @@ fn group(out: &mut String, g: &RuleGroup) {
         ]);
     }
     table(out, "    ", &rows);
+    if let Some(more) = more_facts(g) {
+        let _ = writeln!(out, "    {more}");
+    }
     let _ = writeln!(out, "    hosts: {}", host_list(&g.hosts));
 }
 

@@ -155,6 +155,23 @@ pub fn resolve(
     }
 }
 
+/// The driver's model of one of the schema's indexes (for whoever creates
+/// them: the tests and the bench here; the agent's store has its own).
+pub fn index_model(spec: &super::schema::IndexSpec) -> mongodb::IndexModel {
+    let mut keys = bson::Document::new();
+    for (k, d) in spec.keys {
+        keys.insert(*k, *d);
+    }
+    let opts = mongodb::options::IndexOptions::builder()
+        .name(spec.name.to_owned())
+        .expire_after(spec.expire_after_secs.map(Duration::from_secs))
+        .build();
+    mongodb::IndexModel::builder()
+        .keys(keys)
+        .options(opts)
+        .build()
+}
+
 /// Connects and checks that the store answers (a `ping`), so that an
 /// unreachable store is reported as such and not as a failed query.
 pub async fn connect(store: &Store) -> Result<Database, SourceError> {

@@ -3,6 +3,8 @@
 //! only lay this out, as the report's do with `report::view`; the JSON
 //! format is this structure itself (documented in `docs/fleet-json.md`).
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use bson::{Bson, DateTime, Document};
 use chrono::{SecondsFormat, Utc};
 use serde::Serialize;
@@ -13,6 +15,8 @@ use super::query::{Fetched, Filter, UNKNOWN, count, state_rank};
 pub const JSON_SCHEMA: u32 = 1;
 /// Host names listed per rule in the text formats (JSON lists them all).
 pub const HOSTS_SHOWN: usize = 8;
+/// Rows of a rule's per-facts table in the text formats, most episodes first.
+pub const FACTS_SHOWN: usize = 10;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FleetView {
@@ -182,67 +186,73 @@ fn episode(d: &Document) -> Episode {
     }
 }
 
-fn facet<'a>(now: &'a Document, key: &str) -> impl Iterator<Item = &'a Document> {
-    now.get_array(key)
+fn strings<'a>(d: &'a Document, key: &str) -> impl Iterator<Item = &'a str> {
+    d.get_array(key)
         .map(|a| a.as_slice())
         .unwrap_or_default()
         .iter()
-        .filter_map(Bson::as_document)
+        .filter_map(Bson::as_str)
 }
 
-fn groups(now: &Document) -> Vec<RuleGroup> {
-    let mut groups: Vec<RuleGroup> = facet(now, "by_rule")
-        .filter_map(|g| {
-            let id = g.get_document("_id").ok()?;
-            let mut hosts: Vec<String> = g
-                .get_array("hosts")
-                .map(|a| a.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|h| h.as_str().map(str::to_owned))
-                .collect();
-            hosts.sort();
-            Some(RuleGroup {
-                state: text(id, "state"),
-                rule: text(id, "rule"),
-                title: text(g, "title"),
-                episodes: count(g, "episodes"),
-                hosts,
-                first_since: date(g, "first_since"),
-                last_since: date(g, "last_since"),
-                by_facts: Vec::new(),
-            })
-        })
-        .collect();
-    for f in facet(now, "by_facts") {
+/// The earlier (`min`) or later of two RFC 3339 times (they sort as text).
+fn pick(a: Option<String>, b: Option<String>, min: bool) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if (a <= b) == min { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Per state and rule, from the groups per state, rule and host facts:
+/// episodes added up, hosts united, times widened.
+fn groups(now: &[Document]) -> Vec<RuleGroup> {
+    let mut by: BTreeMap<(String, String), (RuleGroup, BTreeSet<String>)> = BTreeMap::new();
+    for f in now {
         let Ok(id) = f.get_document("_id") else {
             continue;
         };
-        let (state, rule) = (text(id, "state"), text(id, "rule"));
-        if let Some(g) = groups
-            .iter_mut()
-            .find(|g| g.state == state && g.rule == rule)
-        {
-            g.by_facts.push(FactsGroup {
-                arch: text(id, "arch"),
-                mongod_version: version(id),
-                kernel: text(id, "kernel"),
-                episodes: count(f, "episodes"),
-                hosts: count(f, "hosts"),
-            });
-        }
-    }
-    for g in &mut groups {
-        g.by_facts.sort_by(|a, b| {
-            b.episodes.cmp(&a.episodes).then_with(|| {
-                (&a.arch, &a.mongod_version, &a.kernel).cmp(&(
-                    &b.arch,
-                    &b.mongod_version,
-                    &b.kernel,
-                ))
-            })
+        let key = (text(id, "state"), text(id, "rule"));
+        let (g, hosts) = by.entry(key.clone()).or_insert_with(|| {
+            let g = RuleGroup {
+                state: key.0.clone(),
+                rule: key.1.clone(),
+                title: text(f, "title"),
+                episodes: 0,
+                hosts: Vec::new(),
+                first_since: None,
+                last_since: None,
+                by_facts: Vec::new(),
+            };
+            (g, BTreeSet::new())
         });
+        let these: BTreeSet<&str> = strings(f, "hosts").collect();
+        g.episodes += count(f, "episodes");
+        g.first_since = pick(g.first_since.take(), date(f, "first_since"), true);
+        g.last_since = pick(g.last_since.take(), date(f, "last_since"), false);
+        g.by_facts.push(FactsGroup {
+            arch: text(id, "arch"),
+            mongod_version: version(id),
+            kernel: text(id, "kernel"),
+            episodes: count(f, "episodes"),
+            hosts: these.len() as u64,
+        });
+        hosts.extend(these.into_iter().map(str::to_owned));
     }
+    let mut groups: Vec<RuleGroup> = by
+        .into_values()
+        .map(|(mut g, hosts)| {
+            g.hosts = hosts.into_iter().collect();
+            g.by_facts.sort_by(|a, b| {
+                b.episodes.cmp(&a.episodes).then_with(|| {
+                    (&a.arch, &a.mongod_version, &a.kernel).cmp(&(
+                        &b.arch,
+                        &b.mongod_version,
+                        &b.kernel,
+                    ))
+                })
+            });
+            g
+        })
+        .collect();
     groups.sort_by(|a, b| {
         state_rank(&a.state)
             .cmp(&state_rank(&b.state))
@@ -252,12 +262,23 @@ fn groups(now: &Document) -> Vec<RuleGroup> {
     groups
 }
 
-fn states(now: &Document) -> Vec<StateCount> {
-    let mut states: Vec<StateCount> = facet(now, "states")
-        .map(|s| StateCount {
-            state: text(s, "_id"),
-            episodes: count(s, "episodes"),
-            hosts: count(s, "hosts"),
+/// Per state: episodes, and hosts counted once across rules.
+fn states(now: &[Document]) -> Vec<StateCount> {
+    let mut by: BTreeMap<String, (u64, BTreeSet<&str>)> = BTreeMap::new();
+    for f in now {
+        let Ok(id) = f.get_document("_id") else {
+            continue;
+        };
+        let (episodes, hosts) = by.entry(text(id, "state")).or_default();
+        *episodes += count(f, "episodes");
+        hosts.extend(strings(f, "hosts"));
+    }
+    let mut states: Vec<StateCount> = by
+        .into_iter()
+        .map(|(state, (episodes, hosts))| StateCount {
+            state,
+            episodes,
+            hosts: hosts.len() as u64,
         })
         .collect();
     states.sort_by_key(|s| state_rank(&s.state));

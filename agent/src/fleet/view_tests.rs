@@ -19,29 +19,21 @@ fn ctx() -> Context {
     }
 }
 
-/// The `$facet` reply for: 3 firing `sched.x` episodes (2 on x86_64 8.0.4,
-/// 1 on aarch64 without a version), 1 pending `mem.y`.
-fn now_doc() -> Document {
-    doc! {
-        "states": [
-            {"_id": "pending", "episodes": 1_i32, "hosts": 1_i32},
-            {"_id": "firing", "episodes": 3_i32, "hosts": 3_i32},
-        ],
-        "by_rule": [
-            {"_id": {"state": "pending", "rule": "mem.y"}, "title": "Y", "episodes": 1_i32,
-             "hosts": ["h9"], "first_since": t(50), "last_since": t(50)},
-            {"_id": {"state": "firing", "rule": "sched.x"}, "title": "X <b>", "episodes": 3_i64,
-             "hosts": ["h3", "h1", "h2"], "first_since": t(10), "last_since": t(40)},
-        ],
-        "by_facts": [
-            {"_id": {"state": "firing", "rule": "sched.x", "arch": "aarch64",
-                     "mongod_version": "unknown", "kernel": "6.1"}, "episodes": 1_i32, "hosts": 1_i32},
-            {"_id": {"state": "firing", "rule": "sched.x", "arch": "x86_64",
-                     "mongod_version": "8.0.4", "kernel": "6.18"}, "episodes": 2_i32, "hosts": 2_i32},
-            {"_id": {"state": "pending", "rule": "mem.y", "arch": "x86_64",
-                     "mongod_version": "7.0.1", "kernel": "5.15"}, "episodes": 1_i32, "hosts": 1_i32},
-        ],
-    }
+/// The groups `now_pipeline` returns for: 3 firing `sched.x` episodes (2
+/// on x86_64 8.0.4, one of them on h3 with another on aarch64 without a
+/// version, so h3 counts once), 1 pending `mem.y`.
+fn now_doc() -> Vec<Document> {
+    let id = |state: &str, rule: &str, arch: &str, v: &str, k: &str| {
+        doc! {"state": state, "rule": rule, "arch": arch, "mongod_version": v, "kernel": k}
+    };
+    vec![
+        doc! {"_id": id("firing", "sched.x", "aarch64", "unknown", "6.1"), "title": "X <b>",
+        "episodes": 1_i32, "hosts": ["h3"], "first_since": t(40), "last_since": t(40)},
+        doc! {"_id": id("pending", "mem.y", "x86_64", "7.0.1", "5.15"), "title": "Y",
+        "episodes": 1_i32, "hosts": ["h9"], "first_since": t(50), "last_since": t(50)},
+        doc! {"_id": id("firing", "sched.x", "x86_64", "8.0.4", "6.18"), "title": "X <b>",
+        "episodes": 2_i64, "hosts": ["h3", "h1"], "first_since": t(10), "last_since": t(30)},
+    ]
 }
 
 fn episode_doc(start: i64, state: &str, transitions: &[(&str, &str, i64)]) -> Document {
@@ -77,6 +69,7 @@ fn groups_come_firing_first_with_their_facts_and_sorted_hosts() {
         .map(|s| (s.state.as_str(), s.episodes))
         .collect();
     assert_eq!(states, [("firing", 3), ("pending", 1)]);
+    assert_eq!(v.states[0].hosts, 2, "h3 once");
     assert_eq!(v.episodes_in("firing"), 3);
     assert_eq!(v.groups.len(), 2);
     let x = &v.groups[0];
@@ -84,13 +77,16 @@ fn groups_come_firing_first_with_their_facts_and_sorted_hosts() {
         (x.state.as_str(), x.rule.as_str(), x.episodes),
         ("firing", "sched.x", 3)
     );
-    assert_eq!(x.hosts, ["h1", "h2", "h3"]);
+    assert_eq!(x.hosts, ["h1", "h3"]);
+    assert_eq!(x.first_since.as_deref(), Some("2023-11-14T22:13:30Z"));
+    assert_eq!(x.last_since.as_deref(), Some("2023-11-14T22:14:00Z"));
     let facts: Vec<_> = x
         .by_facts
         .iter()
         .map(|f| (f.arch.as_str(), f.mongod_version.as_str(), f.episodes))
         .collect();
     assert_eq!(facts, [("x86_64", "8.0.4", 2), ("aarch64", "unknown", 1)]);
+    assert_eq!(x.by_facts[0].hosts, 2);
     assert_eq!(v.groups[1].by_facts.len(), 1);
     assert_eq!(v.silent[0].silent_secs, Some(1000));
     assert!(!v.is_empty());
@@ -160,7 +156,7 @@ fn a_host_history_is_newest_first_with_transitions_in_time_order() {
 fn the_terminal_format_shows_counts_per_rule_and_facts() {
     let text = render::terminal(&fleet());
     assert!(
-        text.contains("Now: 3 firing on 3 hosts, 1 pending on 1 host"),
+        text.contains("Now: 3 firing on 2 hosts, 1 pending on 1 host"),
         "{text}"
     );
     assert!(
@@ -168,10 +164,10 @@ fn the_terminal_format_shows_counts_per_rule_and_facts() {
         "{text}"
     );
     assert!(
-        text.contains("sched.x  3 episodes on 3 hosts: X <b>"),
+        text.contains("sched.x  3 episodes on 2 hosts: X <b>"),
         "{text}"
     );
-    assert!(text.contains("hosts: h1, h2, h3"), "{text}");
+    assert!(text.contains("hosts: h1, h3"), "{text}");
     let row = text.lines().find(|l| l.contains("aarch64")).unwrap();
     assert_eq!(
         row.split_whitespace().collect::<Vec<_>>(),
@@ -215,7 +211,7 @@ fn json_has_the_documented_fields() {
     }
     let g = &j["groups"][0];
     assert_eq!(g["rule"], "sched.x");
-    assert_eq!(g["hosts"].as_array().unwrap().len(), 3);
+    assert_eq!(g["hosts"].as_array().unwrap().len(), 2);
     assert_eq!(g["by_facts"][0]["mongod_version"], "8.0.4");
     assert_eq!(g["first_since"], "2023-11-14T22:13:30Z");
     assert!(j["host"].is_null());
@@ -297,4 +293,28 @@ fn the_json_document_describes_every_field() {
     missing.sort();
     missing.dedup();
     assert!(missing.is_empty(), "not in docs/fleet-json.md: {missing:?}");
+}
+
+#[test]
+fn a_long_facts_table_is_cut_in_text_and_whole_in_json() {
+    let mut v = fleet();
+    let g = &mut v.groups[0];
+    g.by_facts = (0..13)
+        .map(|i| FactsGroup {
+            arch: "x86_64".into(),
+            mongod_version: format!("8.0.{i}"),
+            kernel: "6.1".into(),
+            episodes: 2,
+            hosts: 2,
+        })
+        .collect();
+    let text = render::terminal(&v);
+    assert!(text.contains("8.0.9") && !text.contains("8.0.10"), "{text}");
+    assert!(
+        text.contains("and 3 more combinations with 6 episodes"),
+        "{text}"
+    );
+    assert!(html::render(&v).contains("and 3 more combinations"));
+    let j: serde_json::Value = serde_json::from_str(&render::json(&v).unwrap()).unwrap();
+    assert_eq!(j["groups"][0]["by_facts"].as_array().unwrap().len(), 13);
 }
