@@ -15,10 +15,10 @@ const KEEPALIVE: &str = "/proc/sys/net/ipv4/tcp_keepalive_time";
 const RULE: &str = "host.tcp_keepalive";
 
 /// Sets net.ipv4.tcp_keepalive_time and puts the old value back when dropped.
-struct Keepalive(String);
+pub(crate) struct Keepalive(String);
 
 impl Keepalive {
-    fn set(secs: u32) -> Keepalive {
+    pub(crate) fn set(secs: u32) -> Keepalive {
         let old = std::fs::read_to_string(KEEPALIVE).unwrap();
         std::fs::write(KEEPALIVE, secs.to_string()).unwrap();
         Keepalive(old)
@@ -32,7 +32,7 @@ impl Drop for Keepalive {
 }
 
 /// A rules directory holding only the planted rule, so what fires is known.
-fn rules_dir(dir: &std::path::Path) -> PathBuf {
+pub(crate) fn rules_dir(dir: &std::path::Path) -> PathBuf {
     let rules = dir.join("rules");
     std::fs::create_dir_all(&rules).unwrap();
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rules/host-tcp-keepalive.toml");

@@ -9,6 +9,7 @@ mod agent_soak;
 mod alloc;
 mod checkpoint_contention;
 mod contention;
+mod fleet;
 mod fleet_view;
 mod html;
 mod mongo_poll;

@@ -58,6 +58,40 @@ impl SecantusServer {
         panic!("secantusd-py did not accept connections:\n{last_log}");
     }
 
+    /// Kills the server (SIGKILL: a crash, nothing flushed on the way out)
+    /// and reaps it; its port and data directory stay for [`Self::restart`].
+    pub fn kill(&mut self) {
+        // SAFETY: kill(2) on our own child's pid, resumed first in case a
+        // test stopped it.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGCONT) };
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again on the same port and data directory; returns
+    /// once it accepts connections.
+    pub fn restart(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.path().join("server.log"))
+            .expect("server.log");
+        self.child = Command::new(py_venv().join("bin/secantusd-py"))
+            .args(["--host", "127.0.0.1", "--port", &self.port.to_string()])
+            .arg("--storage-path")
+            .arg(self.data_dir())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("server.log"))
+            .stderr(log)
+            .spawn()
+            .expect("restart secantusd-py");
+        assert!(
+            self.wait_accepting(Duration::from_secs(90)),
+            "secantusd-py did not come back on port {}:\n{}",
+            self.port,
+            self.log()
+        );
+    }
+
     /// Waits until the server accepts a TCP connection; false if it exited
     /// or the time ran out.
     fn wait_accepting(&mut self, limit: Duration) -> bool {

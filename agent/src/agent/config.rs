@@ -151,11 +151,7 @@ impl AgentConfig {
             None if default.exists() => default,
             None => return Ok(Self::default()),
         };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(&text, path)
+        Self::parse(&Self::read(path)?, path)
     }
 
     /// Parses a config file's text (only `[agent]` is read here).
@@ -165,15 +161,16 @@ impl AgentConfig {
             #[serde(default)]
             agent: AgentConfig,
         }
-        let file: File = toml::from_str(text).map_err(|e| ConfigError::Syntax {
-            path: path.to_owned(),
-            // toml quotes the offending line, which may hold a password.
-            why: match e.span() {
-                Some(span) => format!("{} (at byte {})", e.message(), span.start),
-                None => e.message().to_owned(),
-            },
-        })?;
+        let file: File = toml::from_str(text).map_err(|e| syntax(path, &e))?;
         file.agent.check(path)
+    }
+
+    /// The text of `path` (`--config`).
+    pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })
     }
 
     fn check(self, path: &Path) -> Result<Self, ConfigError> {
@@ -218,8 +215,20 @@ impl AgentConfig {
     }
 }
 
+/// A syntax error of the file `path`, without the line toml quotes (it
+/// may hold a password).
+pub(crate) fn syntax(path: &Path, e: &toml::de::Error) -> ConfigError {
+    ConfigError::Syntax {
+        path: path.to_owned(),
+        why: match e.span() {
+            Some(span) => format!("{} (at byte {})", e.message(), span.start),
+            None => e.message().to_owned(),
+        },
+    }
+}
+
 /// A duration written as "60s", "5m", "100ms".
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     humantime::parse_duration(&text)
         .map_err(|e| serde::de::Error::custom(format!("{text:?}: {e} (e.g. \"60s\", \"5m\")")))

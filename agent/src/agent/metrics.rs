@@ -78,6 +78,8 @@ pub struct SelfView {
     pub flight_recordings: u64,
     pub flight_removed: u64,
     pub max_series: usize,
+    /// The fleet store's delivery, when `[fleet]` is configured.
+    pub fleet: Option<crate::fleet::sender::FleetStats>,
 }
 
 /// The exposition of `view`.
@@ -159,6 +161,55 @@ fn self_metrics(e: &mut Exposition, a: &SelfView) {
         None,
         one(a.flight_removed as f64),
     );
+    if let Some(f) = &a.fleet {
+        fleet_metrics(e, f);
+    }
+}
+
+fn fleet_metrics(e: &mut Exposition, f: &crate::fleet::sender::FleetStats) {
+    let gauges = [
+        (
+            "fleet_up",
+            "1 while the fleet store takes the agent's writes, else 0",
+            None,
+            if f.up { 1.0 } else { 0.0 },
+        ),
+        (
+            "fleet_spool",
+            "Bytes in the local fleet spool (delivered segments are removed)",
+            Some(Unit::Bytes),
+            f.spool_bytes as f64,
+        ),
+        (
+            "fleet_spool_records",
+            "Documents in the local fleet spool not delivered yet",
+            None,
+            f.spool_records as f64,
+        ),
+    ];
+    for (name, help, unit, v) in gauges {
+        e.gauge(name, help, unit, one(v));
+    }
+    let counters = [
+        (
+            "fleet_delivered",
+            "Documents the fleet store acknowledged",
+            f.delivered,
+        ),
+        (
+            "fleet_dropped",
+            "Documents dropped: by the spool's bounds (oldest first), unreadable, or refused by the store",
+            f.dropped,
+        ),
+        (
+            "fleet_retries",
+            "Failed attempts to reach or write to the fleet store (each followed by a backoff)",
+            f.retries,
+        ),
+    ];
+    for (name, help, v) in counters {
+        e.counter(name, help, None, one(v as f64));
+    }
 }
 
 /// `mdiag_finding_state{rule,target,state}` = 1 for each tracked finding's

@@ -40,6 +40,10 @@ pub enum AgentError {
     Rules(#[from] crate::rules::RulesError),
     #[error(transparent)]
     Serve(#[from] serve::ServeError),
+    #[error(transparent)]
+    FleetConfig(#[from] crate::fleet::config::FleetConfigError),
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet::sender::FleetError),
     #[error("cannot create the state directory {}: {source}; set [agent] state_dir in the config file", path.display())]
     StateDir {
         path: PathBuf,

@@ -24,6 +24,7 @@ use super::{
     watch::Watch,
 };
 use crate::cli::AgentArgs;
+use crate::fleet::outbox::{Outbox, host_facts};
 use crate::mongo::{Connection, MongoPlan};
 use crate::probes::alloc::schedule::WindowSchedule;
 use crate::rules::RuleSet;
@@ -59,6 +60,7 @@ pub fn run(args: &AgentArgs) -> Result<(), AgentError> {
         path: config.state_dir.clone(),
         source,
     })?;
+    let outbox = fleet_outbox(&config, config_file.as_deref(), conn.as_ref())?;
     let published = Arc::new(Published::default());
     let addr = serve::start(config.listen, published.clone())?;
     say(&format!("serving metrics at http://{addr}/metrics"));
@@ -67,8 +69,39 @@ pub fn run(args: &AgentArgs) -> Result<(), AgentError> {
         .build()
         .map_err(AgentError::Runtime)?;
     let mut agent = Agent::new(config, config_file, conn, rules, published, args);
+    agent.outbox = outbox;
     rt.block_on(agent.run());
     Ok(())
+}
+
+/// The fleet writer when the file has a `[fleet]` table: refused when it
+/// names a mongod this agent monitors (unless allowed), else its spool
+/// opened and its sender started.
+fn fleet_outbox(
+    config: &AgentConfig,
+    config_file: Option<&std::path::Path>,
+    conn: Option<&Connection>,
+) -> Result<Option<Outbox>, AgentError> {
+    let Some(path) = config_file else {
+        return Ok(None);
+    };
+    let Some(fleet) = crate::fleet::config::FleetConfig::load(path)? else {
+        return Ok(None);
+    };
+    let ports: Vec<u16> = targets::scan(&config.processes)
+        .into_iter()
+        .flat_map(crate::mongo::port::ports_of)
+        .collect();
+    fleet.check_not_monitored(path, conn, &ports)?;
+    say(&format!(
+        "writing findings to the fleet store {} (database {}, host {}); spool in {}",
+        fleet.redacted_uri(),
+        fleet.database,
+        fleet.host,
+        config.state_dir.join("spool").display()
+    ));
+    let f = crate::fleet::sender::Fleet::start(fleet, &config.state_dir, say)?;
+    Ok(Some(Outbox::new(f)))
 }
 
 fn mongo_conn(
@@ -108,6 +141,10 @@ struct Agent {
     stats: Option<std::os::fd::OwnedFd>,
     /// BPF run time of the watches already detached.
     bpf_run_done: Duration,
+    /// The fleet store's writer, when `[fleet]` is configured.
+    outbox: Option<Outbox>,
+    /// A window was evaluated in this loop turn (the host doc is sent).
+    evaluated: bool,
 }
 
 impl Agent {
@@ -139,6 +176,8 @@ impl Agent {
                 .map_err(|e| tracing::info!("BPF run-time statistics stay off: {e}"))
                 .ok(),
             bpf_run_done: Duration::ZERO,
+            outbox: None,
+            evaluated: false,
         }
     }
 
@@ -184,6 +223,7 @@ impl Agent {
                 self.publish();
                 next_publish = Instant::now() + Duration::from_secs(1);
             }
+            self.send_to_fleet();
             // Logged once published: what a line announces, /metrics shows.
             self.unlogged.drain(..).for_each(|c| log_change(&c));
         };
@@ -331,9 +371,16 @@ impl Agent {
                 return;
             }
         };
+        let now = Utc::now();
+        if let Some(o) = &mut self.outbox
+            && let Some(why) = o.window(&id, &report, self.config.window.as_secs_f64(), now)
+        {
+            say(&why);
+        }
+        self.evaluated = true;
         let changes = self
             .findings
-            .observe(&id, &observations(&report), &self.config, Utc::now());
+            .observe(&id, &observations(&report), &self.config, now);
         for c in changes {
             if c.transition.to == State::Firing && c.transition.from != State::Flapping {
                 self.flight.trigger(&c.target, &c.rule, c.at);
@@ -393,6 +440,31 @@ impl Agent {
         }
     }
 
+    /// This turn's changes (and, after a window, the host) to the fleet
+    /// spool, in one append.
+    fn send_to_fleet(&mut self) {
+        let Some(o) = &mut self.outbox else {
+            return;
+        };
+        let info = |target: &str| {
+            self.watches
+                .iter()
+                .find(|w| w.id == target)
+                .and_then(|w| w.mongod_info())
+                .or_else(|| self.watches.iter().find_map(|w| w.mongod_info()))
+        };
+        for c in &self.unlogged {
+            o.change(c, host_facts(info(&c.target)));
+        }
+        if std::mem::take(&mut self.evaluated) {
+            let targets = self.watches.iter().map(|w| w.id.clone()).collect();
+            o.host_seen(host_facts(info("")), targets);
+        }
+        if let Some(why) = o.flush() {
+            say(&why);
+        }
+    }
+
     fn publish(&mut self) {
         let bpf_run = self.stats.as_ref().map(|_| {
             let live: Duration = self.watches.iter().map(|w| w.probes().run_time()).sum();
@@ -408,6 +480,7 @@ impl Agent {
             self.published.scrapes(),
         );
         v.agent.bpf_run_seconds = bpf_run;
+        v.agent.fleet = self.outbox.as_ref().map(Outbox::stats);
         self.published.set(super::metrics::render(&v));
     }
 }

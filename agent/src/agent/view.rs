@@ -98,17 +98,11 @@ pub fn build(
     config: &AgentConfig,
     scrapes: u64,
 ) -> View {
-    let uname = nix::sys::utsname::uname().ok();
-    let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
-        uname
-            .as_ref()
-            .map(|u| f(u).to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
+    let (arch, kernel) = crate::host::machine_and_release();
     View {
         host: crate::host::hostname(),
-        arch: field(nix::sys::utsname::UtsName::machine),
-        kernel: field(nix::sys::utsname::UtsName::release),
+        arch,
+        kernel,
         targets: watches
             .iter()
             .map(|w| target(w, reports.get(&w.id)))
@@ -137,6 +131,7 @@ pub fn build(
             flight_recordings: flight.saved,
             flight_removed: flight.removed,
             max_series: config.max_series,
+            fleet: None,
         },
     }
 }
@@ -351,6 +346,7 @@ mod tests {
             agent: SelfView {
                 bpf_run_seconds: Some(1.0),
                 max_series: 10_000,
+                fleet: Some(Default::default()),
                 ..SelfView::default()
             },
             ..View::default()

@@ -52,6 +52,18 @@ pub fn finding_id(host: &str, rule: &str, target: &str, episode_start: DateTime)
     )
 }
 
+/// The `_id` of a window summary in a plain (not time-series) [`WINDOWS`]
+/// collection: host, target and the window's end in Unix milliseconds, so
+/// a window written twice is one document.
+pub fn window_id(host: &str, target: &str, at: DateTime) -> String {
+    format!(
+        "{}/{}/{}",
+        escape(host),
+        escape(target),
+        at.timestamp_millis()
+    )
+}
+
 fn escape(part: &str) -> String {
     part.replace('%', "%25").replace('/', "%2F")
 }

@@ -106,6 +106,21 @@ pub fn page_size() -> Option<u64> {
 }
 
 /// The host's name ("unknown" when it cannot be read).
+/// `uname -m` and `uname -r` (empty when uname fails).
+pub fn machine_and_release() -> (String, String) {
+    let uname = nix::sys::utsname::uname().ok();
+    let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
+        uname
+            .as_ref()
+            .map(|u| f(u).to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    (
+        field(nix::sys::utsname::UtsName::machine),
+        field(nix::sys::utsname::UtsName::release),
+    )
+}
+
 pub fn hostname() -> String {
     nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())

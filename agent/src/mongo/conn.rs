@@ -78,6 +78,9 @@ struct ConfigFile {
     /// `mdiag agent`'s section, checked by `agent::config`.
     #[allow(dead_code)]
     agent: Option<toml::Table>,
+    /// The fleet store's section, checked by `fleet::config`.
+    #[allow(dead_code)]
+    fleet: Option<toml::Table>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -145,6 +148,11 @@ fn scrub_config_error(e: &toml::de::Error) -> String {
         Some(span) => format!("{} (at byte {})", e.message(), span.start),
         None => e.message().to_owned(),
     }
+}
+
+/// Whether `uri` is a connection string mdiag can use (why not, if not).
+pub fn check_uri(uri: &str) -> Result<(), String> {
+    parse(uri).map(|_| ())
 }
 
 /// The parts of a connection string mdiag needs.
