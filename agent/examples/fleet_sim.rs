@@ -6,10 +6,12 @@
 //! and the machine; the bench prints them.
 //!
 //! Per host and simulated minute, as `mdiag agent` does with 60 s windows:
-//! one [`WindowDoc`] insert per target (1 target, 1 in 10 hosts 2) and one
-//! [`HostDoc`] upsert; plus the findings' transitions, each written as the
-//! schema says (an upsert with `$setOnInsert` and `$addToSet` of the
-//! transition, then `state`/`since` set only when newer: 2 operations).
+//! one [`WindowDoc`] per target (1 target, 1 in 10 hosts 2), one [`HostDoc`]
+//! and the findings' transitions, each written by the agent's own
+//! `fleet::store::Store` (`write_window`, `write_host`, `write_finding`:
+//! idempotent upserts, `w: majority`), which also creates the collections
+//! and indexes. The spool and the sender's rate limit are left out: this
+//! measures what the store takes.
 //! Findings: each host starts with 0 (50 %), 1 (30 %), 2 (15 %) or 3 (5 %)
 //! open episodes; an episode is pending 2 minutes, then fires (4 in 5) or
 //! resolves; a firing one resolves after 4 h on average; new episodes open
@@ -19,23 +21,25 @@
 //! history queries read a store of a realistic size.
 //!
 //! Agents are independent clients: every operation is its own round trip,
-//! `--concurrency` of them in flight (one pooled client).
+//! `--concurrency` of them in flight (one pooled client). `ops` counts
+//! documents written (one store call each).
 
 use std::{
     collections::VecDeque,
     path::PathBuf,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use anyhow::{Context, Result};
 use bson::{DateTime, Document, doc};
 use clap::Parser;
 use mdiag::fleet::schema::{
-    FINDINGS, FindingDoc, FindingEvent, HOSTS, HostDoc, HostFacts, INDEXES, TransitionDoc, WINDOWS,
+    FINDINGS, FindingDoc, FindingEvent, HOSTS, HostDoc, HostFacts, TransitionDoc, WINDOWS,
     WindowDoc, WindowMeta,
 };
-use mongodb::{Client, Database, IndexModel, options::IndexOptions};
+use mdiag::fleet::{config::FleetConfig, store::Store};
+use mongodb::{Client, Database};
 
 #[derive(Parser)]
 struct Args {
@@ -361,64 +365,22 @@ fn history(
     docs
 }
 
-async fn write(db: &Database, op: Op, retention_ms: i64) -> Result<u64> {
+/// One agent's write, through the agent's own store code.
+async fn write(store: &Store, op: Op) -> Result<u64> {
     match op {
-        Op::Window(w) => {
-            db.collection::<WindowDoc>(WINDOWS).insert_one(w).await?;
-            Ok(1)
-        }
-        Op::Host(h) => {
-            let facts = bson::serialize_to_document(&h.facts)?;
-            let mut set = facts;
-            set.insert("targets", h.targets);
-            set.insert("last_seen", h.last_seen);
-            db.collection::<Document>(HOSTS)
-                .update_one(
-                    doc! {"_id": &h.host},
-                    doc! {"$set": set, "$setOnInsert": {"first_seen": h.first_seen}},
-                )
-                .upsert(true)
-                .await?;
-            Ok(1)
-        }
-        Op::Event(e) => {
-            let id = e.id();
-            let mut insert = bson::serialize_to_document(&e.facts)?;
-            insert.extend(doc! {
-                "host": &e.host, "rule": &e.rule, "target": &e.target, "title": &e.title,
-                "episode_start": e.episode_start, "state": &e.to, "since": e.at,
-            });
-            let t = bson::serialize_to_document(&e.transition())?;
-            let coll = db.collection::<Document>(FINDINGS);
-            coll.update_one(
-                doc! {"_id": &id},
-                doc! {"$setOnInsert": insert, "$addToSet": {"transitions": t}},
-            )
-            .upsert(true)
-            .await?;
-            let mut set = doc! {"state": &e.to, "since": e.at};
-            if e.to == "resolved" {
-                set.insert(
-                    "expire_at",
-                    DateTime::from_millis(e.at.timestamp_millis() + retention_ms),
-                );
-            }
-            coll.update_one(
-                doc! {"_id": &id, "since": {"$lt": e.at}},
-                doc! {"$set": set},
-            )
-            .await?;
-            Ok(2)
-        }
+        Op::Window(w) => store.write_window(&w).await?,
+        Op::Host(h) => store.write_host(&h).await?,
+        Op::Event(e) => store.write_finding(&e).await?,
     }
+    Ok(1)
 }
 
 /// Runs `ops`, `concurrency` in flight; returns the operations done.
-async fn run(db: &Database, ops: Vec<Op>, concurrency: usize, retention_ms: i64) -> Result<u64> {
+async fn run(store: &Arc<Store>, ops: Vec<Op>, concurrency: usize) -> Result<u64> {
     let queue = Arc::new(Mutex::new(VecDeque::from(ops)));
     let mut workers = Vec::new();
     for _ in 0..concurrency.max(1) {
-        let (db, queue) = (db.clone(), queue.clone());
+        let (store, queue) = (store.clone(), queue.clone());
         workers.push(tokio::spawn(async move {
             let mut done = 0;
             loop {
@@ -429,7 +391,7 @@ async fn run(db: &Database, ops: Vec<Op>, concurrency: usize, retention_ms: i64)
                 let Some(op) = next else {
                     return Ok::<u64, anyhow::Error>(done);
                 };
-                done += write(&db, op, retention_ms).await?;
+                done += write(&store, op).await?;
             }
         }));
     }
@@ -505,24 +467,15 @@ async fn main_async(args: Args) -> Result<()> {
         );
     }
     let retention_ms = args.retention_days as i64 * 1440 * MINUTE;
-    for i in INDEXES {
-        db.collection::<Document>(i.collection)
-            .create_index(mdiag::fleet::source::index_model(i))
-            .await?;
-    }
-    // Windows: a plain collection with a TTL on `at` (the schema's fallback).
-    let ttl = IndexOptions::builder()
-        .name("at_ttl".to_owned())
-        .expire_after(Duration::from_secs(args.retention_days * 86_400))
-        .build();
-    db.collection::<Document>(WINDOWS)
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"at": 1})
-                .options(ttl)
-                .build(),
-        )
-        .await?;
+    // The agent's store: it creates the collections and indexes (windows
+    // time-series where the server has them, else plain with a TTL).
+    let config = format!(
+        "[fleet]\nuri = {:?}\ndatabase = {:?}\nhost = \"fleet-sim\"\nretention = \"{}d\"\nwindow_retention = \"{}d\"\n",
+        args.uri, args.database, args.retention_days, args.retention_days
+    );
+    let config = FleetConfig::parse(&config, std::path::Path::new("fleet_sim.toml"))?
+        .context("the simulator's [fleet] table")?;
+    let store = Arc::new(Store::connect(&config).await?);
 
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut hosts = fleet(args.hosts, &mut rng);
@@ -546,7 +499,7 @@ async fn main_async(args: Args) -> Result<()> {
         docs += batch.iter().filter(|o| matches!(o, Op::Window(_))).count() as u64;
         events += batch.iter().filter(|o| matches!(o, Op::Event(_))).count() as u64;
         let t = Instant::now();
-        ops += run(&db, batch, args.concurrency, retention_ms).await?;
+        ops += run(&store, batch, args.concurrency).await?;
         let s = t.elapsed().as_secs_f64();
         minute_secs.push(s);
         write_secs += s;

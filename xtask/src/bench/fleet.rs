@@ -227,7 +227,7 @@ fn one_size(
         s["open_episodes"]
     );
     println!(
-        "  writes: {ops:.0} operations ({} window inserts, {} host upserts, {} transitions x 2) in {write_secs:.1} s",
+        "  writes: {ops:.0} documents written by fleet::store ({} windows, {} host upserts, {} transitions) in {write_secs:.1} s",
         s["window_docs"], s["host_upserts"], s["events"]
     );
     let minute_secs: Vec<f64> = s["minute_secs"]
