@@ -67,6 +67,7 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
         Command::Explain(args) => explain_cmd(&args),
         Command::Compare(args) => compare_cmd(&args),
         Command::Export(args) => export_cmd(&args),
+        Command::Fleet(args) => fleet_cmd(&args),
         Command::Agent(args) => crate::agent::run(&args).map_err(|e| {
             if e.is_usage() {
                 AppError::usage(e)
@@ -74,6 +75,23 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
                 AppError::failure(e)
             }
         }),
+    }
+}
+
+fn fleet_cmd(args: &crate::cli::FleetArgs) -> Result<(), AppError> {
+    let classify = |e: crate::fleet::cmd::FleetError| {
+        if e.is_usage() {
+            AppError::usage(e)
+        } else {
+            AppError::failure(e)
+        }
+    };
+    let view = crate::fleet::cmd::view(args).map_err(classify)?;
+    let text = crate::fleet::cmd::render(&view, args.format).map_err(classify)?;
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|e| AppError::usage(anyhow::anyhow!("cannot write {}: {e}", path.display()))),
+        None => out(&text),
     }
 }
 

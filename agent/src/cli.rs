@@ -33,6 +33,47 @@ pub enum Command {
     /// windows, log findings as they fire and resolve, serve Prometheus metrics, keep a flight
     /// recorder. Settings: the [agent] table of the config file.
     Agent(AgentArgs),
+    /// Read the fleet store the agents write ([fleet] uri): what fires now, grouped by rule,
+    /// architecture, mongod version and kernel; a host's history (--host); silent agents.
+    Fleet(FleetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// Config file with `[fleet] uri = "..."` (and `database`; default: /etc/mdiag/mdiag.toml if it exists).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The fleet store (e.g. mongodb://store:27017); else the config file's [fleet] uri.
+    #[arg(long, value_name = "URI")]
+    pub uri: Option<String>,
+    /// Only episodes open now or resolved since then: a duration back from now (2h, 7d) or a
+    /// time (RFC 3339, "2024-04-16 11:40:00" UTC, a date). Without it: what is open now (and,
+    /// with --host, the whole history).
+    #[arg(long, value_name = "DUR|TIME", value_parser = crate::fleet::cmd::parse_since)]
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only this rule (e.g. sched.wakeup_preemption); also lists its latest episodes.
+    #[arg(long, value_name = "ID")]
+    pub rule: Option<String>,
+    /// This host's history: every episode, newest first, with its transitions.
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = FleetFormat::Terminal)]
+    pub format: FleetFormat,
+    /// Write to this file instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// A host is listed as silent when its agent has not reported for this long (3 windows of 60s).
+    #[arg(long, default_value = "3m", value_parser = parse_alloc_duration)]
+    pub silent_after: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FleetFormat {
+    Terminal,
+    Json,
+    /// One self-contained HTML page.
+    Html,
 }
 
 #[derive(Debug, Args)]
@@ -336,6 +377,53 @@ mod tests {
         assert_eq!(e.ftdc, Some(PathBuf::from("diagnostic.data")));
         assert!(e.file.is_none());
         assert!(parse(&["explain", "--from", "2024-04-16T11:35:00Z"]).is_err());
+    }
+
+    #[test]
+    fn fleet_options() {
+        let Command::Fleet(f) = parse(&["fleet"]).unwrap().command else {
+            panic!("fleet expected")
+        };
+        assert_eq!(f.format, FleetFormat::Terminal);
+        assert_eq!(f.silent_after, Duration::from_secs(180));
+        assert!(f.uri.is_none() && f.since.is_none() && f.output.is_none());
+        let Command::Fleet(f) = parse(&[
+            "fleet",
+            "--uri",
+            "mongodb://s",
+            "--since",
+            "2h",
+            "--rule",
+            "r",
+            "--host",
+            "h",
+            "-f",
+            "html",
+            "-o",
+            "f.html",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("fleet expected")
+        };
+        let ago = chrono::Utc::now() - f.since.unwrap();
+        assert!((ago.num_seconds() - 7200).abs() < 60, "{ago}");
+        assert_eq!(
+            (f.rule.as_deref(), f.host.as_deref()),
+            (Some("r"), Some("h"))
+        );
+        assert_eq!(f.format, FleetFormat::Html);
+        let Command::Fleet(f) = parse(&["fleet", "--since", "2024-04-16T11:35:00Z"])
+            .unwrap()
+            .command
+        else {
+            panic!("fleet expected")
+        };
+        assert_eq!(f.since.unwrap().timestamp(), 1_713_267_300);
+        let e = parse(&["fleet", "--since", "last tuesday"]).unwrap_err();
+        assert!(e.to_string().contains("30m, 2h, 7d"), "{e}");
+        assert!(parse(&["fleet", "--format", "markdown"]).is_err());
     }
 
     #[test]

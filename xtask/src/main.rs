@@ -98,6 +98,16 @@ enum Command {
         #[command(flatten)]
         setup: SetupArgs,
     },
+    /// The fleet store at scale, by simulation: 1k, 3k, 10k simulated agents
+    /// writing windows and findings to a SecantusDB store through the driver;
+    /// prints the write rate, the store's growth per day, `mdiag fleet`'s
+    /// response time per view, and what breaks first at what fleet size.
+    BenchFleet {
+        #[command(flatten)]
+        bench: bench::FleetBenchArgs,
+        #[command(flatten)]
+        setup: SetupArgs,
+    },
     /// Boot Debian kernels (5.10, 6.1, 6.12) in QEMU (TCG, no KVM) with an
     /// mdiag binary and check which probe families load there; fails when a
     /// family that the expectation table wants on a kernel did not attach.
@@ -153,6 +163,9 @@ fn main() -> ExitCode {
         }
         Command::BenchAgent { bench, setup } => {
             setup.setup().and_then(|()| bench::bench_agent(&bench))
+        }
+        Command::BenchFleet { bench, setup } => {
+            setup.setup().and_then(|()| bench::bench_fleet(&bench))
         }
         Command::VmMatrix(args) => vm::vm_matrix(&args),
         Command::CrossCheck { setup } => setup.setup().and_then(|()| cross::cross()),

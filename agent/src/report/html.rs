@@ -15,7 +15,7 @@ use pulldown_cmark::{Event, Options, Parser, html::push_html};
 use super::svg::{Panel, esc, hbars, log2_histogram, ns_label, stacked_bars, time_panels};
 use super::{Measurements, Report};
 
-const CSS: &str = r#"
+pub(crate) const CSS: &str = r#"
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.6em;border-bottom:2px solid #0072B2;padding-bottom:.2em}
 h2{font-size:1.3em;margin-top:1.6em;border-bottom:1px solid #ccc}

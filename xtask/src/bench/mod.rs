@@ -21,7 +21,8 @@
 //!
 //! The code: this file is `bench-overhead` and its part 1, `switches.rs` its
 //! part 2; `agent.rs` and `agent_cost.rs` are `bench-agent` (the continuous
-//! agent against its budgets); `common.rs` holds what both benches share.
+//! agent against its budgets); `fleet.rs` is `bench-fleet` (the fleet store
+//! at scale, by simulation); `common.rs` holds what the benches share.
 use std::{
     io::BufReader,
     path::{Path, PathBuf},
@@ -39,6 +40,7 @@ use crate::{
 mod agent;
 mod agent_cost;
 mod common;
+mod fleet;
 mod switches;
 mod windows;
 
@@ -47,6 +49,7 @@ use common::{
     TempDir, WORKLOAD_TUNABLES, Workload, build_binaries, median, noise_pct, signal, spread,
     verdict, wait_for,
 };
+pub use fleet::{FleetBenchArgs, bench_fleet};
 use switches::switches;
 
 const THROUGHPUT_BUDGET_PCT: f64 = 3.0;
