@@ -70,7 +70,12 @@ fn pymongo(uri: &str, db: &str, statement: &str) {
 }
 
 /// Polls the store until `done` holds; panics with the last state.
-fn wait_store(uri: &str, db: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn wait_store(
+    uri: &str,
+    db: &str,
+    within: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + within;
     loop {
         let v = read_store(uri, db);
@@ -86,7 +91,7 @@ fn wait_store(uri: &str, db: &str, within: Duration, done: impl Fn(&Value) -> bo
 }
 
 /// The planted finding's episode documents.
-fn episodes(v: &Value) -> Vec<&Value> {
+pub(crate) fn episodes(v: &Value) -> Vec<&Value> {
     v["findings"]
         .as_array()
         .map(|a| a.iter().filter(|d| d["rule"] == RULE).collect())
@@ -142,7 +147,7 @@ fn wait_logged(agent: &mut Agent, parts: &[&str], within: Duration) {
 
 /// An agent writing to the store at `uri` as `host`, with the planted
 /// problem (keepalive at the kernel's 2-hour default) firing.
-fn start_firing(dir: &Path, uri: &str, host: &str) -> (Agent, String, Keepalive) {
+pub(crate) fn start_firing(dir: &Path, uri: &str, host: &str) -> (Agent, String, Keepalive) {
     let rules = rules_dir(dir);
     let cfg = config(dir, uri, host);
     let planted = Keepalive::set(7200);

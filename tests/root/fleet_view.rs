@@ -155,7 +155,7 @@ fn seed(uri: &str, now: i64) {
     });
 }
 
-fn fleet(uri: &str, args: &[&str]) -> String {
+pub(crate) fn fleet(uri: &str, args: &[&str]) -> String {
     let mut all = vec!["fleet", "--uri", uri];
     all.extend_from_slice(args);
     let out = run_mdiag(&all);
@@ -164,7 +164,7 @@ fn fleet(uri: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
-fn json(uri: &str, args: &[&str]) -> Value {
+pub(crate) fn json(uri: &str, args: &[&str]) -> Value {
     let mut all = vec!["--format", "json"];
     all.extend_from_slice(args);
     serde_json::from_str(&fleet(uri, &all)).expect("JSON output")

@@ -11,6 +11,7 @@ mod checkpoint_contention;
 mod contention;
 mod dashboards;
 mod fleet;
+mod fleet_e2e;
 mod fleet_view;
 mod html;
 mod mongo_poll;
