@@ -6,7 +6,9 @@
 //! (scheduler, checkpoints, connection futex waits, allocator probes) have
 //! series; the template variables' selectors return series too; and a
 //! planted host problem (tcp_keepalive_time at the kernel's
-//! default) fires a finding, so the fleet's finding panels have one.
+//! default) fires a finding, so the fleet's finding panels have one; the
+//! agent writes to a fleet store (SecantusDB), so its delivery panels have
+//! series.
 
 use std::{
     io::Write,
@@ -37,11 +39,18 @@ fn every_dashboard_query_returns_series_from_a_real_agent() {
     let cfg = config(dir.path(), "\"mdiag-wtcheckpo\"");
     // Allocator windows every 500 ms (50 ms at a 10 % budget), so their
     // gauges come soon; a series limit no test exposition reaches.
-    let text = std::fs::read_to_string(&cfg).unwrap().replacen(
+    // A fleet store (a real MongoDB-wire server), so the agent-health
+    // dashboard's fleet panels have the agent's delivery series.
+    let store = mdiag_tests::secantus::SecantusServer::start(&[]);
+    let mut text = std::fs::read_to_string(&cfg).unwrap().replacen(
         "[agent.lifecycle]",
         "alloc_budget = 0.1\nalloc_window = \"50ms\"\nmax_series = 5000\n[agent.lifecycle]",
         1,
     );
+    text.push_str(&format!(
+        "[fleet]\nuri = \"{}\"\nhost = \"dashboards\"\n",
+        store.uri()
+    ));
     std::fs::write(&cfg, text).unwrap();
     let _planted = Keepalive::set(7200);
 
