@@ -170,7 +170,8 @@ fn event(h: &Host, o: &Open, from: &str, to: &str, at: DateTime) -> Op {
         host: h.name.clone(),
         rule: o.rule.into(),
         target: o.target.clone(),
-        title: format!("{} on {}", o.rule, o.target),
+        // The agent's title is the rule's, the same for every target.
+        title: o.rule.to_string(),
         from: from.into(),
         to: to.into(),
         at,
@@ -227,7 +228,7 @@ fn minute(hosts: &mut [Host], m: u64, base: i64, rng: &mut Rng) -> Vec<Op> {
                     start,
                     st: St::Firing,
                 };
-                events.push(event(h, &o, "none", "pending", start));
+                events.push(event(h, &o, "inactive", "pending", start));
                 events.push(event(
                     h,
                     &o,
@@ -280,7 +281,7 @@ fn minute(hosts: &mut [Host], m: u64, base: i64, rng: &mut Rng) -> Vec<Op> {
                     start: at,
                     st: St::Pending { fire_at: m + 2 },
                 };
-                events.push(event(h, &o, "none", "pending", at));
+                events.push(event(h, &o, "inactive", "pending", at));
                 h.open.push(o);
             }
         }
@@ -352,7 +353,7 @@ fn history(
                 state: "resolved".into(),
                 since: resolved,
                 transitions: vec![
-                    t("none", "pending", start),
+                    t("inactive", "pending", start),
                     t("pending", "firing", fired),
                     t("firing", "resolved", resolved),
                 ],
@@ -440,11 +441,23 @@ fn dir_bytes(p: &std::path::Path) -> u64 {
 }
 
 async fn disk(client: &Client, dir: Option<&PathBuf>) -> Result<u64> {
-    client
-        .database("admin")
-        .run_command(doc! {"fsync": 1})
-        .await
-        .context("fsync (a checkpoint)")?;
+    // A pooled connection left idle through a long write phase may have
+    // been closed by the server (seen as a broken pipe): fsync is not a
+    // retryable command for the driver, so it is tried again here, on
+    // another connection of the pool.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match client
+            .database("admin")
+            .run_command(doc! {"fsync": 1})
+            .await
+        {
+            Ok(_) => break,
+            Err(e) if tries < 3 => eprintln!("fleet_sim: fsync failed ({e}); trying again"),
+            Err(e) => return Err(e).context("fsync (a checkpoint)"),
+        }
+    }
     Ok(dir.map_or(0, |d| dir_bytes(d)))
 }
 

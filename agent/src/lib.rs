@@ -31,6 +31,8 @@ pub mod rules;
 pub mod spawn;
 pub mod symbols;
 pub mod target;
+#[cfg(test)]
+pub(crate) mod test_child;
 pub mod threads;
 
 /// The eBPF object built by `build.rs` (empty when built with AYA_BUILD_SKIP=1).

@@ -144,19 +144,15 @@ mod tests {
         ) {
             return;
         }
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let pids = pids_named("sleep").unwrap();
-        assert!(pids.contains(&child.id()), "{pids:?}");
+        let child = crate::test_child::Running::cat(&[]);
+        let pids = pids_named("cat").unwrap();
+        assert!(pids.contains(&child.pid()), "{pids:?}");
         assert!(matches!(
             by_name("no-such-process-xyz"),
             Err(TargetError::NoSuchName(_))
         ));
         let (vol, _invol) = ctxt_switches(std::process::id()).unwrap();
         assert!(vol > 0);
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.stop();
     }
 }

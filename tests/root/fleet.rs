@@ -20,6 +20,8 @@ use serde_json::Value;
 use crate::agent::{Keepalive, rules_dir};
 
 const RULE: &str = "host.tcp_keepalive";
+/// Another rule, for episodes beside the planted one's.
+const OTHER: &str = "sched.wakeup_preemption";
 
 /// Everything the store holds for these tests, read by pymongo.
 const READ_STORE: &str = r#"
@@ -502,7 +504,8 @@ fn fleet_windows_fall_back_to_a_plain_collection_with_a_ttl() {
 }
 
 /// Transitions delivered out of order and twice: each stored once, and the
-/// episode's state is the latest transition's whatever the order.
+/// episode's state is the latest transition's whatever the order. Then the
+/// server's TTL pass removes that episode (resolved long ago) and no other.
 #[test]
 fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
     let _serial = mdiag_tests::serial();
@@ -517,32 +520,39 @@ fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
     )
     .unwrap()
     .unwrap();
-    let event = |from: &str, to: &str, at: i64| {
+    let event_of = |rule: &str, from: &str, to: &str, start: i64, at: i64| {
         mdiag::fleet::spool::Record::Finding(mdiag::fleet::schema::FindingEvent {
             host: "h".into(),
-            rule: RULE.into(),
+            rule: rule.into(),
             target: "mongod:27017".into(),
             title: "t".into(),
             from: from.into(),
             to: to.into(),
             at: bson::DateTime::from_millis(at),
-            episode_start: bson::DateTime::from_millis(1_000_000),
+            episode_start: bson::DateTime::from_millis(start),
             facts: mdiag::fleet::outbox::host_facts(None),
         })
     };
+    let event = |from: &str, to: &str, at: i64| event_of(RULE, from, to, 1_000_000, at);
     let resolved = event("firing", "resolved", 1_300_000);
+    // Beside it, another rule's episodes of now: one open, one resolved
+    // (both to outlive the TTL pass below).
+    let now = bson::DateTime::now().timestamp_millis();
     let records = [
         resolved.clone(),
         event("pending", "firing", 1_200_000),
         event("inactive", "pending", 1_000_000),
         resolved,
         event("pending", "firing", 1_200_000),
+        event_of(OTHER, "inactive", "pending", now - 1_000, now - 1_000),
+        event_of(OTHER, "inactive", "firing", now - 60_000, now - 60_000),
+        event_of(OTHER, "firing", "resolved", now - 60_000, now),
     ];
     let state = tempfile::tempdir().unwrap();
     let fleet =
         mdiag::fleet::sender::Fleet::start(cfg, state.path(), |l| eprintln!("{l}")).unwrap();
     fleet.submit(&records).unwrap();
-    assert_eq!(delivered(&fleet).delivered, 5);
+    assert_eq!(delivered(&fleet).delivered, 8);
     drop(fleet);
     let v = read_store(&uri, "order");
     let eps = episodes(&v);
@@ -554,4 +564,30 @@ fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
     let date = |x: &Value| chrono_free::parse(x["$date"].as_str().unwrap());
     assert_eq!(date(&eps[0]["since"]), 1_300_000);
     assert_eq!(date(&eps[0]["expire_at"]), 1_300_000 + 3_600_000);
+
+    // The TTL index removes an episode once its `expire_at` is past (an
+    // hour after 1970's resolution here), and nothing else: the open
+    // episode and the one resolved now stay. SecantusDB's TTL pass runs
+    // every 60 s, as mongod's does; the test runs one now, through its
+    // admin command.
+    let others = |v: &Value| -> Vec<String> {
+        let mut s: Vec<String> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["rule"] == OTHER)
+            .map(|d| d["state"].as_str().unwrap().to_owned())
+            .collect();
+        s.sort();
+        s
+    };
+    assert_eq!(others(&v), ["pending", "resolved"], "{v:#}");
+    pymongo(
+        &uri,
+        "order",
+        "print(db.client.admin.command('secantusAdmin.pruneTtl'))",
+    );
+    let v = read_store(&uri, "order");
+    assert!(episodes(&v).is_empty(), "expired, still there: {v:#}");
+    assert_eq!(others(&v), ["pending", "resolved"], "{v:#}");
 }

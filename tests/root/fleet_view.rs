@@ -83,7 +83,7 @@ fn seed(uri: &str, now: i64) {
             &h1,
             now,
             &[
-                ("none", "pending", 180),
+                ("inactive", "pending", 180),
                 ("pending", "firing", 178),
                 ("firing", "resolved", 150),
             ],
@@ -93,23 +93,35 @@ fn seed(uri: &str, now: i64) {
             "sched.x",
             &h1,
             now,
-            &[("none", "pending", 60), ("pending", "firing", 58)],
+            &[("inactive", "pending", 60), ("pending", "firing", 58)],
         ),
-        episode("h1", "mem.y", &h1, now, &[("none", "pending", 120)]),
+        episode("h1", "mem.y", &h1, now, &[("inactive", "pending", 120)]),
         episode(
             "h2",
             "sched.x",
             &h2,
             now,
-            &[("none", "pending", 30), ("pending", "firing", 29)],
+            &[("inactive", "pending", 30), ("pending", "firing", 29)],
         ),
+        // h2's second mongod fires the same rule: h2 is still one host.
+        FindingDoc {
+            target: "mongod:27018".into(),
+            id: finding_id("h2", "sched.x", "mongod:27018", ago(now, 25)),
+            ..episode(
+                "h2",
+                "sched.x",
+                &h2,
+                now,
+                &[("inactive", "pending", 25), ("pending", "firing", 24)],
+            )
+        },
         episode(
             "h2",
             "net.z",
             &h2,
             now,
             &[
-                ("none", "pending", 90),
+                ("inactive", "pending", 90),
                 ("pending", "firing", 89),
                 ("firing", "flapping", 20),
             ],
@@ -151,7 +163,7 @@ fn seed(uri: &str, now: i64) {
             .count_documents(doc! {})
             .await
             .expect("count");
-        assert_eq!(n, 5);
+        assert_eq!(n, 6);
     });
 }
 
@@ -211,7 +223,7 @@ fn fleet_view_shows_what_the_store_holds_in_every_format() {
     assert_eq!(
         states,
         [
-            ("firing".into(), 2, 2),
+            ("firing".into(), 3, 2),
             ("flapping".into(), 1, 1),
             ("pending".into(), 1, 1)
         ],
@@ -229,7 +241,8 @@ fn fleet_view_shows_what_the_store_holds_in_every_format() {
     let x = &groups[0];
     assert_eq!(
         (x["episodes"].as_u64(), x["hosts"].clone()),
-        (Some(2), serde_json::json!(["h1", "h2"]))
+        (Some(3), serde_json::json!(["h1", "h2"])),
+        "three episodes on two distinct hosts"
     );
     let mut by: Vec<(String, String, String, u64)> = x["by_facts"]
         .as_array()
@@ -248,7 +261,7 @@ fn fleet_view_shows_what_the_store_holds_in_every_format() {
     assert_eq!(
         by,
         [
-            ("aarch64".into(), "7.0.12".into(), "6.1.0".into(), 1),
+            ("aarch64".into(), "7.0.12".into(), "6.1.0".into(), 2),
             ("x86_64".into(), "8.0.4".into(), "6.18.0".into(), 1)
         ]
     );
@@ -283,6 +296,7 @@ fn fleet_view_shows_what_the_store_holds_in_every_format() {
         ids(&h2["host"]["episodes"]),
         [
             ("sched.x".into(), "firing".into()),
+            ("sched.x".into(), "firing".into()),
             ("net.z".into(), "flapping".into())
         ]
     );
@@ -306,22 +320,27 @@ fn fleet_view_shows_what_the_store_holds_in_every_format() {
         .iter()
         .filter_map(|e| e["host"].as_str())
         .collect();
-    assert_eq!(hosts, ["h2", "h1", "h1"], "newest first");
+    assert_eq!(hosts, ["h2", "h2", "h1", "h1"], "newest first");
     let r = json(
         uri,
         &["--config", cfg, "--rule", "sched.x", "--since", "1h"],
     );
-    assert_eq!(r["rule_episodes"].as_array().map(Vec::len), Some(2));
+    assert_eq!(r["rule_episodes"].as_array().map(Vec::len), Some(3));
+    assert_eq!(
+        ids(&r["groups"]),
+        [("sched.x".into(), "firing".into())],
+        "resolved 150 min ago: not in the last hour"
+    );
     let r = json(uri, &["--config", cfg, "--host", "h1", "--since", "1h"]);
     assert_eq!(r["host"]["episodes"].as_array().map(Vec::len), Some(2));
 
     // Terminal: the same counts and history, in words.
     let text = fleet(uri, &["--config", cfg]);
     assert!(
-        text.contains("Now: 2 firing on 2 hosts, 1 flapping on 1 host, 1 pending on 1 host"),
+        text.contains("Now: 3 firing on 2 hosts, 1 flapping on 1 host, 1 pending on 1 host"),
         "{text}"
     );
-    assert!(text.contains("sched.x  2 episodes on 2 hosts"), "{text}");
+    assert!(text.contains("sched.x  3 episodes on 2 hosts"), "{text}");
     assert!(text.contains("Silent hosts (1)"), "{text}");
     let text = fleet(uri, &["--config", cfg, "--host", "h1"]);
     assert!(text.contains("History: 3 episodes, newest first"), "{text}");

@@ -12,6 +12,7 @@ mod contention;
 mod dashboards;
 mod fleet;
 mod fleet_e2e;
+mod fleet_guard;
 mod fleet_view;
 mod html;
 mod mongo_poll;

@@ -41,6 +41,9 @@ pub const MAX_CREDIT_WINDOWS: f64 = 2.0;
 /// The target's CPU rate is measured over spans at least this long (its
 /// CPU time in `/proc` counts clock ticks).
 pub const RATE_SPAN: Duration = Duration::from_secs(1);
+/// The highest share of the target's CPU a window can be learnt to cost:
+/// all of it (the probes run on the target's CPU time).
+pub const MAX_SHARE: f64 = 1.0;
 /// The longest wait the throttle asks for before it looks again.
 pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 
@@ -206,7 +209,11 @@ impl Throttle {
         if cpu <= 0.0 {
             return;
         }
-        let share = spent / cpu;
+        // The probes run in the target's own context, so they cannot have
+        // cost more than all the CPU it used: a higher ratio is a reading
+        // that missed some of that CPU (or a calibration above the real
+        // cost), and must not stop the windows for hours.
+        let share = (spent / cpu).min(MAX_SHARE);
         self.cost_share = Some(match self.cost_share {
             Some(old) if share < old => (old + share) / 2.0,
             _ => share,

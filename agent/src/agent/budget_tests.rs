@@ -175,19 +175,22 @@ fn cheap_windows_keep_the_configured_period() {
 
 #[test]
 fn a_burst_of_hits_mid_window_closes_it_early() {
-    let mut sim = Sim::new(2.0, 0.5);
+    // A floor low enough that the projection, not the floor, sets the
+    // period, and shares that stay physical (at most all of the CPU).
+    let mut sim = Sim::new(2.0, 0.1);
+    sim.t = Throttle::new(BUDGET, 100 * MS, S(1));
     sim.run(S(30));
     let before = sim.windows.len();
     let period = sim.t.period();
     assert!(before >= 2 && sim.early == 0, "{:?}", sim.windows);
     // The target starts allocating four times as much per CPU second.
-    sim.real_share = 2.0;
+    sim.real_share = 0.4;
     sim.run(S(60));
     assert!(sim.early >= 1, "{:?}", sim.windows);
     let burst = sim.windows[before];
     assert!(burst.1 < 100 * MS, "closed after {:?}", burst.1);
     // It cost at most the allowance: the projection × OVERRUN and a check's worth.
-    let projected = 0.5 * 2.0 * (100 * MS).as_nanos() as f64;
+    let projected = 0.1 * 2.0 * (100 * MS).as_nanos() as f64;
     assert!(burst.2 <= projected * OVERRUN * 1.1, "{burst:?}");
     // And the next windows are further apart.
     assert!(sim.t.period() > period, "{:?}", sim.t.period());
@@ -225,4 +228,27 @@ fn credit_is_capped_so_an_idle_stretch_buys_no_burst() {
     let full = t.projected_ns(100 * MS).expect("rate known");
     assert!(t.credit_ns() <= full * MAX_CREDIT_WINDOWS + 1.0);
     assert!(t.credit_ns() >= full);
+}
+
+#[test]
+fn a_window_read_as_costing_more_than_all_its_cpu_does_not_stop_windows_for_hours() {
+    // A window closed after 2 ms whose reading missed most of the target's
+    // CPU (hits of an attach or detach set against 4 ms of CPU): the ratio
+    // read is 160, physically impossible; learnt as all of the CPU at most.
+    let mut t = Throttle::new(BUDGET, 100 * MS, S(20));
+    t.observe(Duration::ZERO, 0);
+    t.observe(S(1), 2_000_000_000);
+    t.closed(2 * MS, 320_000, PAIR_NS, Some(4_000_000));
+    assert!(
+        t.period() <= S(20),
+        "the worst case's spacing (window / budget), not {:?}",
+        t.period()
+    );
+    // A reading within physics is learnt as it is.
+    let mut t = Throttle::new(BUDGET, 100 * MS, S(0));
+    t.observe(Duration::ZERO, 0);
+    t.observe(S(1), 2_000_000_000);
+    // 2,500 hits x 2 us = 5 ms of 20 ms: a quarter; 100 ms x 0.25 / 0.005.
+    t.closed(10 * MS, 2_500, PAIR_NS, Some(20_000_000));
+    assert_eq!(t.period(), S(5));
 }

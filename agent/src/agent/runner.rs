@@ -39,8 +39,11 @@ const LISTEN_RECHECK: Duration = Duration::from_secs(5);
 /// ... for this long after it was attached (a mongod recovering a large
 /// journal can take minutes before it opens its port).
 const LISTEN_WATCH: Duration = Duration::from_secs(600);
-/// Ring buffers are drained this often between slices.
-const POLL: Duration = Duration::from_millis(50);
+/// Ring buffers are drained this often between slices (an open allocator
+/// window asks for its own, closer wake-ups). 100 ms: the rings hold far
+/// more than that of events, and each wake-up costs the agent a context
+/// switch and a pass over every probe.
+const POLL: Duration = Duration::from_millis(100);
 
 /// One line on stderr (journald keeps it); a closed stderr is ignored.
 pub(super) fn say(line: &str) {
@@ -340,6 +343,9 @@ impl Agent {
     }
 
     fn attach(&mut self, found: Option<&Found>) {
+        if let Some(f) = found {
+            self.guard_fleet(f);
+        }
         let id = found.map_or(HOST, |f| f.id.as_str()).to_owned();
         if self.failed.get(&id).is_some_and(|t| Instant::now() < *t) {
             return;
@@ -379,6 +385,34 @@ impl Agent {
                     "cannot attach to {id}: {e}; trying again in {RETRY:?}"
                 ));
                 self.failed.insert(id, Instant::now() + RETRY);
+            }
+        }
+    }
+
+    /// The start's check that the fleet store is not a watched mongod,
+    /// again for a target found later (a mongod started after the agent,
+    /// as at boot): when it listens on the store's port, the writer stops,
+    /// its spool kept on disk, and the agent says why and what to change.
+    fn guard_fleet(&mut self, found: &Found) {
+        // A target not listening yet has no port to compare; it comes back
+        // here once it listens (`relisten`).
+        let (true, Some(o), Some(path)) = (found.listening, &self.outbox, &self.config_file) else {
+            return;
+        };
+        let ports = crate::mongo::port::ports_of(found.target.pid);
+        if let Err(e) = o.config().check_not_monitored(path, None, &ports) {
+            say(&format!(
+                "{e}; {} (pid {}) was found after the check at start: the fleet writer stops, \
+                 its spool kept in {} for the next start",
+                found.id,
+                found.target.pid,
+                self.config.state_dir.join("spool").display()
+            ));
+            // What this turn collected goes to the spool first.
+            if let Some(mut o) = self.outbox.take()
+                && let Some(why) = o.flush()
+            {
+                say(&why);
             }
         }
     }
@@ -482,6 +516,15 @@ impl Agent {
             Ok(c) => {
                 if c.listen != self.config.listen {
                     say("SIGHUP: a new listen address takes effect at the next start");
+                }
+                // The fleet writer owns the spool while it runs: a changed
+                // [fleet] table waits for a restart (docs/fleet.md), and says so.
+                let fleet = crate::fleet::config::FleetConfig::load(&path)
+                    .ok()
+                    .flatten();
+                let running = self.outbox.as_ref().map(|o| o.config());
+                if fleet.as_ref() != running {
+                    say("SIGHUP: a changed [fleet] table takes effect at the next start");
                 }
                 self.flight.set_config(flight_config(&c));
                 self.config = c;

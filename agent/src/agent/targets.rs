@@ -66,15 +66,29 @@ fn matching_pids(names: &[String]) -> Vec<u32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| pid != me)
         .filter(|&pid| {
-            let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            let Some(comm) = read_comm(pid) else {
                 return false;
             };
-            let comm = comm.trim_end();
-            names.iter().any(|n| n == comm)
+            names.iter().any(|n| n.as_bytes() == comm.as_slice())
         })
         .collect();
     pids.sort_unstable();
     pids
+}
+
+/// `/proc/PID/comm` without its newline, in one read into a small buffer
+/// (the scan reads it for every process every second: one open, one read,
+/// one close, no allocation beyond the path).
+fn read_comm(pid: u32) -> Option<Vec<u8>> {
+    use std::io::Read;
+    // The kernel's comm is at most 15 bytes and a newline.
+    let mut buf = [0u8; 32];
+    let n = std::fs::File::open(format!("/proc/{pid}/comm"))
+        .ok()?
+        .read(&mut buf)
+        .ok()?;
+    let comm = buf.get(..n)?;
+    Some(comm.strip_suffix(b"\n").unwrap_or(comm).to_vec())
 }
 
 /// The GNU build-id of the program `pid` runs (hex): which build it is,
@@ -131,6 +145,24 @@ mod tests {
         let found = describe(std::process::id()).unwrap();
         assert_eq!(found.target.pid, std::process::id());
         assert!(found.id.starts_with(me.trim()), "{}", found.id);
+        // Another process by its comm, read without the newline (not under
+        // an emulator: children start through it, under its names).
+        if crate::emulation::skip_under_emulation(
+            "agent::targets::tests::finds_this_test_by_its_name (another process)",
+            "children are started through the emulator",
+        ) {
+            return;
+        }
+        let child = crate::test_child::Running::cat(&[]);
+        let pid = child.pid();
+        assert_eq!(read_comm(pid).as_deref(), Some(&b"cat"[..]));
+        assert!(scan(&["cat".into()]).contains(&pid));
+        assert!(
+            !scan(&["ca".into()]).contains(&pid),
+            "a prefix is not a name"
+        );
+        child.stop();
+        assert_eq!(read_comm(pid), None, "reaped: gone");
     }
 
     #[test]

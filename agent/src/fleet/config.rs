@@ -8,7 +8,8 @@
 //! mongod is sick is the moment its findings matter. A fleet URI naming a
 //! host:port the agent monitors (`[mongodb] uri`, or a watched process
 //! listening on that port of this host) is refused unless
-//! `allow_monitored = true` says it is meant.
+//! `allow_monitored = true` says it is meant: at start, and by the agent
+//! for each target it finds later.
 //!
 //! ```toml
 //! [fleet]

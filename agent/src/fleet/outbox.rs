@@ -82,6 +82,11 @@ impl Outbox {
         }
     }
 
+    /// The `[fleet]` settings the writer runs with.
+    pub fn config(&self) -> &crate::fleet::config::FleetConfig {
+        &self.fleet.config
+    }
+
     fn host(&self) -> &str {
         &self.fleet.config.host
     }

@@ -202,8 +202,14 @@ pub struct IndexSpec {
 pub const INDEXES: &[IndexSpec] = &[
     IndexSpec {
         collection: FINDINGS,
-        name: "state_rule",
-        keys: &[("state", 1), ("rule", 1)],
+        name: "state_rule_since",
+        keys: &[("state", 1), ("rule", 1), ("since", -1)],
+        expire_after_secs: None,
+    },
+    IndexSpec {
+        collection: FINDINGS,
+        name: "state_since",
+        keys: &[("state", 1), ("since", -1)],
         expire_after_secs: None,
     },
     IndexSpec {
@@ -346,5 +352,22 @@ mod tests {
             .collect();
         assert_eq!(ttl.len(), 1);
         assert_eq!(ttl[0].keys, &[("expire_at", 1)]);
+    }
+
+    #[test]
+    fn docs_fleet_md_lists_every_index_with_its_keys() {
+        let doc = include_str!("../../../docs/fleet.md");
+        for i in INDEXES {
+            let keys: Vec<String> = i
+                .keys
+                .iter()
+                .map(|(k, dir)| match dir {
+                    -1 => format!("`{k}` desc"),
+                    _ => format!("`{k}`"),
+                })
+                .collect();
+            let listed = format!("`{}` ({}", i.name, keys.join(", "));
+            assert!(doc.contains(&listed), "docs/fleet.md lacks {listed}…)");
+        }
     }
 }

@@ -19,7 +19,7 @@ fn ctx() -> Context {
     }
 }
 
-/// The groups `now_pipeline` returns for: 3 firing `sched.x` episodes (2
+/// The groups `now_pipelines` return for: 3 firing `sched.x` episodes (2
 /// on x86_64 8.0.4, one of them on h3 with another on aarch64 without a
 /// version, so h3 counts once), 1 pending `mem.y`.
 fn now_doc() -> Vec<Document> {
@@ -98,13 +98,13 @@ fn a_host_history_is_newest_first_with_transitions_in_time_order() {
         episode_doc(
             500,
             "firing",
-            &[("pending", "firing", 560), ("none", "pending", 500)],
+            &[("pending", "firing", 560), ("inactive", "pending", 500)],
         ),
         episode_doc(
             100,
             "resolved",
             &[
-                ("none", "pending", 100),
+                ("inactive", "pending", 100),
                 ("pending", "firing", 160),
                 ("firing", "resolved", 400),
             ],
@@ -254,7 +254,7 @@ fn durations_read_as_people_say_them() {
 fn the_json_document_describes_every_field() {
     const DOC: &str = include_str!("../../../docs/fleet-json.md");
     let mut v = fleet();
-    let history = vec![episode_doc(5, "firing", &[("none", "pending", 5)])];
+    let history = vec![episode_doc(5, "firing", &[("inactive", "pending", 5)])];
     let fetched = Fetched {
         host: Some(doc! {"_id": "h1", "rs_nm": "rs0"}),
         host_history: history.clone(),

@@ -320,16 +320,14 @@ Max realtime timeout      unlimited            unlimited            us
         ) {
             return;
         }
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .env("GLIBC_TUNABLES", "glibc.pthread.rseq=0")
-            .env("SECRET_TOKEN", "x")
-            .env("MALLOC_ARENA_MAX", "2")
-            .spawn()
-            .unwrap();
-        let f = process_facts(child.id());
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let child = crate::test_child::Running::cat(&[
+            ("GLIBC_TUNABLES", "glibc.pthread.rseq=0"),
+            ("SECRET_TOKEN", "x"),
+            ("MALLOC_ARENA_MAX", "2"),
+        ]);
+        let pid = child.pid();
+        let f = process_facts(pid);
+        child.stop();
         let env = f.environ.unwrap();
         assert_eq!(
             env.get("GLIBC_TUNABLES").map(String::as_str),
@@ -349,7 +347,7 @@ Max realtime timeout      unlimited            unlimited            us
         let as_limit = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
         assert_eq!(nofile.soft, as_limit(rl.rlim_cur));
         assert_eq!(nofile.hard, as_limit(rl.rlim_max));
-        assert_eq!(f.cgroup.unwrap().pid, child.id());
+        assert_eq!(f.cgroup.unwrap().pid, pid);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod model;
 pub mod poll;
 pub mod port;
 pub mod session;
+pub mod sockdiag;
 pub mod status;
 pub mod summary;
 

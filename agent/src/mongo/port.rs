@@ -1,7 +1,8 @@
 //! Which local process serves a connection string: `record --uri
 //! mongodb://host:port` observes the process listening on that port when the
-//! host is this machine (procfs: the listening socket's inode in
-//! /proc/net/tcp{,6}, then the process holding that inode among its fds).
+//! host is this machine (the listening socket's inode from sock_diag, see
+//! `sockdiag.rs`, else /proc/net/tcp{,6}; then the process holding that
+//! inode among its fds).
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 
@@ -39,15 +40,7 @@ pub fn is_local_host(host: &str) -> bool {
 /// network namespace); `None` when nobody listens there. Several processes
 /// sharing the socket (fork after listen): the lowest pid.
 pub fn pid_listening_on(port: u16) -> Result<Option<u32>, PortError> {
-    let mut inodes = Vec::new();
-    let v4 = procfs::net::tcp().map_err(|e| PortError::Proc(e.to_string()))?;
-    // IPv6 may be disabled: no tcp6 table is no listener there.
-    let v6 = procfs::net::tcp6().unwrap_or_default();
-    for e in v4.iter().chain(v6.iter()) {
-        if e.state == TcpState::Listen && e.local_address.port() == port && e.inode != 0 {
-            inodes.push(e.inode);
-        }
-    }
+    let inodes = listening_inodes(port)?;
     if inodes.is_empty() {
         return Ok(None);
     }
@@ -64,6 +57,27 @@ pub fn pid_listening_on(port: u16) -> Result<Option<u32>, PortError> {
         }
     }
     Ok(found)
+}
+
+/// The inodes of the sockets listening on TCP `port` in this network
+/// namespace: by sock_diag, else from /proc/net/tcp{,6}.
+fn listening_inodes(port: u16) -> Result<Vec<u64>, PortError> {
+    if let Ok(listeners) = super::sockdiag::listeners() {
+        return Ok(listeners
+            .iter()
+            .filter(|l| l.port == port && l.inode != 0)
+            .map(|l| l.inode)
+            .collect());
+    }
+    let v4 = procfs::net::tcp().map_err(|e| PortError::Proc(e.to_string()))?;
+    // IPv6 may be disabled: no tcp6 table is no listener there.
+    let v6 = procfs::net::tcp6().unwrap_or_default();
+    Ok(v4
+        .iter()
+        .chain(v6.iter())
+        .filter(|e| e.state == TcpState::Listen && e.local_address.port() == port && e.inode != 0)
+        .map(|e| e.inode)
+        .collect())
 }
 
 /// The TCP ports process `pid` listens on (its network namespace's tables),
@@ -84,6 +98,21 @@ pub fn ports_of(pid: u32) -> Vec<u16> {
         .collect();
     if held.is_empty() {
         return Vec::new();
+    }
+    // In the agent's own network namespace, the kernel lists the listening
+    // sockets alone (sock_diag); a process in another namespace (a
+    // container's) is read from its own /proc/PID/net tables.
+    if super::sockdiag::same_net_namespace(pid)
+        && let Ok(listeners) = super::sockdiag::listeners()
+    {
+        let mut ports: Vec<u16> = listeners
+            .iter()
+            .filter(|l| held.contains(&l.inode))
+            .map(|l| l.port)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        return ports;
     }
     let v4 = proc.tcp().unwrap_or_default();
     let v6 = proc.tcp6().unwrap_or_default();

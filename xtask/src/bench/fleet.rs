@@ -57,6 +57,11 @@ pub struct FleetBenchArgs {
     /// Runs of each `mdiag fleet` view.
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..))]
     runs: u64,
+    /// Keep each size's store (data and log) under this directory, to query it
+    /// again afterwards with `secantusd-py --storage-path DIR/store-PORT`
+    /// (by default the stores are in a temporary directory, removed at the end).
+    #[arg(long)]
+    keep: Option<PathBuf>,
 }
 
 /// A `secantusd-py` on a free port with its data in `dir`; killed on drop.
@@ -275,6 +280,10 @@ fn one_size(
             vec!["--rule", &rule, "--since", "24h", "--format", "json"],
         ),
         (
+            "now --since 24h (json)".into(),
+            vec!["--since", "24h", "--format", "json"],
+        ),
+        (
             format!("--host {host}"),
             vec!["--host", &host, "--format", "json"],
         ),
@@ -324,6 +333,13 @@ pub fn bench_fleet(args: &FleetBenchArgs) -> Result<()> {
         );
     }
     let tmp = TempDir::new("bench-fleet")?;
+    let stores = match &args.keep {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            dir.clone()
+        }
+        None => tmp.path().to_path_buf(),
+    };
     println!(
         "mdiag fleet bench: store SecantusDB (Python MongoDB-wire server, WiredTiger inside) on this machine ({} CPUs); mdiag and the simulator {profile} builds; {} simulated minutes per size, {} writes in flight, {} day(s) of history, {} runs per view",
         std::thread::available_parallelism().map_or(0, usize::from),
@@ -334,7 +350,7 @@ pub fn bench_fleet(args: &FleetBenchArgs) -> Result<()> {
     );
     let mut rows = Vec::new();
     for &size in &args.sizes {
-        rows.push(one_size(args, (&mdiag, &sim), &venv, tmp.path(), size)?);
+        rows.push(one_size(args, (&mdiag, &sim), &venv, &stores, size)?);
     }
     summary(&rows);
     Ok(())

@@ -293,7 +293,9 @@ impl AllocProbe {
         match self.windows.step(now) {
             Action::Nothing => {}
             Action::Open => self.open_window(ebpf, rec_start),
-            Action::Close => self.close_window(ebpf, rec_start),
+            Action::Close => {
+                self.close_window(ebpf, rec_start);
+            }
         }
     }
 
@@ -372,8 +374,11 @@ impl AllocProbe {
         });
     }
 
-    fn close_window(&mut self, ebpf: &mut Ebpf, rec_start: Instant) {
-        let Some(open) = self.open.take() else { return };
+    /// Closes the open window; returns the target's CPU time read after
+    /// the detach and the counters (`None` when none was open or the
+    /// target is gone).
+    fn close_window(&mut self, ebpf: &mut Ebpf, rec_start: Instant) -> Option<u64> {
+        let open = self.open.take()?;
         let now = Instant::now();
         let t0 = super::monotonic_now_ns();
         let closed = self.maps.set_control(self.pid.get(), 0);
@@ -392,9 +397,11 @@ impl AllocProbe {
             Err(e) => tracing::warn!(family = FAMILY, "window lost: {e}"),
         }
         self.maps.clear_stacks();
-        if let Some(cpu) = target_cpu_ns(self.pid.get()) {
-            self.cpu_last_ns = Some(cpu);
+        let cpu = target_cpu_ns(self.pid.get());
+        if cpu.is_some() {
+            self.cpu_last_ns = cpu;
         }
+        cpu
     }
 
     fn read_window(&mut self, start_ns: u64, end_ns: u64) -> Result<AllocWindow, AllocError> {

@@ -108,8 +108,10 @@ impl AllocProbe {
             }
             let hits_before = self.hits;
             let lasted_before = self.last_window_ns;
-            let cpu = super::target_cpu_ns(self.pid.get());
-            self.close_window(ebpf, rec_start);
+            // The target's CPU read after the detach and the counters, so
+            // that the hits of the detach itself, counted until the entry
+            // link is gone, are set against the CPU they were made in.
+            let cpu = self.close_window(ebpf, rec_start);
             let hits = self.hits.saturating_sub(hits_before);
             // How long the probes were on (control open to closed), not
             // counting the detach; by the clock when the window was lost.
@@ -169,6 +171,9 @@ impl AllocProbe {
             }
             Plan::Open { len, allowance_ns } => {
                 p.throttle.opened(at);
+                // Read before the attach: the entry link counts hits from
+                // the moment it is attached, before the window is open.
+                let cpu_at_attach = super::target_cpu_ns(self.pid.get());
                 self.open_window(ebpf, rec_start);
                 let Some(p) = self.paced.as_mut() else { return };
                 if self.open.is_none() {
@@ -183,7 +188,7 @@ impl AllocProbe {
                     len,
                     allowance_ns,
                     next_check: since,
-                    cpu_ns: super::target_cpu_ns(self.pid.get()),
+                    cpu_ns: cpu_at_attach,
                 };
                 p.open = Some(PacedWindow {
                     next_check: since + w.check_every(),
