@@ -11,6 +11,7 @@ mod arch;
 mod bench;
 mod cmd;
 mod cross;
+mod disk;
 mod release;
 mod run;
 mod setup;

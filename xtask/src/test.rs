@@ -173,11 +173,13 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
         }
     }
     if failure.is_none() {
+        crate::disk::warn_if_short();
         for &tier in &tiers {
             say!("tier {}: starting", tier.name());
             let start = Instant::now();
             let result = tier.run();
             let elapsed = start.elapsed();
+            say!("tier {}: {}", tier.name(), crate::disk::usage());
             match result {
                 Ok(()) => done.push((tier.name(), Outcome::Passed(elapsed))),
                 Err(e) => {
