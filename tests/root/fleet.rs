@@ -510,7 +510,10 @@ fn fleet_windows_fall_back_to_a_plain_collection_with_a_ttl() {
 fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let server = SecantusServer::start(&[]);
+    // No background TTL pass (its first would come 60 s after the start,
+    // and remove the expired episode before the test has read it): the
+    // test runs the pass itself, below.
+    let server = SecantusServer::start_with_config(&[], Some("[storage]\nttl_sweep_seconds = 0\n"));
     let uri = server.uri();
     let cfg = mdiag::fleet::config::FleetConfig::parse(
         &format!(
@@ -568,8 +571,8 @@ fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
     // The TTL index removes an episode once its `expire_at` is past (an
     // hour after 1970's resolution here), and nothing else: the open
     // episode and the one resolved now stay. SecantusDB's TTL pass runs
-    // every 60 s, as mongod's does; the test runs one now, through its
-    // admin command.
+    // every 60 s by default, as mongod's does; here it is off, and the
+    // test runs one now, through its admin command.
     let others = |v: &Value| -> Vec<String> {
         let mut s: Vec<String> = v["findings"]
             .as_array()

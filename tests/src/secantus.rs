@@ -17,6 +17,20 @@ pub struct SecantusServer {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
+    /// The `secantusd.toml` it was started with, kept for [`Self::restart`].
+    config: Option<PathBuf>,
+}
+
+/// `secantusd-py` on `port`, storage under `dir`, with `config` when given.
+fn command(port: u16, dir: &std::path::Path, config: Option<&std::path::Path>) -> Command {
+    let mut cmd = Command::new(py_venv().join("bin/secantusd-py"));
+    cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .arg("--storage-path")
+        .arg(dir.join("data"));
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    cmd
 }
 
 impl SecantusServer {
@@ -25,23 +39,36 @@ impl SecantusServer {
     /// and the server's bind, so up to three tries; fails the test with the
     /// server's log.
     pub fn start(env: &[(&str, &str)]) -> Self {
-        let venv = py_venv();
+        Self::start_with_config(env, None)
+    }
+
+    /// [`Self::start`], with `config` as the server's `secantusd.toml`
+    /// (e.g. `[storage]\nttl_sweep_seconds = 0`: no background TTL pass,
+    /// so a test runs it when it chooses, through `secantusAdmin.pruneTtl`).
+    pub fn start_with_config(env: &[(&str, &str)], config: Option<&str>) -> Self {
         let mut last_log = String::new();
         for _ in 0..3 {
             let dir = tempfile::tempdir().expect("a temporary directory");
             let port = free_port();
+            let config_path = config.map(|text| {
+                let path = dir.path().join("secantusd.toml");
+                std::fs::write(&path, text).expect("secantusd.toml");
+                path
+            });
             let log = std::fs::File::create(dir.path().join("server.log")).expect("server.log");
-            let child = Command::new(venv.join("bin/secantusd-py"))
-                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .arg("--storage-path")
-                .arg(dir.path().join("data"))
+            let child = command(port, dir.path(), config_path.as_deref())
                 .envs(env.iter().copied())
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().expect("server.log"))
                 .stderr(log)
                 .spawn()
                 .expect("start secantusd-py");
-            let mut server = SecantusServer { child, port, dir };
+            let mut server = SecantusServer {
+                child,
+                port,
+                dir,
+                config: config_path,
+            };
             if server.wait_accepting(Duration::from_secs(90)) {
                 return server;
             }
@@ -67,10 +94,7 @@ impl SecantusServer {
             .append(true)
             .open(self.dir.path().join("server.log"))
             .expect("server.log");
-        self.child = Command::new(py_venv().join("bin/secantusd-py"))
-            .args(["--host", "127.0.0.1", "--port", &self.port.to_string()])
-            .arg("--storage-path")
-            .arg(self.data_dir())
+        self.child = command(self.port, self.dir.path(), self.config.as_deref())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("server.log"))
             .stderr(log)

@@ -23,8 +23,52 @@ use crate::recording::AllocCalibration;
 pub const CALLS: u64 = 10_000;
 pub const RUNS: usize = 5;
 
-/// The do-nothing function probed during calibration. Not inlined and
-/// exported unmangled so that it exists once, at a stable address.
+/// The do-nothing function probed during calibration: returns its argument.
+/// Exported unmangled so that it exists once, at a stable address.
+///
+/// Written in assembly so that its first instruction, where the uprobe sits,
+/// is fixed and not the compiler's choice. What a probe costs depends on that
+/// instruction: the kernel emulates a few (on x86_64 `push reg`, `nop`,
+/// relative jumps and calls) and single-steps every other one out of line,
+/// which costs several times more on some hosts (here, a Firecracker VM:
+/// 1.6 µs against 10 µs per pair). A compiler-chosen prologue flipped between
+/// `push` and `sub` with the build settings, and the calibrated cost with it.
+/// The first instruction here is one that is single-stepped, as most allocator
+/// entry points begin (glibc's `free`, gperftools' `tc_malloc` and `tc_free`):
+/// the calibrated cost is that of the costlier class, an upper bound where a
+/// probed function begins with an emulated instruction (glibc's `malloc`).
+#[cfg(target_arch = "x86_64")]
+#[unsafe(no_mangle)]
+// SAFETY: a naked function of two instructions that follows the C calling
+// convention (argument in rdi, result in rax, no stack, no other register);
+// the `mdiag_` prefix keeps the unmangled name unique in the process.
+#[unsafe(naked)]
+pub extern "C" fn mdiag_alloc_calibration_noop(size: u64) -> u64 {
+    core::arch::naked_asm!("mov rax, rdi", "ret")
+}
+
+/// See the x86_64 function: `mov x0, x0` (an `orr`) is single-stepped.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+// SAFETY: a naked function that returns its argument in x0 and touches no
+// other register or memory; the `mdiag_` prefix keeps the name unique.
+#[unsafe(naked)]
+pub extern "C" fn mdiag_alloc_calibration_noop(size: u64) -> u64 {
+    core::arch::naked_asm!("mov x0, x0", "ret")
+}
+
+/// See the x86_64 function: s390x single-steps every probed instruction.
+#[cfg(target_arch = "s390x")]
+#[unsafe(no_mangle)]
+// SAFETY: a naked function that returns its argument in r2 and touches no
+// other register or memory; the `mdiag_` prefix keeps the name unique.
+#[unsafe(naked)]
+pub extern "C" fn mdiag_alloc_calibration_noop(size: u64) -> u64 {
+    core::arch::naked_asm!("lgr %r2, %r2", "br %r14")
+}
+
+/// Other architectures (not built by the project): the compiler's prologue.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "s390x")))]
 // SAFETY: the `mdiag_` prefix keeps the unmangled name unique in the process.
 #[unsafe(no_mangle)]
 #[inline(never)]
@@ -128,4 +172,38 @@ fn calibration_hist(maps: &AllocMaps) -> Result<mdiag_common::alloc::AllocHist, 
         all.push(maps.read_hist(hist_index(CALIBRATION_FUNC, class))?);
     }
     Ok(sum_hists(&all))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calibration_function_returns_its_argument() {
+        let f = std::hint::black_box(mdiag_alloc_calibration_noop as extern "C" fn(u64) -> u64);
+        for v in [0, 1, 4096, u64::MAX] {
+            assert_eq!(f(v), v);
+        }
+    }
+
+    /// Its first instruction is the fixed one, whatever the build settings
+    /// (the probe's cost depends on it; see the function).
+    #[test]
+    fn the_calibration_function_starts_with_a_single_stepped_instruction() {
+        let addr = mdiag_alloc_calibration_noop as extern "C" fn(u64) -> u64 as usize;
+        // SAFETY: the function's code is mapped readable (text) and at
+        // least 4 bytes long on every architecture below.
+        let first: [u8; 4] = unsafe { std::ptr::read(addr as *const [u8; 4]) };
+        #[cfg(target_arch = "x86_64")]
+        assert!(
+            // mov rax, rdi: either encoding (89 /r or 8b /r).
+            first[..3] == [0x48, 0x89, 0xf8] || first[..3] == [0x48, 0x8b, 0xc7],
+            "{first:02x?}"
+        );
+        #[cfg(target_arch = "aarch64")]
+        assert_eq!(u32::from_le_bytes(first), 0xaa00_03e0, "mov x0, x0");
+        #[cfg(target_arch = "s390x")]
+        assert_eq!(first, [0xb9, 0x04, 0x00, 0x22], "lgr %r2, %r2");
+        let _ = first;
+    }
 }
