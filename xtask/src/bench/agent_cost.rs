@@ -188,13 +188,13 @@ pub(super) fn target_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) ->
         let (inside, outside) = s.ns_in_out();
         let early = watched.windows.iter().filter(|w| w.early).count();
         say!(
-            "round {} within the watched run: {} allocator windows ({} closed early, {} probe hits); CPU per alloc inside them {:.0} ns, outside {:.1} ns; over the run {} (the same windows over the unobserved run: {}); the agent's accounting {}",
+            "round {} within the watched run: {} allocator windows ({} closed early, {} probe hits); CPU per alloc inside them {}, outside {}; over the run {} (the same windows over the unobserved run: {}); the agent's accounting {}",
             round + 1,
             s.windows,
             early,
             watched.windows.iter().map(|w| w.hits).sum::<u64>(),
-            inside.unwrap_or(f64::NAN),
-            outside.unwrap_or(f64::NAN),
+            per_alloc(inside, 0),
+            per_alloc(outside, 1),
             pct(s.cost()),
             pct(null.cost()),
             pct(s.accounted())
@@ -297,4 +297,26 @@ pub(super) fn target_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) ->
         median(&accounted) * 100.0
     );
     Ok(())
+}
+
+/// CPU per allocation of a stretch of the timeline, or why there is none: a
+/// window shorter than a timeline step (windows close early when their hits
+/// pass the projection) has no step wholly inside it.
+fn per_alloc(ns: Option<f64>, decimals: usize) -> String {
+    match ns {
+        Some(v) => format!("{v:.decimals$} ns"),
+        None => "none (no timeline step lies wholly within)".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_alloc;
+
+    #[test]
+    fn per_alloc_never_prints_nan() {
+        assert_eq!(per_alloc(Some(21.06), 1), "21.1 ns");
+        assert_eq!(per_alloc(Some(21.6), 0), "22 ns");
+        assert!(!per_alloc(None, 0).contains("NaN"));
+    }
 }
