@@ -72,41 +72,41 @@ fn free_at_target(target: &Path) -> io::Result<u64> {
 }
 
 /// "target/ holds 6.0 GiB; 70.1 GiB free", or why it could not be read.
-pub fn usage() -> String {
-    let Ok(target) = target_dir() else {
-        return "disk use unknown (no target directory)".to_owned();
+fn line(held: &io::Result<u64>, free: &io::Result<u64>) -> String {
+    let gib = |r: &io::Result<u64>| match r {
+        Ok(b) => format!("{:.1} GiB", *b as f64 / GIB),
+        Err(e) => format!("unreadable ({e})"),
     };
-    let held = allocated(target).map(|b| format!("{:.1} GiB", b as f64 / GIB));
-    let free = free_at_target(target).map(|b| format!("{:.1} GiB", b as f64 / GIB));
-    match (held, free) {
-        (Ok(h), Ok(f)) => format!("target/ holds {h}; {f} free"),
-        (h, f) => format!(
-            "disk use: target/ {}, free {}",
-            h.unwrap_or_else(|e| format!("unreadable ({e})")),
-            f.unwrap_or_else(|e| format!("unreadable ({e})"))
-        ),
+    format!("target/ holds {}; {} free", gib(held), gib(free))
+}
+
+/// [`line`] for `target/` now.
+pub fn usage() -> String {
+    match target_dir() {
+        Ok(target) => line(&allocated(target), &free_at_target(target)),
+        Err(_) => "disk use unknown (no target directory)".to_owned(),
     }
 }
 
 /// Before the first tier: warns when `target/` and the free space together
-/// fall short of what a full run needs.
+/// fall short of what a full run needs, else says both.
 pub fn warn_if_short() {
     let Ok(target) = target_dir() else { return };
-    let (Ok(held), Ok(free)) = (allocated(target), free_at_target(target)) else {
-        return;
-    };
-    if let Some(short) = shortfall(held, free) {
+    let (held, free) = (allocated(target), free_at_target(target));
+    if let (Ok(h), Ok(f)) = (&held, &free)
+        && let Some(short) = shortfall(*h, *f)
+    {
         say!(
             "warning: a full test run needs about {:.0} GiB in target/; it holds {:.1} GiB \
              and {:.1} GiB are free, {:.1} GiB short: free some disk (old clones' target/ \
              directories, `cargo clean`) or a tier may fail with \"No space left on device\"",
             FULL_RUN_BYTES as f64 / GIB,
-            held as f64 / GIB,
-            free as f64 / GIB,
+            *h as f64 / GIB,
+            *f as f64 / GIB,
             short as f64 / GIB
         );
     } else {
-        say!("{}", usage());
+        say!("{}", line(&held, &free));
     }
 }
 
