@@ -246,7 +246,8 @@ fn a_long_run_on_a_cpu_is_split_over_the_slices_it_overlaps() {
     // switch (the whole 3 s on an idle CPU; on a busy host the kernel still
     // gives ordinary tasks a few percent: its runs are then near a second).
     let cpus = mdiag::host::online_cpus();
-    let cpu = cpus.saturating_sub(1).to_string();
+    let pinned = cpus.saturating_sub(1);
+    let cpu = pinned.to_string();
     let mut args = vec![
         "--threads",
         "1",
@@ -308,9 +309,11 @@ fn a_long_run_on_a_cpu_is_split_over_the_slices_it_overlaps() {
             longest
         })
     };
+    let steal0 = mdiag_tests::cpu_steal_ns(pinned);
     stdin.write_all(b"go\n").unwrap();
     let mut line = String::new();
     child_out.read_line(&mut line).unwrap();
+    let stolen = mdiag_tests::cpu_steal_ns(pinned) - steal0;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let longest = sampler.join().unwrap();
     // The spinner is parked again: its runs are all counted.
@@ -341,7 +344,8 @@ fn a_long_run_on_a_cpu_is_split_over_the_slices_it_overlaps() {
     let recorded: u64 = rows.iter().map(|r| r.3).sum();
     eprintln!(
         "spinner {spinner}: on CPU {recorded} ns recorded, {truth} ns by schedstat in {runs} runs \
-         (mean {} ms, longest seen {longest:?}); per slice (slice, ms, switches, ns): {rows:?}",
+         (mean {} ms, longest seen {longest:?}); {stolen} ns stolen from CPU {pinned} by the \
+         hypervisor; per slice (slice, ms, switches, ns): {rows:?}",
         truth / runs.max(1) / 1_000_000
     );
     for &(i, ms, _, ns) in &rows {
@@ -350,8 +354,14 @@ fn a_long_run_on_a_cpu_is_split_over_the_slices_it_overlaps() {
             "slice {i} of {ms} ms: on CPU {ns} ns: {rows:?}"
         );
     }
-    // It spun for 3 s of wall time; as a real-time task it got most of it.
-    assert!(truth >= 2_000_000_000, "the spinner ran only {truth} ns");
+    // It spun for 3 s of wall time; as a real-time task it got most of
+    // what the VM had of its CPU. A hypervisor that takes the vCPU away
+    // (steal time; a CI run lost 1.4 s of the 3 s so) charges the task
+    // nothing for it.
+    assert!(
+        truth + stolen >= 2_000_000_000,
+        "the spinner ran only {truth} ns, and {stolen} ns were stolen"
+    );
     // On a CPU nobody else wanted it ran once, for the whole 3 s: a slice
     // inside that run holds the run's time though the thread was never
     // switched out in it (before, the whole run went to the slice in which

@@ -85,6 +85,27 @@ pub fn proc_stat_ctxt() -> u64 {
         .expect("ctxt line in /proc/stat")
 }
 
+/// Time the hypervisor took CPU `cpu` away from this VM (the `steal`
+/// column of its `cpuN` line in /proc/stat), in ns; 0 on bare metal. A
+/// task on that CPU is not charged for it, so a floor on a task's CPU
+/// time must allow for it.
+pub fn cpu_steal_ns(cpu: u32) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("read /proc/stat");
+    let name = format!("cpu{cpu}");
+    let ticks: u64 = stat
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next() == Some(name.as_str())).then(|| f.nth(7))?
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no steal column for {name} in /proc/stat"));
+    // SAFETY: sysconf reads a constant of the C library; no memory is passed.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100);
+    ticks * (1_000_000_000 / hz)
+}
+
 /// Per-thread (tid, voluntary, nonvoluntary) from /proc/PID/task/*/status.
 pub fn thread_switches(pid: u32) -> Vec<(u32, u64, u64)> {
     let mut out = Vec::new();
