@@ -10,8 +10,8 @@
 //! restarted target parses the kernel's BTF, which swings the agent's
 //! anonymous memory by about 30 MiB until it is freed, and an allocator
 //! window holds its links' fds while attached, so one read per cycle lands
-//! on a random phase of those swings (a CI run read 65.1, 66.0, 65.2, 66.5,
-//! 65.1, 66.4 MB). A leak raises the floor. The
+//! on a random phase of those swings (a CI run read 65.1, 66.0, 65.2, 65.4,
+//! 66.5, 65.1, 65.5, 66.4 MB). A leak raises the floor. The
 //! RSS trend is the least-squares slope of the floors after two cycles of
 //! warm-up, not the difference of two of them.
 
