@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod dashboards;
+pub mod mongod;
 pub mod prometheus;
 pub mod secantus;
 

@@ -12,6 +12,7 @@ mod bench;
 mod cmd;
 mod cross;
 mod disk;
+mod mongod;
 mod release;
 mod run;
 mod setup;

