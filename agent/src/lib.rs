@@ -21,6 +21,7 @@ pub mod host;
 pub mod kstack;
 pub mod logging;
 pub mod mongo;
+pub mod offload;
 pub mod privileges;
 pub mod probes;
 pub mod record;

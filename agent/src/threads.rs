@@ -2,12 +2,18 @@
 //! most 15 bytes), so that per-thread figures can be grouped the way an SRE
 //! thinks about mongod ("the connection threads", "the checkpointer").
 //!
-//! The names are the ones mongod gives its threads (`setThreadName` and
-//! `BackgroundJob::name()`): `conn123` per client connection, `Checkpointer`
-//! and `JournalFlusher` (4.4+; `WTCheckpointThr`, `WTJournalFlusher` and
-//! `WTOplogJournalThread` before), `ftdc`, `TTLMonitor`, `clientcursormon`,
-//! the replication threads, and WiredTiger's eviction threads. Anything else
-//! is "other".
+//! The names are the ones mongod gives its threads (`setThreadName`,
+//! `BackgroundJob::name()`, thread pools' `<pool>-<n>`), one table
+//! ([`NAMES`]) from the names mongod 4.0 to 8.0 use. Since 4.4, a name over
+//! 15 characters reaches the kernel as its first 7 characters, a dot and its
+//! last 7 (`util/concurrency/thread_name.cpp`: "LogicalSessionCacheRefresh"
+//! is `Logical.Refresh`), so such a `comm` is matched by its first 7
+//! characters; older versions cut names at 15 (`WTCheckpointThr`), which a
+//! prefix matches. mongod leaves its main thread unnamed, and WiredTiger
+//! names none of its own threads (eviction, log, sweep, capacity, tiered
+//! storage servers), so those carry the program's name, `mongod`: class
+//! [`WIREDTIGER`]. Anything else is "other", and `tests/root/` lists every
+//! name a real mongod 6.0 has so that "other" stays empty for it.
 
 /// Connection (client operation) threads: `conn123`.
 pub const CONN: &str = "conn";
@@ -22,10 +28,14 @@ pub const REPLICATION: &str = "replication";
 pub const NETWORK: &str = "network";
 /// Other named mongod maintenance threads (session cache, timestamp monitor, ...).
 pub const BACKGROUND: &str = "background";
+/// Threads named `mongod`: WiredTiger's own (eviction, log, sweep, capacity
+/// servers), which it does not name, and mongod's main thread, which only
+/// waits for shutdown once the server runs.
+pub const WIREDTIGER: &str = "wiredtiger";
 pub const OTHER: &str = "other";
 
 /// Every class, in the order reports list them.
-pub const CLASSES: [&str; 11] = [
+pub const CLASSES: [&str; 12] = [
     CONN,
     CHECKPOINTER,
     JOURNAL_FLUSHER,
@@ -36,80 +46,109 @@ pub const CLASSES: [&str; 11] = [
     REPLICATION,
     NETWORK,
     BACKGROUND,
+    WIREDTIGER,
     OTHER,
 ];
+
+/// mongod's thread names (or the prefix of a family of names, such as a
+/// pool's `OplogApplier-<n>`) and their class. A name of 7 characters or
+/// more also matches the abbreviated `comm` of any longer name that starts
+/// with its first 7 (see the module header); `no_two_classes_share_a_stem`
+/// checks that this never makes a name ambiguous.
+pub const NAMES: &[(&str, &str)] = &[
+    ("Checkpointer", CHECKPOINTER),
+    ("WTCheckpointThread", CHECKPOINTER),
+    ("JournalFlusher", JOURNAL_FLUSHER),
+    ("WTJournalFlusher", JOURNAL_FLUSHER),
+    ("WTOplogJournalThread", JOURNAL_FLUSHER),
+    ("TTLMonitor", TTL_MONITOR),
+    ("clientcursormon", CURSOR_MONITOR),
+    // Replication: applying, fetching, the coordinator and its executors.
+    ("OplogApplier", REPLICATION),
+    ("ApplyBatchFinalizerForJournal", REPLICATION),
+    ("ReplBatcher", REPLICATION),
+    ("BackgroundSync", REPLICATION),
+    ("rsBackgroundSync", REPLICATION),
+    ("rsSync", REPLICATION),
+    ("ReplWriterWorker", REPLICATION),
+    ("repl", REPLICATION),
+    ("SyncSourceFeedback", REPLICATION),
+    ("ReplCoord", REPLICATION),
+    ("ReplNetwork", REPLICATION),
+    ("ReplNodeDbWorker", REPLICATION),
+    ("OplogCapMaintainerThread", REPLICATION),
+    ("OplogVisibilityThread", REPLICATION),
+    ("NoopWriter", REPLICATION),
+    ("MirrorMaestro", REPLICATION),
+    ("TopologyVersionObserver", REPLICATION),
+    // Accepting connections and running their work.
+    ("listener", NETWORK),
+    ("NetworkInterface", NETWORK),
+    ("ServiceExecutor", NETWORK),
+    ("asio", NETWORK),
+    ("ingress", NETWORK),
+    // Other maintenance.
+    ("initandlisten", BACKGROUND),
+    ("LogicalSessionCacheRefresh", BACKGROUND),
+    ("LogicalSessionCacheReap", BACKGROUND),
+    ("TimestampMonitor", BACKGROUND),
+    ("WTIdleSessionSweeper", BACKGROUND),
+    ("PeriodicTaskRunner", BACKGROUND),
+    ("DeadlineMonitor", BACKGROUND),
+    ("abortExpiredTransactions", BACKGROUND),
+    ("FlowControlRefresher", BACKGROUND),
+    ("SignalHandler", BACKGROUND),
+    ("waitForMajority", BACKGROUND),
+    ("monitoring-keys-for-HMAC", BACKGROUND),
+    ("startPeriodicThreadToAbortExpiredTransactions", BACKGROUND),
+    ("CertificateExpirationMonitor", BACKGROUND),
+    ("ChangeStreamExpiredPreImagesRemover", BACKGROUND),
+    ("FreeMon", BACKGROUND),
+    ("OCSPManagerHTTP", BACKGROUND),
+    ("SessionKiller", BACKGROUND),
+    ("ShardSplitDonorService", BACKGROUND),
+    ("TenantMigration", BACKGROUND),
+    ("TenantFileImporterService", BACKGROUND),
+    ("FLECrud", BACKGROUND),
+    ("AuthorizationManager", BACKGROUND),
+    ("ReadWriteConcernDefaults", BACKGROUND),
+    ("WaitForMajorityService", BACKGROUND),
+];
+
+/// How many characters of a long name mongod keeps before the dot.
+const STEM: usize = 7;
 
 /// The class of a thread named `comm`.
 pub fn thread_class(comm: &str) -> &'static str {
     let name = comm.trim_end_matches('\0').trim();
-    let lower = name.to_ascii_lowercase();
-    let starts = |p: &str| name.starts_with(p);
     if let Some(rest) = name.strip_prefix("conn")
         && (rest.is_empty() || rest.bytes().all(|b| b.is_ascii_digit()))
     {
         return CONN;
     }
-    if starts("Checkpointer") || starts("WTCheckpoint") {
-        return CHECKPOINTER;
-    }
-    if starts("JournalFlusher") || starts("WTJournalFlush") || starts("WTOplogJournal") {
-        return JOURNAL_FLUSHER;
-    }
-    if lower.contains("evict") {
+    if name.to_ascii_lowercase().contains("evict") {
         return EVICTION;
     }
-    if lower == "ftdc" {
+    if name == "ftdc" {
         return FTDC;
     }
-    if starts("TTLMonitor") {
-        return TTL_MONITOR;
+    if name == "mongod" {
+        return WIREDTIGER;
     }
-    if starts("clientcursormon") {
-        return CURSOR_MONITOR;
-    }
-    const REPL: [&str; 10] = [
-        "OplogApplier",
-        "ReplBatcher",
-        "BackgroundSync",
-        "rsBackgroundSync",
-        "rsSync",
-        "ReplWriterWorker",
-        "repl",
-        "SyncSourceFeedback",
-        "ReplCoord",
-        "OplogCapMaintain",
-    ];
-    if REPL.iter().any(|p| starts(p)) {
-        return REPLICATION;
-    }
-    const NET: [&str; 5] = [
-        "listener",
-        "NetworkInterface",
-        "ServiceExecutor",
-        "asio",
-        "ingress",
-    ];
-    if NET.iter().any(|p| starts(p)) {
-        return NETWORK;
-    }
-    const BG: [&str; 12] = [
-        "initandlisten",
-        "LogicalSessionC",
-        "TimestampMonitor",
-        "WTIdleSessionSw",
-        "PeriodicTaskRun",
-        "DeadlineMonitor",
-        "abortExpiredTra",
-        "FlowControlRefr",
-        "SignalHandler",
-        "waitForMajority",
-        "monitoring-keys",
-        "startPeriodicTh",
-    ];
-    if BG.iter().any(|p| starts(p)) {
-        return BACKGROUND;
-    }
-    OTHER
+    let stem = abbreviated_stem(name);
+    NAMES
+        .iter()
+        .find(|(known, _)| match stem {
+            Some(stem) => known.len() >= STEM && known.as_bytes()[..STEM] == *stem.as_bytes(),
+            // Before 4.4 a long name was cut at 15 ("WTCheckpointThr").
+            None => name.starts_with(known) || (name.len() == 15 && known.starts_with(name)),
+        })
+        .map_or(OTHER, |(_, class)| class)
+}
+
+/// The first 7 characters of a name mongod abbreviated ("Logical.Refresh").
+fn abbreviated_stem(name: &str) -> Option<&str> {
+    (name.len() == 2 * STEM + 1 && name.as_bytes()[STEM] == b'.').then(|| &name[..STEM])
 }
 
 #[cfg(test)]
@@ -138,8 +177,35 @@ mod tests {
             ("initandlisten", BACKGROUND),
             ("LogicalSessionC", BACKGROUND),
             ("TimestampMonitor", BACKGROUND),
+            // mongod 6.0.5's abbreviated names, as /proc shows them.
+            ("Logical.Refresh", BACKGROUND),
+            ("Logical.cheReap", BACKGROUND),
+            ("WTIdleS.Sweeper", BACKGROUND),
+            ("FlowCon.fresher", BACKGROUND),
+            ("ReplCoo.xtern-0", REPLICATION),
+            ("OplogCa.plog.rs", REPLICATION),
+            ("Backgro.kSource", REPLICATION),
+            ("ApplyBa.Journal", REPLICATION),
+            ("Service.Fixed-0", NETWORK),
+            ("TenantM.rvice-1", BACKGROUND),
+            ("ReplCoord-1", REPLICATION),
+            ("Authori.nager-0", BACKGROUND),
+            ("ReadWri.aults-0", BACKGROUND),
+            ("WaitFor.dPool-1", BACKGROUND),
+            ("mongod", WIREDTIGER),
         ] {
             assert_eq!(thread_class(comm), class, "{comm}");
+        }
+    }
+
+    #[test]
+    fn no_two_classes_share_a_stem() {
+        for (a, ca) in NAMES {
+            for (b, cb) in NAMES {
+                if a.len() >= STEM && b.len() >= STEM && a[..STEM] == b[..STEM] {
+                    assert_eq!(ca, cb, "{a} and {b} abbreviate alike but differ in class");
+                }
+            }
         }
     }
 
@@ -153,6 +219,8 @@ mod tests {
             "kworker/0:1",
             "ftdc2",
             "wtcheckpoint",
+            "Unknown.Abbrevd",
+            "mongodb",
         ] {
             assert_eq!(thread_class(comm), OTHER, "{comm:?}");
         }

@@ -19,6 +19,7 @@ mod mongo_poll;
 mod perf;
 mod physics;
 mod readahead;
+mod real_mongod;
 mod record_cli;
 mod sched;
 mod secantusdb;

@@ -51,6 +51,8 @@ pub struct Options {
     /// Spell the replica set `--replSet` (true) or in a config file as
     /// `replication.replSetName` (false); both reach getCmdLineOpts differently.
     pub repl_set_in_config: bool,
+    /// `sharding.clusterRole` in the config file (with `repl_set_in_config`).
+    pub cluster_role: Option<String>,
     /// More arguments, as given.
     pub extra: Vec<String>,
 }
@@ -113,8 +115,11 @@ impl Mongod {
         if let Some(name) = &self.options.repl_set {
             if self.options.repl_set_in_config {
                 let conf = self.dir.path().join("mongod.conf");
-                std::fs::write(&conf, format!("replication:\n  replSetName: {name}\n"))
-                    .expect("mongod.conf");
+                let mut text = format!("replication:\n  replSetName: {name}\n");
+                if let Some(role) = &self.options.cluster_role {
+                    text.push_str(&format!("sharding:\n  clusterRole: {role}\n"));
+                }
+                std::fs::write(&conf, text).expect("mongod.conf");
                 cmd.arg("--config").arg(conf);
             } else {
                 cmd.args(["--replSet", name]);
@@ -307,7 +312,7 @@ impl Drop for Mongod {
         self.stop();
         if std::thread::panicking() {
             let log = self.log();
-            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
             eprintln!(
                 "--- the last {} lines of mongod's log (port {}) ---",
                 tail.len(),

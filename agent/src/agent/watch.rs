@@ -52,11 +52,15 @@ impl Watch {
     ) -> Result<Self, ProbeError> {
         let pid = found.map(|f| f.target.pid);
         let mut probes = Probes::attach(ProbeConfig { target_tgid: pid })?;
-        let start = probes.start_clock();
+        if let Some(pid) = pid {
+            probes.preload_symbols(pid);
+        }
+        // Calibrated before the clock starts: the first slice must not wait.
         probes.attach_alloc(pid, alloc);
         if let Some(a) = probes.alloc.as_mut() {
             a.set_budget(alloc_budget);
         }
+        let start = probes.start_clock();
         let mut session = Session::new(probes, pid);
         session.mongo = mongo
             .as_ref()

@@ -289,6 +289,7 @@ pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
                     at_ms: Some(start),
                     status: Some(s.status.clone()),
                     missing: None,
+                    poll_ms: None,
                 }),
                 ..Slice::default()
             }
@@ -387,6 +388,7 @@ pub fn join(rec: &mut Recording, read: &FtdcRead) -> u64 {
                 at_ms: Some(at),
                 status: Some(s.status.clone()),
                 missing: None,
+                poll_ms: None,
             });
             joined += 1;
         }

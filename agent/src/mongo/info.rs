@@ -32,7 +32,14 @@ pub fn from_documents(
         let engine = ["parsed", "storage", "wiredTiger", "engineConfig"];
         info.cache_size_gb = float(o, &[&engine[..], &["cacheSizeGB"]].concat());
         info.wt_config_string = string(o, &[&engine[..], &["configString"]].concat());
-        info.replica_set = string(o, &["parsed", "replication", "replSetName"]);
+        // A config file says `replication.replSetName`; `--replSet NAME`
+        // arrives as `replication.replSet`, possibly with the old seed list
+        // ("rs0/host1:27017,host2:27017").
+        info.replica_set = string(o, &["parsed", "replication", "replSetName"]).or_else(|| {
+            string(o, &["parsed", "replication", "replSet"])
+                .and_then(|v| v.split('/').next().map(str::to_owned))
+                .filter(|name| !name.is_empty())
+        });
         info.cluster_role = string(o, &["parsed", "sharding", "clusterRole"]);
         info.argv = match o.get_array("argv") {
             Ok(a) => a
@@ -207,6 +214,12 @@ mod tests {
         );
         assert_eq!(i.os.as_deref(), Some("Ubuntu 22.04"));
         assert_eq!(kernel_version(&host).as_deref(), Some("5.15.0-100-generic"));
+        // `--replSet` on the command line, with and without a seed list.
+        for given in ["rs1", "rs1/db1:27017,db2:27017"] {
+            let cli = doc! { "parsed": { "replication": { "replSet": given } } };
+            let i = from_documents(None, Some(&cli), None);
+            assert_eq!(i.replica_set.as_deref(), Some("rs1"), "{given}");
+        }
         // Missing replies and fields are None, never an error.
         let empty = from_documents(None, Some(&doc! { "parsed": {} }), None);
         assert_eq!(empty, MongodInfo::default());

@@ -122,6 +122,10 @@ pub struct MongodSlice {
     pub status: Option<ServerStatusSample>,
     /// Why this second has no sample ("unreachable: ...", "no reply within 2 s", ...).
     pub missing: Option<String>,
+    /// How long the live serverStatus took, from sending it to its reply
+    /// parsed (absent for FTDC samples and in older files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll_ms: Option<u64>,
 }
 
 /// The flattened `tcmalloc` section of `serverStatus({tcmalloc: 2})`.

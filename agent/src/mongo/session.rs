@@ -122,6 +122,7 @@ impl MongoSession {
                             info.storage_engine = reply.storage_engine;
                         }
                         out.at_ms = Some(self.ms(done));
+                        out.poll_ms = Some(done.saturating_duration_since(sent).as_millis() as u64);
                         out.status = Some(reply.sample);
                         failure = None;
                         self.tell(true, "mongod answers serverStatus");

@@ -12,6 +12,7 @@ fn slice(i: u64, st: Option<ServerStatusSample>, missing: Option<&str>) -> crate
             at_ms: st.as_ref().map(|_| i * 1000 + 100),
             status: st,
             missing: missing.map(str::to_owned),
+            poll_ms: None,
         }),
         ..crate::recording::Slice::default()
     }

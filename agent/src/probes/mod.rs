@@ -196,6 +196,15 @@ impl Probes {
         slice
     }
 
+    /// Reads a running target's symbols for the families that symbolize
+    /// (perf) before the clock starts, so that no slice waits for them. Not
+    /// for a held child: it still maps mdiag's own code.
+    pub fn preload_symbols(&mut self, pid: u32) {
+        if let Some(perf) = self.perf.as_mut() {
+            perf.preload(pid);
+        }
+    }
+
     /// Starts every family's slices now, at the recording's start: counts
     /// made between attach and this instant are left out, so the first
     /// slice holds only its own time (every family is read at once).

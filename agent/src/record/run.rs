@@ -15,6 +15,7 @@ use chrono::Utc;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::{PlannedTarget, RecordError, RecordPlan, progress::Progress};
+use crate::offload::{Offloaded, Polled};
 use crate::symbols::{AllocatorKind, TargetCode};
 use crate::{
     host,
@@ -29,6 +30,8 @@ use crate::{
 /// How long a spawned target gets to exit after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 const SLICE: Duration = Duration::from_secs(1);
+/// How long the end of a recording waits for the target's code to be read.
+const CODE_WAIT: Duration = Duration::from_secs(30);
 /// How often the target's liveness is checked between slices.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -48,16 +51,19 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     let (probes, mut target, mut child, clock) = match &plan.target {
         PlannedTarget::HostWide => {
             let mut probes = Probes::attach(ProbeConfig { target_tgid: None })?;
-            let clock = Clock::start(&mut probes, None);
             probes.attach_alloc(None, plan.alloc);
+            let clock = Clock::start(&mut probes, None);
             (probes, None, None, clock)
         }
         PlannedTarget::Existing(t) => {
             let mut probes = Probes::attach(ProbeConfig {
                 target_tgid: Some(t.pid),
             })?;
-            let clock = Clock::start(&mut probes, Some(t.pid));
+            // Symbols read and the allocator probe calibrated before the
+            // clock starts: the first slice must not wait for either.
+            probes.preload_symbols(t.pid);
             probes.attach_alloc(Some(t.pid), plan.alloc);
+            let clock = Clock::start(&mut probes, Some(t.pid));
             (probes, Some(t.clone()), None, clock)
         }
         PlannedTarget::Spawn(argv) => {
@@ -126,6 +132,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     session.mongo_plan = plan.mongo.clone();
     let started_at = clock.utc;
     let outcome = rt.block_on(session.record(plan, &clock, child.as_mut()));
+    session.finish_code();
     let ended_at = Utc::now();
     // A target that was just started opens its data files later: look again
     // while it still runs.
@@ -241,6 +248,8 @@ pub(crate) struct Session {
     target_code: Option<(TargetCode, Option<u32>)>,
     /// When the target's code was last tried (at most once a second).
     code_tried: Option<Instant>,
+    /// The target's code being read, off the loop's thread.
+    code_job: Option<Offloaded<CodeRead>>,
     /// The mongod to poll, and the polling once started.
     pub(crate) mongo_plan: Option<crate::mongo::MongoPlan>,
     pub(crate) mongo: Option<crate::mongo::MongoSession>,
@@ -255,6 +264,7 @@ impl Session {
             checks: Checks::default(),
             target_code: None,
             code_tried: None,
+            code_job: None,
             mongo_plan: None,
             mongo: None,
         }
@@ -329,23 +339,41 @@ impl Session {
     }
 
     /// Reads the target's code once it is running (a spawned target maps its
-    /// libraries only after exec); retried at most once a second.
+    /// libraries only after exec), on a thread of its own ([`Offloaded`]:
+    /// mongod's symbol table would hold the loop for seconds); retried at
+    /// most once a second until it is recognisable.
     fn analyse_target(&mut self) {
         let Some(pid) = self.target_pid else { return };
-        if self.target_code.is_some() || self.code_tried.is_some_and(|t| t.elapsed() < SLICE) {
+        if self.target_code.is_some() {
+            return;
+        }
+        if let Some(job) = &self.code_job {
+            match job.poll() {
+                Polled::Pending => return,
+                Polled::Ready(Ok(found)) => self.target_code = Some(found),
+                Polled::Ready(Err(why)) => tracing::debug!(pid, "target code: {why}"),
+                Polled::Lost => tracing::debug!(pid, "target code: the reading thread ended"),
+            }
+            self.code_job = None;
+            return;
+        }
+        if self.code_tried.is_some_and(|t| t.elapsed() < SLICE) {
             return;
         }
         self.code_tried = Some(Instant::now());
-        match TargetCode::of(pid) {
-            Ok(code)
-                if code.allocator.kind != AllocatorKind::Unknown
-                    || code.rseq.rseq_size.is_some() =>
-            {
-                let size = crate::rseq::glibc_rseq_size(pid, &code);
-                self.target_code = Some((code, size));
-            }
-            Ok(_) => tracing::debug!(pid, "target code not recognisable yet"),
-            Err(e) => tracing::debug!(pid, "target code not readable yet: {e}"),
+        match Offloaded::start("mdiag-symbols", move || read_code(pid)) {
+            Ok(job) => self.code_job = Some(job),
+            Err(e) => tracing::debug!(pid, "cannot start a thread to read the target's code: {e}"),
+        }
+    }
+
+    /// Takes the target's code from a reading still under way when the
+    /// recording ended (a short one), waiting for it at most [`CODE_WAIT`].
+    pub(crate) fn finish_code(&mut self) {
+        if let Some(job) = self.code_job.take()
+            && let Polled::Ready(Ok(found)) = job.wait(CODE_WAIT)
+        {
+            self.target_code = Some(found);
         }
     }
 
@@ -461,6 +489,23 @@ impl Session {
                 .map_or(0, |s| s.calls.iter().map(|c| c.count).sum::<u64>());
         self.slices.push(slice);
         events
+    }
+}
+
+/// The target's code and glibc's `__rseq_size`, or why not (yet).
+type CodeRead = Result<(TargetCode, Option<u32>), String>;
+
+/// Reads the code of `pid` (see [`Session::analyse_target`]).
+fn read_code(pid: u32) -> CodeRead {
+    match TargetCode::of(pid) {
+        Ok(code)
+            if code.allocator.kind != AllocatorKind::Unknown || code.rseq.rseq_size.is_some() =>
+        {
+            let size = crate::rseq::glibc_rseq_size(pid, &code);
+            Ok((code, size))
+        }
+        Ok(_) => Err("not recognisable yet".into()),
+        Err(e) => Err(format!("not readable yet: {e}")),
     }
 }
 

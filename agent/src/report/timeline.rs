@@ -160,6 +160,7 @@ mod tests {
                     vec!["opcounters".into()],
                 )),
                 missing: None,
+                poll_ms: None,
             });
         }
         let t = Timeline::build(&rec).unwrap();

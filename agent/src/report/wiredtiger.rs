@@ -88,11 +88,20 @@ fn wiredtiger_line(w: &WiredTigerMeasurements) -> String {
     line
 }
 
+/// What a checkpoint's duration covers, beside WiredTiger's own figure.
+const MEASURES: &str = "Each checkpoint is timed from the call of `__wt_txn_checkpoint` to its \
+return: the wait for WiredTiger's checkpoint lock, the part WiredTiger times itself (serverStatus \
+`transaction checkpoint most recent time`, from its preparation to the metadata sync) and the \
+clean-up after it. These durations are therefore at least WiredTiger's own.";
+
 /// The WiredTiger section.
 pub fn section(w: &WiredTigerMeasurements) -> Section {
     let mut out = Section::new(Some("WiredTiger"));
     let line = wiredtiger_line(w);
-    out.push(Block::Para(format!("{}.", capitalise(&line))))
-        .push(Line::title("WiredTiger", Some(line), true));
+    out.push(Block::Para(format!("{}.", capitalise(&line))));
+    if w.checkpoints > 0 {
+        out.push(Block::Para(MEASURES.to_owned()));
+    }
+    out.push(Line::title("WiredTiger", Some(line), true));
     out
 }

@@ -399,6 +399,7 @@ pub(crate) fn set_mongod(rec: &mut Recording, figures: &Figures) {
                 vec!["opcounters".into(), "tcmalloc".into(), "wiredTiger".into()],
             )),
             missing: None,
+            poll_ms: None,
         });
     }
     let cache = figures

@@ -200,6 +200,15 @@ impl ElfObject {
         }
     }
 
+    /// What the index holds on the heap (the file itself is mapped).
+    pub fn index_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.funcs.capacity() * size_of::<FuncEntry>()
+            + self.by_name.capacity() * size_of::<u32>()
+            + self.data.capacity() * size_of::<DataSymbol>()
+            + self.segments.capacity() * size_of::<Segment>()
+    }
+
     /// The path this object was read from.
     pub fn path(&self) -> &Path {
         &self.path

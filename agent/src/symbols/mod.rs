@@ -8,6 +8,7 @@
 //! - [`process`]: a process's loaded objects, resolve and symbolize;
 //! - [`program`]: the objects a program will map at start, before it runs;
 //! - [`names`], [`allocator`], [`wiredtiger`], [`rseq`]: what the code is;
+//! - [`detected`]: those detectors' answers, once per set of objects;
 //! - [`summary`]: [`TargetCode`], the serializable account for the recording.
 //!
 //! ```no_run
@@ -23,6 +24,7 @@
 pub mod address;
 pub mod allocator;
 pub mod cache;
+pub mod detected;
 pub mod elf;
 pub mod error;
 pub mod maps;

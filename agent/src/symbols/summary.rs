@@ -4,14 +4,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::allocator::{AllocatorKind, EntryRole, Evidence, SlowPathMatch, classify_allocator};
+use super::allocator::{AllocatorKind, EntryRole, Evidence, SlowPathMatch};
 use super::cache::ObjectCache;
 use super::elf::ElfType;
 use super::error::SymbolError;
-use super::names::ObjectNames;
 use super::process::{LoadedObject, ProcessSymbols};
 use super::rseq::{RseqSymbols, find_rseq_symbols};
-use super::wiredtiger::{WiredTigerReport, detect_wiredtiger};
+use super::wiredtiger::WiredTigerReport;
 
 /// One object mapped executable by the target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,9 +97,8 @@ impl TargetCode {
 
     /// Analyses an already loaded process.
     pub fn from_process(process: &ProcessSymbols) -> TargetCode {
-        let names = ObjectNames::of_process(process);
-        let allocator = classify_allocator(&names);
-        let wiredtiger = detect_wiredtiger(&names);
+        let detected = super::detected::detect(process);
+        let (allocator, wiredtiger) = (&detected.allocator, &detected.wiredtiger);
         let object_named = |path: &Option<String>| {
             process
                 .objects
@@ -140,14 +138,14 @@ impl TargetCode {
                 .collect(),
             allocator: AllocatorSummary {
                 kind: allocator.kind,
-                object: allocator.object,
-                deciding: allocator.deciding,
+                object: allocator.object.clone(),
+                deciding: allocator.deciding.clone(),
                 entry_points,
-                slow_paths: allocator.slow_paths,
-                also_seen: allocator.also_seen,
+                slow_paths: allocator.slow_paths.clone(),
+                also_seen: allocator.also_seen.clone(),
             },
             wiredtiger: WiredTigerSummary {
-                detected: wiredtiger,
+                detected: wiredtiger.clone(),
                 checkpoint_probes,
             },
             rseq: find_rseq_symbols(process),

@@ -13,10 +13,13 @@
 //! At start-up the same pair is calibrated on a do-nothing function of mdiag
 //! itself ([`calibrate`]): the cost per probed call (for the overhead imposed
 //! on the target) and the part of it that shows inside a measured latency
-//! (to correct percentiles). Entry points are resolved at the first window (a
-//! spawned target has not exec'd at attach time); when the allocator is
-//! unknown or has no entry points the family is "not applicable" and tries
-//! again at the next window. Host-wide recordings do not try it.
+//! (to correct percentiles). Entry points are read from the first poll on, on
+//! a thread of their own ([`crate::offload`]: mongod's symbol table would
+//! hold the record loop for seconds; a spawned target that has not exec'd
+//! yet is asked again for [`EXEC_GRACE`]); a window due before they are read
+//! is skipped. When the allocator is unknown or has no entry points the
+//! family is "not applicable" and tries again at the next window. Host-wide
+//! recordings do not try it.
 
 pub mod calibrate;
 mod entry_points;
@@ -45,7 +48,8 @@ use self::entry_points::{Resolved, resolve};
 use self::schedule::{Action, WindowSchedule, Windows};
 use self::stats::{drops_between, hist_between, sum_counters, sum_hists, trimmed};
 use self::status::{status, status_of};
-use super::{Attach, FamilyDef, FamilyReader, ReadError};
+use super::{Attach, FamilyDef, FamilyReader, NOT_APPLICABLE, ReadError};
+use crate::offload::{Offloaded, Polled};
 use crate::recording::{
     AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSizeClassWindow, AllocSlice, AllocWindow,
     ProbeStatus, Slice,
@@ -53,6 +57,10 @@ use crate::recording::{
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "alloc";
+
+/// How long a target without an allocator yet is asked again (a spawned
+/// target released just before the first poll may still be in exec).
+const EXEC_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The family's entry in [`FAMILIES`](super::FAMILIES): attached by
 /// [`Probes::attach_alloc`](super::Probes::attach_alloc) once the record
@@ -180,6 +188,10 @@ pub struct AllocProbe {
     pid: NonZeroU32,
     windows: Windows,
     resolved: Option<Resolved>,
+    /// The entry points being read, off the record loop's thread.
+    resolving: Option<Offloaded<Result<Resolved, String>>>,
+    /// Whether the early reading (at the first poll) was started.
+    tried_early: bool,
     open: Option<OpenWindow>,
     /// Cumulative histograms after the previous window, per point and class.
     last_hists: Vec<AllocHist>,
@@ -212,6 +224,8 @@ impl AllocProbe {
             pid,
             windows: Windows::new(schedule, Instant::now()),
             resolved: None,
+            resolving: None,
+            tried_early: false,
             open: None,
             last_hists: Vec::new(),
             last_counters,
@@ -286,6 +300,11 @@ impl AllocProbe {
     /// start (windows are also stamped in recording time). Never blocks for
     /// long: attach and detach take a few milliseconds.
     pub fn poll(&mut self, ebpf: &mut Ebpf, now: Instant, rec_start: Instant) {
+        if self.resolved.is_none() && self.resolving.is_none() && !self.tried_early {
+            // Read early, so the first window finds the entry points ready.
+            self.tried_early = true;
+            self.start_resolving();
+        }
         if self.paced.is_some() {
             self.poll_paced(ebpf, now, rec_start);
             return;
@@ -299,34 +318,85 @@ impl AllocProbe {
         }
     }
 
-    fn open_window(&mut self, ebpf: &mut Ebpf, rec_start: Instant) {
-        if self.resolved.is_none() {
-            match resolve(self.pid.get()) {
-                Ok(r) => {
-                    let point = format!("uprobe/{}: {} entry points", r.object, r.points.len());
-                    self.status = Some(status(point, None));
-                    self.record.allocator = Some(r.kind);
-                    self.record.object = r.object.clone();
-                    self.record.functions = r.points.clone();
-                    self.last_hists = Vec::new();
-                    for id in 0..r.points.len() as u32 {
-                        for class in 0..SIZE_CLASSES {
-                            self.last_hists.push(
-                                self.maps
-                                    .read_hist(hist_index(id, class))
-                                    .unwrap_or_default(),
-                            );
-                        }
+    /// Starts reading the entry points on a thread of its own: mongod's
+    /// symbol table would hold the record loop for seconds (see
+    /// [`crate::offload`]). A target just spawned may not have exec'd yet,
+    /// so a target with no allocator yet is asked again for up to
+    /// [`EXEC_GRACE`].
+    fn start_resolving(&mut self) {
+        let pid = self.pid.get();
+        let job = Offloaded::start("mdiag-alloc-symbols", move || {
+            let start = Instant::now();
+            loop {
+                match resolve(pid) {
+                    Err(why) if why.starts_with(NOT_APPLICABLE) && start.elapsed() < EXEC_GRACE => {
+                        std::thread::sleep(std::time::Duration::from_millis(100));
                     }
-                    self.resolved = Some(r);
-                }
-                Err(why) => {
-                    tracing::info!(family = FAMILY, "no window: {why}");
-                    let point = "uprobe/allocator entry points".to_owned();
-                    self.status = Some(status(point, Some(why)));
-                    return;
+                    done => return done,
                 }
             }
+        });
+        match job {
+            Ok(job) => self.resolving = Some(job),
+            Err(e) => {
+                let why = format!("cannot start a thread to read the entry points: {e}");
+                self.status = Some(status(
+                    "uprobe/allocator entry points".to_owned(),
+                    Some(why),
+                ));
+            }
+        }
+    }
+
+    /// The entry points, once read: `false` while they are not (the window
+    /// due now is skipped, and the family's status says why when they
+    /// cannot be found; the next window asks again).
+    fn entry_points_ready(&mut self) -> bool {
+        if self.resolved.is_some() {
+            return true;
+        }
+        let Some(job) = &self.resolving else {
+            self.start_resolving();
+            return false;
+        };
+        let result = match job.poll() {
+            Polled::Pending => return false,
+            Polled::Ready(r) => r,
+            Polled::Lost => Err("the thread reading the entry points ended".to_owned()),
+        };
+        self.resolving = None;
+        match result {
+            Ok(r) => {
+                let point = format!("uprobe/{}: {} entry points", r.object, r.points.len());
+                self.status = Some(status(point, None));
+                self.record.allocator = Some(r.kind);
+                self.record.object = r.object.clone();
+                self.record.functions = r.points.clone();
+                self.last_hists = Vec::new();
+                for id in 0..r.points.len() as u32 {
+                    for class in 0..SIZE_CLASSES {
+                        self.last_hists.push(
+                            self.maps
+                                .read_hist(hist_index(id, class))
+                                .unwrap_or_default(),
+                        );
+                    }
+                }
+                self.resolved = Some(r);
+                true
+            }
+            Err(why) => {
+                tracing::info!(family = FAMILY, "no window: {why}");
+                let point = "uprobe/allocator entry points".to_owned();
+                self.status = Some(status(point, Some(why)));
+                false
+            }
+        }
+    }
+
+    fn open_window(&mut self, ebpf: &mut Ebpf, rec_start: Instant) {
+        if !self.entry_points_ready() {
+            return;
         }
         let Some(r) = &self.resolved else { return };
         let points: Vec<UProbeAttachPoint<'static>> = r

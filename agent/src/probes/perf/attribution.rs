@@ -38,9 +38,8 @@ use std::{path::PathBuf, time::Instant};
 use mdiag_common::perf::KERNEL_IP;
 
 use crate::symbols::{
-    AllocatorKind, ObjectNames, ProcessSymbols,
+    AllocatorKind, ProcessSymbols,
     allocator::{SlowPathPattern, entry_candidates, slow_path_patterns},
-    classify_allocator,
 };
 
 /// A target's symbols with its allocator's code rule.
@@ -124,10 +123,10 @@ const GLIBC_PREFIXES: &[&str] = &[
 impl AllocatorCode {
     /// The rule for a process's allocator, as the symbols module finds it.
     pub fn of(process: &ProcessSymbols) -> Self {
-        let names = ObjectNames::of_process(process);
-        let report = classify_allocator(&names);
+        let detected = crate::symbols::detected::detect(process);
+        let report = &detected.allocator;
         let kind = report.kind;
-        let object = report.object.map(PathBuf::from);
+        let object = report.object.as_ref().map(PathBuf::from);
         let file_name = object
             .as_ref()
             .and_then(|p| p.file_name())

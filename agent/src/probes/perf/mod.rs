@@ -192,6 +192,13 @@ impl PerfReader {
         Ok(slice)
     }
 
+    /// Loads the symbols of a running target now (before the recording's
+    /// clock: mongod's take seconds to read the first time, which the
+    /// first slice would otherwise pay).
+    pub(crate) fn preload(&mut self, pid: u32) {
+        self.refresh_symbols(pid, &[]);
+    }
+
     /// Loads the target's symbols the first time, and reloads them when a
     /// sampled user address is in no mapped object (new library, new
     /// mapping), at most every [`RELOAD_EVERY`].

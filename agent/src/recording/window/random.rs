@@ -260,6 +260,7 @@ fn mongod(r: &mut Rng, start_ms: u64) -> MongodSlice {
                 ..Default::default()
             }),
             missing: None,
+            poll_ms: r.chance(50).then(|| r.below(900)),
         }
     } else {
         let why = ["unreachable", "timeout", "auth"][r.below(3) as usize];
@@ -267,6 +268,7 @@ fn mongod(r: &mut Rng, start_ms: u64) -> MongodSlice {
             at_ms: None,
             status: None,
             missing: r.chance(80).then(|| why.to_string()),
+            poll_ms: None,
         }
     }
 }

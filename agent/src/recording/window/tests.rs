@@ -288,6 +288,7 @@ fn times_and_settings_and_names_take_the_right_side() {
             ..Default::default()
         }),
         missing: None,
+        poll_ms: None,
     };
     let missing = MongodSlice {
         missing: Some("timeout".into()),

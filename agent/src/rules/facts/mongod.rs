@@ -238,6 +238,7 @@ pub(crate) fn fill_example(rec: &mut Recording) {
                 vec!["opcounters".into(), "tcmalloc".into(), "wiredTiger".into()],
             )),
             missing: None,
+            poll_ms: None,
         });
     }
     rec.mongod = Some(MongodRecording {
