@@ -1,6 +1,9 @@
 //! The WiredTiger family on SecantusDB: a MongoDB-wire server in Python with
 //! real WiredTiger inside, loaded as a shared object (`_wiredtiger.so` of
-//! the Python binding). `mdiag record --pid` must find `__wt_txn_checkpoint`
+//! the Python binding). SecantusDB stays here, not the real mongod: this
+//! test needs WiredTiger in a shared object, an attach path that mongod
+//! (WiredTiger linked statically) never takes; `real_mongod.rs` checks
+//! mongod's. `mdiag record --pid` must find `__wt_txn_checkpoint`
 //! through that object's symbols and see every checkpoint a client forces
 //! with the `fsync` command, inside the client's own timing of each command.
 //!
