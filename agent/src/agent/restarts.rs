@@ -1,0 +1,173 @@
+//! A restarted mongod is known again by its port, before anything is
+//! attached to it.
+//!
+//! A mongod started again (systemd after a SIGTERM, or after a crash) is
+//! seen by the next scan, a second or so before it listens: it recovers
+//! WiredTiger and the oplog first. Attached then, it would be known by its
+//! executable (`mongod@/usr/bin/mongod`), a new target beside the one that
+//! went away, its findings a new episode until it is renamed once it
+//! listens. So a process that does not listen yet and runs what a target
+//! gone meanwhile ran (same name, same executable) is held back: its
+//! sockets are read again at each scan (every second) and it is attached
+//! as soon as it listens, under its port id: the gone target's, when it
+//! came back on the same port. Held back for [`HOLD`] at most; past that
+//! (a long recovery) it is attached by its executable as any process seen
+//! before it listens, and renamed once it does.
+
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
+
+use super::targets::{Found, TargetId};
+
+/// How long a process that looks like a restart waits to listen before it
+/// is attached anyway (mongod's recovery takes seconds; a long one more).
+pub const HOLD: Duration = Duration::from_secs(30);
+
+/// How long a gone target is awaited (a restart later than this is a new
+/// start, attached as any).
+pub const AWAIT: Duration = Duration::from_secs(600);
+
+/// What ran under the targets that are gone, and the processes held back.
+#[derive(Debug, Default)]
+pub struct Restarts {
+    /// Gone target → (comm, executable) it ran, and when it went.
+    gone: BTreeMap<TargetId, (String, Option<String>, Instant)>,
+    /// Held-back pid → when it was first seen.
+    held: BTreeMap<u32, Instant>,
+}
+
+/// What to do with a process not watched yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Attach,
+    /// Held back, first seen now: the gone target it looks like.
+    HoldFirst(TargetId),
+    /// Held back, as at the last scan.
+    Hold,
+}
+
+impl Restarts {
+    /// Target `id`, which ran `comm` from `exe`, is gone (its watch detached).
+    pub fn went(&mut self, id: &str, comm: &str, exe: Option<&str>, now: Instant) {
+        self.gone.insert(
+            id.to_owned(),
+            (comm.to_owned(), exe.map(str::to_owned), now),
+        );
+    }
+
+    /// Forgets the targets gone for longer than [`AWAIT`] and the held pids
+    /// no longer running.
+    pub fn retain(&mut self, now: Instant, pids: &[u32]) {
+        self.gone
+            .retain(|_, (_, _, went)| now.duration_since(*went) < AWAIT);
+        self.held.retain(|pid, _| pids.contains(pid));
+    }
+
+    /// `id` is watched again.
+    pub fn back(&mut self, id: &str, pid: u32) {
+        self.gone.remove(id);
+        self.held.remove(&pid);
+    }
+
+    /// Whether to attach `found` now (see the module doc).
+    pub fn decide(&mut self, found: &Found, now: Instant) -> Decision {
+        if found.listening {
+            return Decision::Attach;
+        }
+        let like = self.gone.iter().find(|(_, (comm, exe, _))| {
+            *comm == found.target.comm && exe.as_deref() == found.target.exe.as_deref()
+        });
+        let Some((like, _)) = like else {
+            return Decision::Attach;
+        };
+        match self.held.get(&found.target.pid) {
+            None => {
+                self.held.insert(found.target.pid, now);
+                Decision::HoldFirst(like.clone())
+            }
+            Some(since) if now.duration_since(*since) < HOLD => Decision::Hold,
+            Some(_) => Decision::Attach,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::Target;
+
+    fn found(pid: u32, comm: &str, exe: &str, listening: bool) -> Found {
+        Found {
+            id: if listening {
+                format!("{comm}:27017")
+            } else {
+                format!("{comm}@{exe}")
+            },
+            target: Target {
+                pid,
+                comm: comm.into(),
+                exe: Some(exe.into()),
+                cmdline: vec![],
+                how: "process".into(),
+                exit_code: None,
+            },
+            listening,
+        }
+    }
+
+    #[test]
+    fn a_restart_is_held_until_it_listens_or_the_hold_ends() {
+        let mut r = Restarts::default();
+        let t0 = Instant::now();
+        // Nothing gone: attached at once, listening or not.
+        assert_eq!(
+            r.decide(&found(2, "mongod", "/usr/bin/mongod", false), t0),
+            Decision::Attach
+        );
+        r.went("mongod:27017", "mongod", Some("/usr/bin/mongod"), t0);
+        let starting = found(3, "mongod", "/usr/bin/mongod", false);
+        assert_eq!(
+            r.decide(&starting, t0),
+            Decision::HoldFirst("mongod:27017".into())
+        );
+        assert_eq!(r.decide(&starting, t0 + HOLD / 2), Decision::Hold);
+        // Listening: attached (under its port id).
+        assert_eq!(
+            r.decide(&found(3, "mongod", "/usr/bin/mongod", true), t0 + HOLD / 2),
+            Decision::Attach
+        );
+        // A recovery longer than the hold: attached by its executable.
+        assert_eq!(r.decide(&starting, t0 + HOLD), Decision::Attach);
+        // Another program, or another name: not a restart of it.
+        assert_eq!(
+            r.decide(&found(4, "mongod", "/opt/other/mongod", false), t0),
+            Decision::Attach
+        );
+        assert_eq!(
+            r.decide(&found(5, "mongos", "/usr/bin/mongod", false), t0),
+            Decision::Attach
+        );
+    }
+
+    #[test]
+    fn back_and_long_gone_targets_hold_nothing() {
+        let mut r = Restarts::default();
+        let t0 = Instant::now();
+        r.went("mongod:27017", "mongod", Some("/usr/bin/mongod"), t0);
+        let starting = found(3, "mongod", "/usr/bin/mongod", false);
+        assert!(matches!(r.decide(&starting, t0), Decision::HoldFirst(_)));
+        r.back("mongod:27017", 3);
+        assert_eq!(r.decide(&starting, t0), Decision::Attach);
+        // Gone longer than AWAIT: a process starting now is a new start.
+        r.went("mongod:27017", "mongod", Some("/usr/bin/mongod"), t0);
+        r.retain(t0 + AWAIT, &[3]);
+        assert_eq!(r.decide(&starting, t0 + AWAIT), Decision::Attach);
+        // A held pid that exited is forgotten.
+        r.went("mongod:27017", "mongod", Some("/usr/bin/mongod"), t0);
+        assert!(matches!(r.decide(&starting, t0), Decision::HoldFirst(_)));
+        r.retain(t0, &[]);
+        assert!(matches!(r.decide(&starting, t0), Decision::HoldFirst(_)));
+    }
+}
