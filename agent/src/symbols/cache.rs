@@ -18,9 +18,15 @@ use super::elf::{ElfObject, map_file, peek_build_id};
 use super::error::SymbolError;
 use super::maps::MappedObject;
 
-/// Default number of objects kept (a mongod host maps ~10-40 objects, of
-/// which the probes need a handful).
-pub const DEFAULT_CAPACITY: usize = 16;
+/// Default number of objects kept. Every family that resolves a process's
+/// symbols loads all the objects it maps, and the official mongod 6.0.5
+/// maps 36 files (itself, and 35 libraries libcurl, OpenSSL, LDAP and
+/// Kerberos bring): with room for fewer, each load evicted the objects the
+/// next one needed, so every attach parsed the 140 MB mongod and its
+/// libraries again (seconds, in a debug build). Room for two such
+/// processes; an object not in use is a file mapping, paged out freely,
+/// and its index.
+pub const DEFAULT_CAPACITY: usize = 96;
 
 /// How a cached object is identified.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
