@@ -303,7 +303,7 @@ fn fleet_an_episode_reaches_the_store_once_with_host_windows_and_indexes() {
 
 /// Dates of the relaxed extended JSON pymongo prints, as Unix ms (the
 /// test crate has no date library; the format is fixed).
-mod chrono_free {
+pub(crate) mod chrono_free {
     pub type Millis = i64;
 
     /// "2026-11-24T13:35:55.799Z" → ms since the epoch.
