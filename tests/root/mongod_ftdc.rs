@@ -73,7 +73,7 @@ fn export_of_real_mongod_ftdc_equals_an_independent_decoder() {
     archives.sort();
     let interim = copy.path().join("metrics.interim");
     assert!(interim.exists(), "no metrics.interim in {copied:?}");
-    let mut files = archives.clone();
+    let mut files = archives;
     files.push(interim.clone());
 
     // The whole directory: the independent decoder's samples in file order,
@@ -102,7 +102,7 @@ fn export_of_real_mongod_ftdc_equals_an_independent_decoder() {
     });
 
     // The interim file alone: the chunk mongod is filling.
-    let truth_interim = independent(&[interim.clone()]);
+    let truth_interim = independent(std::slice::from_ref(&interim));
     assert!(!truth_interim.is_empty(), "metrics.interim has no sample");
     compare(&truth_interim, &export(&interim), "metrics.interim");
     eprintln!(

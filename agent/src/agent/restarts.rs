@@ -49,8 +49,17 @@ pub enum Decision {
 }
 
 impl Restarts {
-    /// Target `id`, which ran `comm` from `exe`, is gone (its watch detached).
+    /// Target `id`, which ran `comm` from `exe`, is gone (its watch
+    /// detached). Awaited only when it was known by its port (`comm:PORT`):
+    /// one that never listened is known by its executable again at once.
     pub fn went(&mut self, id: &str, comm: &str, exe: Option<&str>, now: Instant) {
+        let by_port = id
+            .strip_prefix(comm)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .is_some_and(|port| port.parse::<u16>().is_ok());
+        if !by_port {
+            return;
+        }
         self.gone.insert(
             id.to_owned(),
             (comm.to_owned(), exe.map(str::to_owned), now),
@@ -140,6 +149,14 @@ mod tests {
         );
         // A recovery longer than the hold: attached by its executable.
         assert_eq!(r.decide(&starting, t0 + HOLD), Decision::Attach);
+        // A target known by its executable (it never listened): its
+        // restart is attached at once, by its executable again.
+        let mut r2 = Restarts::default();
+        r2.went("spin@/bin/spin", "spin", Some("/bin/spin"), t0);
+        assert_eq!(
+            r2.decide(&found(6, "spin", "/bin/spin", false), t0),
+            Decision::Attach
+        );
         // Another program, or another name: not a restart of it.
         assert_eq!(
             r.decide(&found(4, "mongod", "/opt/other/mongod", false), t0),
