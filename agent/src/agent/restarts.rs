@@ -8,7 +8,8 @@
 //! went away, its findings a new episode until it is renamed once it
 //! listens. So a process that does not listen yet and runs what a target
 //! gone meanwhile ran (same name, same executable) is held back: its
-//! sockets are read again at each scan (every second) and it is attached
+//! sockets are read again at each scan (every [`HELD_SCAN`] while one is
+//! held) and it is attached
 //! as soon as it listens, under its port id: the gone target's, when it
 //! came back on the same port. Held back for [`HOLD`] at most; past that
 //! (a long recovery) it is attached by its executable as any process seen
@@ -24,6 +25,10 @@ use super::targets::{Found, TargetId};
 /// How long a process that looks like a restart waits to listen before it
 /// is attached anyway (mongod's recovery takes seconds; a long one more).
 pub const HOLD: Duration = Duration::from_secs(30);
+
+/// How often the process table is scanned while a process is held back
+/// (instead of every second): it is attached within this of listening.
+pub const HELD_SCAN: Duration = Duration::from_millis(200);
 
 /// How long a gone target is awaited (a restart later than this is a new
 /// start, attached as any).
@@ -72,6 +77,11 @@ impl Restarts {
         self.gone
             .retain(|_, (_, _, went)| now.duration_since(*went) < AWAIT);
         self.held.retain(|pid, _| pids.contains(pid));
+    }
+
+    /// Whether a process is held back now.
+    pub fn holding(&self) -> bool {
+        !self.held.is_empty()
     }
 
     /// `id` is watched again.
@@ -141,6 +151,7 @@ mod tests {
             r.decide(&starting, t0),
             Decision::HoldFirst("mongod:27017".into())
         );
+        assert!(r.holding());
         assert_eq!(r.decide(&starting, t0 + HOLD / 2), Decision::Hold);
         // Listening: attached (under its port id).
         assert_eq!(

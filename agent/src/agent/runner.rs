@@ -204,7 +204,12 @@ impl Agent {
         let mut usr1 = signal(SignalKind::user_defined1()).ok();
         let mut next_publish = Instant::now();
         let why = loop {
-            if self.last_scan.is_none_or(|t| t.elapsed() >= SCAN) {
+            let every = if self.restarts.holding() {
+                super::restarts::HELD_SCAN
+            } else {
+                SCAN
+            };
+            if self.last_scan.is_none_or(|t| t.elapsed() >= every) {
                 self.scan();
             }
             let mut wake = Instant::now() + POLL;

@@ -13,7 +13,8 @@
 //! At start-up the same pair is calibrated on a do-nothing function of mdiag
 //! itself ([`calibrate`]): the cost per probed call (for the overhead imposed
 //! on the target) and the part of it that shows inside a measured latency
-//! (to correct percentiles). Entry points are resolved at the first window (a
+//! (to correct percentiles), once per process (a later attach, as of the
+//! agent to a restarted mongod, reuses it). Entry points are resolved at the first window (a
 //! spawned target has not exec'd at attach time); when the allocator is
 //! unknown or has no entry points the family is "not applicable" and tries
 //! again at the next window. Host-wide recordings do not try it.
@@ -147,7 +148,7 @@ pub fn attach(
         Ok(m) => m,
         Err(e) => return (Some(status(point, Some(e.to_string()))), None),
     };
-    let calibration = match calibrate::calibrate(ebpf, &mut maps) {
+    let (calibration, reused) = match calibrate::calibrated(ebpf, &mut maps) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(family = FAMILY, "{e}");
@@ -158,6 +159,7 @@ pub fn attach(
         family = FAMILY,
         pair_cost_ns = calibration.pair_cost_ns,
         inside_ns = calibration.inside_ns,
+        reused,
         "calibrated"
     );
     let probe = AllocProbe::new(maps, pid, schedule, calibration);
