@@ -475,7 +475,10 @@ fn fleet_a_store_killed_mid_run_gets_each_transition_once_from_the_spool() {
 fn fleet_windows_fall_back_to_a_plain_collection_with_a_ttl() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let server = store(true);
+    // TTL monitor off: these windows of 2023 are past the 1 h retention, and
+    // mongod's monitor (every second here) would remove them before they are
+    // read; what is checked is the index, not a TTL pass.
+    let server = store(false);
     let uri = server.uri();
     pymongo(&uri, "plain", "db.create_collection('windows')");
     let parse = |retention: &str| {
