@@ -1,19 +1,22 @@
 //! A restarted mongod is known again by its port, before anything is
-//! attached to it.
+//! attached to it under another name.
 //!
 //! A mongod started again (systemd after a SIGTERM, or after a crash) is
 //! seen by the next scan, a second or so before it listens: it recovers
-//! WiredTiger and the oplog first. Attached then, it would be known by its
-//! executable (`mongod@/usr/bin/mongod`), a new target beside the one that
-//! went away, its findings a new episode until it is renamed once it
-//! listens. So a process that does not listen yet and runs what a target
-//! gone meanwhile ran (same name, same executable) is held back: its
-//! sockets are read again at each scan (every [`HELD_SCAN`] while one is
-//! held) and it is attached
-//! as soon as it listens, under its port id: the gone target's, when it
-//! came back on the same port. Held back for [`HOLD`] at most; past that
-//! (a long recovery) it is attached by its executable as any process seen
-//! before it listens, and renamed once it does.
+//! WiredTiger and the oplog first. Attached then by what it is, it would be
+//! known by its executable (`mongod@/usr/bin/mongod`), a new target beside
+//! the one that went away, its findings a new episode until it is renamed
+//! once it listens. So:
+//! - a process running what a target gone meanwhile ran, with the same
+//!   command line (as systemd starts it again), is that target: attached at
+//!   once under its id, so that its recovery is watched too;
+//! - one running the same program (same name, same executable) another way
+//!   is held back: its sockets are read again at each scan (every
+//!   [`HELD_SCAN`] while one is held) and it is attached as soon as it
+//!   listens, under its port id: the gone target's, when it came back on the
+//!   same port. Held back for [`HOLD`] at most; past that (a long recovery)
+//!   it is attached by its executable as any process seen before it
+//!   listens, and renamed once it does.
 
 use std::{
     collections::BTreeMap,
@@ -21,6 +24,7 @@ use std::{
 };
 
 use super::targets::{Found, TargetId};
+use crate::recording::Target;
 
 /// How long a process that looks like a restart waits to listen before it
 /// is attached anyway (mongod's recovery takes seconds; a long one more).
@@ -34,11 +38,19 @@ pub const HELD_SCAN: Duration = Duration::from_millis(200);
 /// start, attached as any).
 pub const AWAIT: Duration = Duration::from_secs(600);
 
+/// What ran under a target that is gone.
+#[derive(Debug, Clone)]
+struct Gone {
+    comm: String,
+    exe: Option<String>,
+    cmdline: Vec<String>,
+    went: Instant,
+}
+
 /// What ran under the targets that are gone, and the processes held back.
 #[derive(Debug, Default)]
 pub struct Restarts {
-    /// Gone target → (comm, executable) it ran, and when it went.
-    gone: BTreeMap<TargetId, (String, Option<String>, Instant)>,
+    gone: BTreeMap<TargetId, Gone>,
     /// Held-back pid → when it was first seen.
     held: BTreeMap<u32, Instant>,
 }
@@ -47,6 +59,10 @@ pub struct Restarts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     Attach,
+    /// The gone target itself, started again: the same program with the
+    /// same command line (as systemd restarts it). Attached at once under
+    /// that target's id, while it recovers.
+    Resume(TargetId),
     /// Held back, first seen now: the gone target it looks like.
     HoldFirst(TargetId),
     /// Held back, as at the last scan.
@@ -54,28 +70,30 @@ pub enum Decision {
 }
 
 impl Restarts {
-    /// Target `id`, which ran `comm` from `exe`, is gone (its watch
-    /// detached). Awaited only when it was known by its port (`comm:PORT`):
-    /// one that never listened is known by its executable again at once.
-    pub fn went(&mut self, id: &str, comm: &str, exe: Option<&str>, now: Instant) {
+    /// Target `id`, which ran `target`, is gone (its watch detached).
+    /// Awaited only when it was known by its port (`comm:PORT`): one that
+    /// never listened is known by its executable again at once.
+    pub fn went(&mut self, id: &str, target: &Target, now: Instant) {
         let by_port = id
-            .strip_prefix(comm)
+            .strip_prefix(target.comm.as_str())
             .and_then(|rest| rest.strip_prefix(':'))
             .is_some_and(|port| port.parse::<u16>().is_ok());
         if !by_port {
             return;
         }
-        self.gone.insert(
-            id.to_owned(),
-            (comm.to_owned(), exe.map(str::to_owned), now),
-        );
+        let gone = Gone {
+            comm: target.comm.clone(),
+            exe: target.exe.clone(),
+            cmdline: target.cmdline.clone(),
+            went: now,
+        };
+        self.gone.insert(id.to_owned(), gone);
     }
 
     /// Forgets the targets gone for longer than [`AWAIT`] and the held pids
     /// no longer running.
     pub fn retain(&mut self, now: Instant, pids: &[u32]) {
-        self.gone
-            .retain(|_, (_, _, went)| now.duration_since(*went) < AWAIT);
+        self.gone.retain(|_, g| now.duration_since(g.went) < AWAIT);
         self.held.retain(|pid, _| pids.contains(pid));
     }
 
@@ -95,10 +113,16 @@ impl Restarts {
         if found.listening {
             return Decision::Attach;
         }
-        let like = self.gone.iter().find(|(_, (comm, exe, _))| {
-            *comm == found.target.comm && exe.as_deref() == found.target.exe.as_deref()
-        });
-        let Some((like, _)) = like else {
+        let t = &found.target;
+        let same_program = |g: &Gone| g.comm == t.comm && g.exe == t.exe;
+        let itself = self
+            .gone
+            .iter()
+            .find(|(_, g)| same_program(g) && !g.cmdline.is_empty() && g.cmdline == t.cmdline);
+        if let Some((id, _)) = itself {
+            return Decision::Resume(id.clone());
+        }
+        let Some((like, _)) = self.gone.iter().find(|(_, g)| same_program(g)) else {
             return Decision::Attach;
         };
         match self.held.get(&found.target.pid) {
@@ -115,9 +139,12 @@ impl Restarts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::Target;
 
     fn found(pid: u32, comm: &str, exe: &str, listening: bool) -> Found {
+        found_with(pid, comm, exe, listening, &[exe, "--port", "27017"])
+    }
+
+    fn found_with(pid: u32, comm: &str, exe: &str, listening: bool, cmd: &[&str]) -> Found {
         Found {
             id: if listening {
                 format!("{comm}:27017")
@@ -128,12 +155,44 @@ mod tests {
                 pid,
                 comm: comm.into(),
                 exe: Some(exe.into()),
-                cmdline: vec![],
+                cmdline: cmd.iter().map(|s| (*s).to_owned()).collect(),
                 how: "process".into(),
                 exit_code: None,
             },
             listening,
         }
+    }
+
+    /// What ran under `mongod:27017` before it went: started as
+    /// `/usr/bin/mongod --config /etc/mongod.conf`.
+    fn went_before(r: &mut Restarts, t0: Instant) {
+        let old = found_with(
+            1,
+            "mongod",
+            "/usr/bin/mongod",
+            true,
+            &["/usr/bin/mongod", "--config", "/etc/mongod.conf"],
+        );
+        r.went("mongod:27017", &old.target, t0);
+    }
+
+    #[test]
+    fn the_same_command_started_again_is_the_gone_target_at_once() {
+        let mut r = Restarts::default();
+        let t0 = Instant::now();
+        went_before(&mut r, t0);
+        let again = found_with(
+            2,
+            "mongod",
+            "/usr/bin/mongod",
+            false,
+            &["/usr/bin/mongod", "--config", "/etc/mongod.conf"],
+        );
+        assert_eq!(
+            r.decide(&again, t0),
+            Decision::Resume("mongod:27017".into())
+        );
+        assert!(!r.holding());
     }
 
     #[test]
@@ -145,7 +204,8 @@ mod tests {
             r.decide(&found(2, "mongod", "/usr/bin/mongod", false), t0),
             Decision::Attach
         );
-        r.went("mongod:27017", "mongod", Some("/usr/bin/mongod"), t0);
+        went_before(&mut r, t0);
+        // The same program, started another way: held until it listens.
         let starting = found(3, "mongod", "/usr/bin/mongod", false);
         assert_eq!(
             r.decide(&starting, t0),
@@ -163,11 +223,9 @@ mod tests {
         // A target known by its executable (it never listened): its
         // restart is attached at once, by its executable again.
         let mut r2 = Restarts::default();
-        r2.went("spin@/bin/spin", "spin", Some("/bin/spin"), t0);
-        assert_eq!(
-            r2.decide(&found(6, "spin", "/bin/spin", false), t0),
-            Decision::Attach
-        );
+        let spin = found_with(6, "spin", "/bin/spin", false, &["/bin/spin"]);
+        r2.went("spin@/bin/spin", &spin.target, t0);
+        assert_eq!(r2.decide(&spin, t0), Decision::Attach);
         // Another program, or another name: not a restart of it.
         assert_eq!(
             r.decide(&found(4, "mongod", "/opt/other/mongod", false), t0),
@@ -183,17 +241,17 @@ mod tests {
     fn back_and_long_gone_targets_hold_nothing() {
         let mut r = Restarts::default();
         let t0 = Instant::now();
-        r.went("mongod:27017", "mongod", Some("/usr/bin/mongod"), t0);
+        went_before(&mut r, t0);
         let starting = found(3, "mongod", "/usr/bin/mongod", false);
         assert!(matches!(r.decide(&starting, t0), Decision::HoldFirst(_)));
         r.back("mongod:27017", 3);
         assert_eq!(r.decide(&starting, t0), Decision::Attach);
         // Gone longer than AWAIT: a process starting now is a new start.
-        r.went("mongod:27017", "mongod", Some("/usr/bin/mongod"), t0);
+        went_before(&mut r, t0);
         r.retain(t0 + AWAIT, &[3]);
         assert_eq!(r.decide(&starting, t0 + AWAIT), Decision::Attach);
         // A held pid that exited is forgotten.
-        r.went("mongod:27017", "mongod", Some("/usr/bin/mongod"), t0);
+        went_before(&mut r, t0);
         assert!(matches!(r.decide(&starting, t0), Decision::HoldFirst(_)));
         r.retain(t0, &[]);
         assert!(matches!(r.decide(&starting, t0), Decision::HoldFirst(_)));

@@ -274,8 +274,7 @@ impl Agent {
             let w = self.watches.remove(i);
             self.bpf_run_done += w.probes().run_time();
             if let Some(t) = &w.target {
-                self.restarts
-                    .went(&w.id, &t.comm, t.exe.as_deref(), Instant::now());
+                self.restarts.went(&w.id, t, Instant::now());
             }
             say(&format!(
                 "{} (pid {}) is gone: its findings go stale until it is back",
@@ -295,8 +294,16 @@ impl Agent {
             let Some(found) = targets::describe(pid) else {
                 continue;
             };
-            match self.restarts.decide(&found, Instant::now()) {
-                Decision::Attach => {}
+            let found = match self.restarts.decide(&found, Instant::now()) {
+                Decision::Attach => found,
+                Decision::Resume(id) => {
+                    say(&format!(
+                        "{} (pid {pid}) runs what {id} ran, with the same command line: \
+                         watched as {id} while it starts",
+                        found.target.comm
+                    ));
+                    Found { id, ..found }
+                }
                 Decision::Hold => {
                     held = true;
                     continue;
@@ -311,7 +318,7 @@ impl Agent {
                     ));
                     continue;
                 }
-            }
+            };
             if self.watches.iter().any(|w| w.id == found.id) {
                 continue;
             }
