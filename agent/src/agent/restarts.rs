@@ -34,6 +34,10 @@ pub const HOLD: Duration = Duration::from_secs(30);
 /// (instead of every second): it is attached within this of listening.
 pub const HELD_SCAN: Duration = Duration::from_millis(200);
 
+/// How long after a target went the host is not watched on its own (its
+/// attach, over a second, would delay that of the target started again).
+pub const HOST_AFTER: Duration = Duration::from_secs(5);
+
 /// How long a gone target is awaited (a restart later than this is a new
 /// start, attached as any).
 pub const AWAIT: Duration = Duration::from_secs(600);
@@ -95,6 +99,16 @@ impl Restarts {
     pub fn retain(&mut self, now: Instant, pids: &[u32]) {
         self.gone.retain(|_, g| now.duration_since(g.went) < AWAIT);
         self.held.retain(|pid, _| pids.contains(pid));
+    }
+
+    /// Whether the host should not be watched on its own now: a process is
+    /// held back, or a target went less than [`HOST_AFTER`] ago.
+    pub fn awaiting(&self, now: Instant) -> bool {
+        self.holding()
+            || self
+                .gone
+                .values()
+                .any(|g| now.duration_since(g.went) < HOST_AFTER)
     }
 
     /// Whether a process is held back now.
@@ -188,6 +202,8 @@ mod tests {
             false,
             &["/usr/bin/mongod", "--config", "/etc/mongod.conf"],
         );
+        assert!(r.awaiting(t0), "just gone: the host waits");
+        assert!(!r.awaiting(t0 + HOST_AFTER));
         assert_eq!(
             r.decide(&again, t0),
             Decision::Resume("mongod:27017".into())

@@ -326,8 +326,8 @@ impl Agent {
         }
         // The host is watched on its own only while no target is (a
         // target's probes cover the host-wide families too), nor about to
-        // be: attaching it while a restart is held back would delay that
-        // target's attach by the host's.
+        // be: attaching it while a restart is held back, or just after a
+        // target went, would delay that target's attach by the host's.
         let targets = self.watches.iter().any(|w| w.id != HOST);
         let host = self.watches.iter().position(|w| w.id == HOST);
         match (targets, host) {
@@ -335,7 +335,7 @@ impl Agent {
                 let w = self.watches.remove(pos);
                 self.bpf_run_done += w.probes().run_time();
             }
-            (false, None) if !held => self.attach(None),
+            (false, None) if !held && !self.restarts.awaiting(Instant::now()) => self.attach(None),
             _ => {}
         }
     }
