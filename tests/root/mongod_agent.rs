@@ -5,16 +5,19 @@
 //!
 //! Ground truth from outside the agent: the planted host setting (net.ipv4
 //! tcp_keepalive_time, as in agent.rs) makes the finding, mongod's own pid
-//! and port say which process is which, its `hello` says when it is primary
-//! again. What docs/agent.md promises: the restarted mongod is watched again
-//! under the same id (`mongod:PORT`) within 5 s of listening, with its
+//! and port say which process is which, its log says when it listened
+//! again ("Waiting for connections"). mongod runs under its own name
+//! (`mdiag-mongod`, a symlink), so that the agent watches it and not the
+//! host's other mongods. What docs/agent.md promises: the restarted mongod
+//! is watched again under the same id (`NAME:PORT`) within 5 s of listening
+//! (1-3 s seen with both CPUs loaded), with its
 //! families attached and polled (`mdiag_target_info` names the set from
 //! mongod's own answer), and its finding goes on in the same episode (stale
 //! while away, then firing again, never a new pending); after `kill -9` the
 //! finding stays stale, never resolved.
 //!
-//! Cost: about 25 s (two mongod starts, one-second windows to fire a finding
-//! and to see it stale and back).
+//! Cost: 17-28 s (two mongod starts, one-second windows to fire a finding
+//! and to see it stale and back); 35-45 s with both CPUs loaded.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
