@@ -12,7 +12,8 @@
 //! metric of it, in order and duplicates included (a container can list one
 //! mount twice in `systemMetrics.mounts`), must be equal.
 //!
-//! Cost: about 10 s (mongod start and initiate, 4 s of load, decoding).
+//! Cost: 6-8 s (mongod start and initiate, 4 s of load, decoding), with both
+//! CPUs loaded too.
 
 use std::{
     collections::BTreeMap,
