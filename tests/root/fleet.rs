@@ -1,10 +1,18 @@
-//! `[fleet]` against a real MongoDB-wire server (SecantusDB, WiredTiger
-//! inside): the agent's findings reach the store as one document per
-//! episode with each transition once, the host and window documents and
-//! the indexes are there; with the store killed mid-run the spool holds
-//! every change and delivers each exactly once when the store is back,
-//! and replaying the same spool again adds nothing. What the store holds
-//! is read with pymongo (another driver): the server is the ground truth.
+//! `[fleet]` against the server MongoDB users run: the real mongod 6.0.5 as
+//! a single-node replica set (so the store's `w: "majority"` is acknowledged
+//! by a majority for real, and `windows` is a real time-series collection).
+//! The agent's findings reach the store as one document per episode with
+//! each transition once, the host and window documents and the indexes are
+//! there; with the store killed (`kill -9`) mid-run the spool holds every
+//! change and delivers each exactly once when the store is back, and
+//! replaying the same spool again adds nothing; the TTL index removes an
+//! expired episode and nothing else (mongod's own TTL monitor, made to run
+//! every second). What the store holds is read with pymongo (another
+//! driver): the server is the ground truth.
+//!
+//! SecantusDB (tests/src/secantus.rs) is not used here: nothing these tests
+//! need is missing from mongod (the TTL pass SecantusDB ran on demand is
+//! mongod's TTL monitor, switched on when the test is ready for it).
 
 use std::{
     path::{Path, PathBuf},
@@ -13,7 +21,7 @@ use std::{
 };
 
 use mdiag_tests::agent::{Agent, http_get, sample};
-use mdiag_tests::secantus::SecantusServer;
+use mdiag_tests::mongod::{Mongod, Options};
 use mdiag_tests::{py_venv, require_root};
 use serde_json::Value;
 
@@ -122,6 +130,21 @@ fn transitions(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The store: mongod as a single-node replica set whose TTL monitor runs
+/// every second once enabled (`ttl`; mongod's default is on, every 60 s).
+pub(crate) fn store(ttl: bool) -> Mongod {
+    let set = |p: String| ["--setParameter".to_owned(), p];
+    Mongod::start_with(Options {
+        repl_set: Some("rs0".into()),
+        extra: [
+            set("ttlMonitorSleepSecs=1".into()),
+            set(format!("ttlMonitorEnabled={ttl}")),
+        ]
+        .concat(),
+        ..Options::default()
+    })
+}
+
 fn config(dir: &Path, uri: &str, host: &str) -> PathBuf {
     let path = dir.join("mdiag.toml");
     let text = format!(
@@ -220,7 +243,7 @@ fn check_indexes(v: &Value) {
 fn fleet_an_episode_reaches_the_store_once_with_host_windows_and_indexes() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let server = SecantusServer::start(&[]);
+    let server = store(true);
     let dir = tempfile::tempdir().unwrap();
     let w = Duration::from_secs(60);
     let (mut agent, addr, planted) = start_firing(dir.path(), &server.uri(), "fleet-a");
@@ -288,9 +311,10 @@ fn fleet_an_episode_reaches_the_store_once_with_host_windows_and_indexes() {
         "{windows:?}"
     );
     check_indexes(&v);
-    // SecantusDB makes time-series collections (listed with type
-    // "collection", the time-series options kept): the windows are one,
-    // with the configured retention as its TTL.
+    // mongod makes `windows` a time-series collection (listed with type
+    // "timeseries", its buckets in system.buckets.windows), with the
+    // configured retention as its TTL.
+    assert_eq!(v["collections"]["windows"], "timeseries", "{v:#}");
     let ts = &v["options"]["windows"]["timeseries"];
     assert_eq!(
         (&ts["timeField"], &ts["metaField"]),
@@ -303,7 +327,7 @@ fn fleet_an_episode_reaches_the_store_once_with_host_windows_and_indexes() {
 
 /// Dates of the relaxed extended JSON pymongo prints, as Unix ms (the
 /// test crate has no date library; the format is fixed).
-mod chrono_free {
+pub(crate) mod chrono_free {
     pub type Millis = i64;
 
     /// "2026-11-24T13:35:55.799Z" → ms since the epoch.
@@ -338,7 +362,7 @@ mod chrono_free {
 fn fleet_a_store_killed_mid_run_gets_each_transition_once_from_the_spool() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let mut server = SecantusServer::start(&[]);
+    let mut server = store(true);
     let uri = server.uri();
     let dir = tempfile::tempdir().unwrap();
     let w = Duration::from_secs(60);
@@ -451,7 +475,10 @@ fn fleet_a_store_killed_mid_run_gets_each_transition_once_from_the_spool() {
 fn fleet_windows_fall_back_to_a_plain_collection_with_a_ttl() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let server = SecantusServer::start(&[]);
+    // TTL monitor off: these windows of 2023 are past the 1 h retention, and
+    // mongod's monitor (every second here) would remove them before they are
+    // read; what is checked is the index, not a TTL pass.
+    let server = store(false);
     let uri = server.uri();
     pymongo(&uri, "plain", "db.create_collection('windows')");
     let parse = |retention: &str| {
@@ -504,16 +531,15 @@ fn fleet_windows_fall_back_to_a_plain_collection_with_a_ttl() {
 }
 
 /// Transitions delivered out of order and twice: each stored once, and the
-/// episode's state is the latest transition's whatever the order. Then the
-/// server's TTL pass removes that episode (resolved long ago) and no other.
+/// episode's state is the latest transition's whatever the order. Then
+/// mongod's TTL monitor removes that episode (resolved long ago) and no other.
 #[test]
 fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
     let _serial = mdiag_tests::serial();
     require_root();
-    // No background TTL pass (its first would come 60 s after the start,
-    // and remove the expired episode before the test has read it): the
-    // test runs the pass itself, below.
-    let server = SecantusServer::start_with_config(&[], Some("[storage]\nttl_sweep_seconds = 0\n"));
+    // mongod's TTL monitor off until the test has read the expired episode
+    // (on, it would remove it first); switched on below.
+    let server = store(false);
     let uri = server.uri();
     let cfg = mdiag::fleet::config::FleetConfig::parse(
         &format!(
@@ -570,9 +596,10 @@ fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
 
     // The TTL index removes an episode once its `expire_at` is past (an
     // hour after 1970's resolution here), and nothing else: the open
-    // episode and the one resolved now stay. SecantusDB's TTL pass runs
-    // every 60 s by default, as mongod's does; here it is off, and the
-    // test runs one now, through its admin command.
+    // episode and the one resolved now stay. mongod's TTL monitor, switched
+    // on now, passes every second (ttlMonitorSleepSecs=1); its own count
+    // of passes (serverStatus metrics.ttl.passes) says when one has run
+    // since, and its count of deletions that it removed just the one.
     let others = |v: &Value| -> Vec<String> {
         let mut s: Vec<String> = v["findings"]
             .as_array()
@@ -585,10 +612,35 @@ fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
         s
     };
     assert_eq!(others(&v), ["pending", "resolved"], "{v:#}");
-    pymongo(
-        &uri,
-        "order",
-        "print(db.client.admin.command('secantusAdmin.pruneTtl'))",
+    let ttl = |server: &Mongod| {
+        let status = server.server_status();
+        let t = status
+            .get_document("metrics")
+            .unwrap()
+            .get_document("ttl")
+            .unwrap();
+        let n = |k: &str| {
+            t.get_i64(k)
+                .unwrap_or_else(|_| t.get_i32(k).map(i64::from).unwrap())
+        };
+        (n("passes"), n("deletedDocuments"))
+    };
+    let (passes, deleted) = ttl(&server);
+    server.command(bson::doc! { "setParameter": 1, "ttlMonitorEnabled": true });
+    // Two passes after: one may have begun before the episode was read.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ttl(&server).0 < passes + 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no TTL pass in 30 s: {:?}",
+            ttl(&server)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        ttl(&server).1 - deleted,
+        1,
+        "the TTL monitor deleted one document"
     );
     let v = read_store(&uri, "order");
     assert!(episodes(&v).is_empty(), "expired, still there: {v:#}");

@@ -1,5 +1,6 @@
 //! The fleet end to end: two real agents on this host, named as two hosts
-//! (`[fleet] host`), write into one store (a real MongoDB-wire server); the
+//! (`[fleet] host`), write into one store (the real mongod 6.0.5 as a
+//! single-node replica set, `w: "majority"`, no SecantusDB); the
 //! planted problem (keepalive at the kernel's 2-hour default) fires on both
 //! and is then removed; `mdiag fleet` shows both hosts' findings, grouped,
 //! and each host's history with its transitions. The store is read with
@@ -8,11 +9,10 @@
 use std::time::Duration;
 
 use mdiag_tests::require_root;
-use mdiag_tests::secantus::SecantusServer;
 use serde_json::Value;
 
 use crate::agent::Keepalive;
-use crate::fleet::{episodes, start_firing, wait_store};
+use crate::fleet::{episodes, start_firing, store, wait_store};
 use crate::fleet_view::{fleet, json};
 
 const RULE: &str = "host.tcp_keepalive";
@@ -40,7 +40,7 @@ fn strings(v: &Value) -> Vec<&str> {
 fn two_agents_fill_one_store_and_mdiag_fleet_shows_both_with_their_history() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let server = SecantusServer::start(&[]);
+    let server = store(true);
     let uri = server.uri();
     let w = Duration::from_secs(90);
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

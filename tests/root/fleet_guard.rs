@@ -4,6 +4,9 @@
 //! process named as a watched mongod that listens on the store's port
 //! after the start stops the fleet writer, with one line saying why, and
 //! the spool stays on disk for the next start.
+//!
+//! No store server runs here (neither SecantusDB nor mongod): what the guard
+//! reacts to is a port and a process name, given by a stand-in listener.
 
 use std::{path::Path, process::Command, time::Duration};
 

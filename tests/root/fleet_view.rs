@@ -1,8 +1,8 @@
-//! `mdiag fleet` against a real store: SecantusDB (a MongoDB-wire server in
-//! Python, from the venv `cargo xtask setup` makes) holding, written through
-//! the driver with the schema's own types, two hosts with a history (h1's
-//! `sched.x` fired, resolved and fired again; h2 fires and flaps) and a third
-//! host whose agent went silent. The real binary's output, in every format,
+//! `mdiag fleet` against a real store: the real mongod 6.0.5 (a single-node
+//! replica set, as `crate::fleet::store` starts it; no SecantusDB) holding,
+//! written through the driver with the schema's own types, two hosts with a
+//! history (h1's `sched.x` fired, resolved and fired again; h2 fires and
+//! flaps) and a third host whose agent went silent. The real binary's output, in every format,
 //! must show what was inserted: counts per rule, architecture, version and
 //! kernel, each host's episodes newest first with their transitions.
 //! Also: an empty store is an answer, an unreachable one an error naming it,
@@ -17,7 +17,7 @@ use bson::{DateTime, doc};
 use mdiag::fleet::schema::{
     FINDINGS, FindingDoc, HOSTS, HostDoc, HostFacts, INDEXES, TransitionDoc, finding_id,
 };
-use mdiag_tests::{mdiag_bin, run_mdiag, secantus::SecantusServer};
+use mdiag_tests::{mdiag_bin, run_mdiag};
 use mongodb::Client;
 use serde_json::Value;
 
@@ -197,7 +197,7 @@ fn ids(v: &Value) -> Vec<(String, String)> {
 
 #[test]
 fn fleet_view_shows_what_the_store_holds_in_every_format() {
-    let server = SecantusServer::start(&[]);
+    let server = crate::fleet::store(true);
     let uri = format!("{}/?directConnection=true", server.uri());
     let now = DateTime::now().timestamp_millis();
     seed(&uri, now);

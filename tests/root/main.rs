@@ -16,6 +16,8 @@ mod fleet_guard;
 mod fleet_view;
 mod html;
 mod mongo_poll;
+mod mongod_agent;
+mod mongod_ftdc;
 mod perf;
 mod physics;
 mod readahead;

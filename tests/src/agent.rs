@@ -8,15 +8,19 @@ use std::{
     path::Path,
     process::{Child, Command, Stdio},
     sync::mpsc::{Receiver, RecvTimeoutError, channel},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 /// A running agent.
 pub struct Agent {
     pub child: Child,
-    lines: Receiver<String>,
+    /// Its lines, with when each was read from its stderr.
+    lines: Receiver<(SystemTime, String)>,
     /// Everything it logged so far (for failure messages).
     pub log: String,
+    /// When the line the last [`Self::wait_for`] returned was logged (read
+    /// from the agent's stderr, as it came: not when the test looked).
+    pub matched_at: SystemTime,
 }
 
 impl Agent {
@@ -51,7 +55,7 @@ impl Agent {
         let (tx, lines) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
+                if tx.send((SystemTime::now(), line)).is_err() {
                     break;
                 }
             }
@@ -60,6 +64,7 @@ impl Agent {
             child,
             lines,
             log: String::new(),
+            matched_at: SystemTime::UNIX_EPOCH,
         }
     }
 
@@ -70,10 +75,11 @@ impl Agent {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) => {
+                Ok((at, line)) => {
                     self.log.push_str(&line);
                     self.log.push('\n');
                     if parts.iter().all(|p| line.contains(p)) {
+                        self.matched_at = at;
                         return line;
                     }
                 }
@@ -100,7 +106,7 @@ impl Agent {
         let until = Instant::now() + d;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             match self.lines.recv_timeout(left) {
-                Ok(line) => {
+                Ok((_, line)) => {
                     self.log.push_str(&line);
                     self.log.push('\n');
                 }
@@ -121,7 +127,7 @@ impl Agent {
         // SAFETY: kill(2) with a pid this test started and has not reaped.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let status = self.child.wait().expect("wait for the agent");
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+        while let Ok((_, line)) = self.lines.recv_timeout(Duration::from_secs(5)) {
             self.log.push_str(&line);
             self.log.push('\n');
         }

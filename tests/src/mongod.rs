@@ -55,6 +55,10 @@ pub struct Options {
     pub cluster_role: Option<String>,
     /// More arguments, as given.
     pub extra: Vec<String>,
+    /// Run the binary through a symlink of this name (at most 15 bytes: it
+    /// becomes the process's `comm`), so that an agent told to watch that
+    /// name watches this server alone, not the host's other mongods.
+    pub name: Option<String>,
 }
 
 /// A running mongod; stopped with SIGTERM and reaped on drop.
@@ -98,8 +102,21 @@ impl Mongod {
         panic!("mongod did not accept connections:\n{last}");
     }
 
+    /// The program to run: the binary, or a symlink to it named as asked.
+    fn program(&self) -> PathBuf {
+        let Some(name) = &self.options.name else {
+            return binary();
+        };
+        let link = self.dir.path().join(name);
+        if !link.exists() {
+            std::os::unix::fs::symlink(binary(), &link)
+                .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+        }
+        link
+    }
+
     fn spawn(&mut self) {
-        let mut cmd = Command::new(binary());
+        let mut cmd = Command::new(self.program());
         let db = self.dir.path().join("db");
         cmd.arg("--dbpath")
             .arg(&db)

@@ -18,6 +18,7 @@ use super::{
     findings::{Findings, observations, state_name},
     flight::{Flight, FlightConfig},
     lifecycle::State,
+    restarts::{Decision, Restarts},
     serve::{self, Published},
     targets::{self, Found, HOST},
     view,
@@ -140,6 +141,8 @@ struct Agent {
     /// Targets attached before they listened (by pid): what was found,
     /// when, and when to look at their sockets again.
     unlistened: BTreeMap<u32, (Found, Instant, Instant)>,
+    /// Gone targets awaited, and processes held back as their restart.
+    restarts: Restarts,
     findings: Findings,
     flight: Flight,
     windows: u64,
@@ -178,6 +181,7 @@ impl Agent {
             gone: BTreeMap::new(),
             failed: BTreeMap::new(),
             unlistened: BTreeMap::new(),
+            restarts: Restarts::default(),
             findings: Findings::default(),
             flight,
             windows: 0,
@@ -200,7 +204,12 @@ impl Agent {
         let mut usr1 = signal(SignalKind::user_defined1()).ok();
         let mut next_publish = Instant::now();
         let why = loop {
-            if self.last_scan.is_none_or(|t| t.elapsed() >= SCAN) {
+            let every = if self.restarts.holding() {
+                super::restarts::HELD_SCAN
+            } else {
+                SCAN
+            };
+            if self.last_scan.is_none_or(|t| t.elapsed() >= every) {
                 self.scan();
             }
             let mut wake = Instant::now() + POLL;
@@ -264,6 +273,9 @@ impl Agent {
             }
             let w = self.watches.remove(i);
             self.bpf_run_done += w.probes().run_time();
+            if let Some(t) = &w.target {
+                self.restarts.went(&w.id, t, Instant::now());
+            }
             say(&format!(
                 "{} (pid {}) is gone: its findings go stale until it is back",
                 w.id,
@@ -273,6 +285,8 @@ impl Agent {
                 .insert(w.id.clone(), Instant::now() + self.config.window);
         }
         self.relisten();
+        self.restarts.retain(Instant::now(), &pids);
+        let mut held = false;
         for pid in pids {
             if self.watches.iter().any(|w| w.pid() == Some(pid)) {
                 continue;
@@ -280,13 +294,40 @@ impl Agent {
             let Some(found) = targets::describe(pid) else {
                 continue;
             };
+            let found = match self.restarts.decide(&found, Instant::now()) {
+                Decision::Attach => found,
+                Decision::Resume(id) => {
+                    say(&format!(
+                        "{} (pid {pid}) runs what {id} ran, with the same command line: \
+                         watched as {id} while it starts",
+                        found.target.comm
+                    ));
+                    Found { id, ..found }
+                }
+                Decision::Hold => {
+                    held = true;
+                    continue;
+                }
+                Decision::HoldFirst(like) => {
+                    held = true;
+                    say(&format!(
+                        "{} (pid {pid}) does not listen yet: taken for {like} restarting, \
+                         attached once it listens (at most {:?} from now)",
+                        found.target.comm,
+                        super::restarts::HOLD
+                    ));
+                    continue;
+                }
+            };
             if self.watches.iter().any(|w| w.id == found.id) {
                 continue;
             }
             self.attach(Some(&found));
         }
         // The host is watched on its own only while no target is (a
-        // target's probes cover the host-wide families too).
+        // target's probes cover the host-wide families too), nor about to
+        // be: attaching it while a restart is held back, or just after a
+        // target went, would delay that target's attach by the host's.
         let targets = self.watches.iter().any(|w| w.id != HOST);
         let host = self.watches.iter().position(|w| w.id == HOST);
         match (targets, host) {
@@ -294,7 +335,7 @@ impl Agent {
                 let w = self.watches.remove(pos);
                 self.bpf_run_done += w.probes().run_time();
             }
-            (false, None) => self.attach(None),
+            (false, None) if !held && !self.restarts.awaiting(Instant::now()) => self.attach(None),
             _ => {}
         }
     }
@@ -373,6 +414,9 @@ impl Agent {
                 say(&format!("{what}; probes attached: {attached}"));
                 self.failed.remove(&id);
                 self.gone.remove(&id);
+                if let Some(f) = found {
+                    self.restarts.back(&id, f.target.pid);
+                }
                 if let Some(f) = found.filter(|f| !f.listening) {
                     let now = Instant::now();
                     self.unlistened

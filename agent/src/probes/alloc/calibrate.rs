@@ -7,7 +7,7 @@
 //! that cost that shows inside every measured latency (to correct
 //! percentiles).
 
-use std::{num::NonZeroU32, path::PathBuf, time::Duration};
+use std::{num::NonZeroU32, path::PathBuf, sync::OnceLock, time::Duration};
 
 use aya::{
     Ebpf,
@@ -118,6 +118,26 @@ fn noop_location() -> Result<(PathBuf, u64), AllocError> {
     Err(AllocError::Calibration(format!(
         "the calibration function ({addr:#x}) is in no mapped file"
     )))
+}
+
+/// This process's first calibration, reused by every later attach (the
+/// agent attaching a restarted mongod): what a probe pair costs is the
+/// host's (its CPU, its kernel), not the target's, and measuring it again
+/// costs 50,000 probed calls (half a second of CPU, over a second on a busy
+/// host) in the middle of the re-attach, while the target goes unwatched.
+static FIRST: OnceLock<AllocCalibration> = OnceLock::new();
+
+/// The calibration: this process's first, or a new one when there is none
+/// yet; `true` when it was reused.
+pub(super) fn calibrated(
+    ebpf: &mut Ebpf,
+    maps: &mut AllocMaps,
+) -> Result<(AllocCalibration, bool), AllocError> {
+    if let Some(c) = FIRST.get() {
+        return Ok((c.clone(), true));
+    }
+    let c = calibrate(ebpf, maps)?;
+    Ok((FIRST.get_or_init(|| c).clone(), false))
 }
 
 /// Runs the calibration in this process. The control word is left at

@@ -13,11 +13,12 @@
 //! At start-up the same pair is calibrated on a do-nothing function of mdiag
 //! itself ([`calibrate`]): the cost per probed call (for the overhead imposed
 //! on the target) and the part of it that shows inside a measured latency
-//! (to correct percentiles). Entry points are read from the first poll on, on
-//! a thread of their own ([`crate::offload`]: mongod's symbol table would
-//! hold the record loop for seconds; a spawned target that has not exec'd
-//! yet is asked again for [`EXEC_GRACE`]); a window due before they are read
-//! is skipped. When the allocator is unknown or has no entry points the
+//! (to correct percentiles), once per process (a later attach, as of the
+//! agent to a restarted mongod, reuses it). Entry points are read from the
+//! first poll on, on a thread of their own ([`crate::offload`]: mongod's
+//! symbol table would hold the record loop for seconds; a spawned target
+//! that has not exec'd yet is asked again for [`EXEC_GRACE`]); a window due
+//! before they are read is skipped. When the allocator is unknown or has no entry points the
 //! family is "not applicable" and tries again at the next window. Host-wide
 //! recordings do not try it.
 
@@ -155,7 +156,7 @@ pub fn attach(
         Ok(m) => m,
         Err(e) => return (Some(status(point, Some(e.to_string()))), None),
     };
-    let calibration = match calibrate::calibrate(ebpf, &mut maps) {
+    let (calibration, reused) = match calibrate::calibrated(ebpf, &mut maps) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(family = FAMILY, "{e}");
@@ -166,6 +167,7 @@ pub fn attach(
         family = FAMILY,
         pair_cost_ns = calibration.pair_cost_ns,
         inside_ns = calibration.inside_ns,
+        reused,
         "calibrated"
     );
     let probe = AllocProbe::new(maps, pid, schedule, calibration);
