@@ -36,13 +36,12 @@ fn the_agent_follows_a_real_mongod_through_a_restart_and_a_crash() {
     let _serial = mdiag_tests::serial();
     require_root();
     let _planted = Keepalive::set(7200);
-    // The set named in the config file (`replication.replSetName`), the
-    // spelling mdiag reads into `rs_nm` (`--replSet` has its own test).
-    // Run under its own name, so that the agent watches this mongod and
+    // The set named with `--replSet`, which reaches getCmdLineOpts as
+    // `replication.replSet` (a config file's `replSetName` is checked in
+    // `real_mongod.rs`): `rs_nm` must show it. Run under its own name, so that the agent watches this mongod and
     // not the host's others (whose tests its probes would disturb).
     let mut server = Mongod::start_with(Options {
         repl_set: Some("rs0".into()),
-        repl_set_in_config: true,
         name: Some(NAME.into()),
         ..Options::default()
     });
