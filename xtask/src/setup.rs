@@ -24,6 +24,11 @@ pub const APT_PACKAGES: &[&str] = &[
     // Allocators the symbol-resolution tests preload into child processes.
     "libtcmalloc-minimal4",
     "libjemalloc2",
+    // The real mongod 6.0.5 (xtask/src/mongod.rs) needs these beside glibc:
+    // its DT_NEEDED libcurl.so.4, libssl.so.3 / libcrypto.so.3, liblzma.so.5.
+    "libcurl4",
+    "libssl3",
+    "liblzma5",
     // The WiredTiger checkpoint workload (tests/root/wiredtiger.rs) links libwiredtiger.so.
     "libwiredtiger-dev",
     // The Python venv with SecantusDB (a MongoDB-wire server with WiredTiger inside).
