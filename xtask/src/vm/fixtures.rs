@@ -157,6 +157,7 @@ pub(super) fn mongod_console(report: &str, tids: &[u64]) -> String {
     format!(
         "MDIAG-VM-MONGOD-BEGIN\r\n\
          MDIAG-VM-MONGOD-UP 301 20.50 41.25\r\n\
+         MDIAG-VM-MONGOD-READY 44.25\r\n\
          MDIAG-VM-MONGOD-THREAD start 301 5 mongod\r\n\
          MDIAG-VM-MONGOD-THREAD start 302 1 signalP\r\n\
          MDIAG-VM-MONGOD-THREAD start 310 40 Checkpointer\r\n\
@@ -168,6 +169,7 @@ pub(super) fn mongod_console(report: &str, tids: &[u64]) -> String {
          MDIAG-VM-MONGOD-THREAD end 330 12 conn3\r\n\
          MDIAG-VM-RECORD mongod 0\r\n\
          MDIAG-VM-JSON-BEGIN mongod\r\n{report}\r\nMDIAG-VM-JSON-END mongod 0\r\n\
+         MDIAG-VM-MONGOD-RECORDED 74.45\r\n\
          MDIAG-VM-MONGOD-LOAD {{\"total\":{{\"insert\":203,\"update\":203,\"find\":203,\"aggregate\":203,\"errors\":0}},\"secs\":9.0,\"ops\":812}}\r\n\
          MDIAG-VM-FILE-BEGIN mongod\r\n{file}\r\n[   60.2] a kernel message\r\nMDIAG-VM-FILE-END mongod\r\n\
          MDIAG-VM-MONGOD-END\r\n"

@@ -51,9 +51,9 @@ pub(super) const SPAWNED_PROGRAM: &str = "busybox";
 /// waits (180 s at most) for its log to say it is waiting for connections;
 /// starts `mdiag-mongoload` with two connections until its stdin closes and
 /// waits for its `ready`; records mongod as a target with `--uri` for
-/// [`MONGOD_SECS`] s, with an allocator window every second (the first
-/// window also resolves the allocator's entry points in the 140 MB binary,
-/// which takes seconds); lists mongod's threads (tid, context switches,
+/// [`MONGOD_SECS`] s, with an allocator window of 200 ms every 2 s, by the
+/// release build of mdiag (`/bin/mdiag-release`, see `vm/mongod.rs`) and
+/// explains it; lists mongod's threads (tid, context switches,
 /// name from `/proc/PID/task/*`) when the probes are attached and half a
 /// second before the recording ends; stops the load and prints its total
 /// line; prints the recording itself in base64 (its per-thread data is
@@ -87,6 +87,8 @@ window=3.5
 # The mongod run's (see INIT's comment).
 mongod_secs=MONGOD_SECS
 mongod_window=MONGOD_WINDOW
+# The mdiag that records and explains (the mongod run's is another).
+mdiag=/bin/mdiag
 
 # ctxt RUN WHEN: context switches since boot, and the uptime; with shell
 # builtins only, so that reading them switches no more than it has to.
@@ -123,7 +125,7 @@ record() {
     shift
     : >/tmp/$run.log
     {
-        NO_COLOR=1 /bin/mdiag record --duration ${secs}s --no-progress -o /tmp/$run.mdiag "$@"
+        NO_COLOR=1 $mdiag record --duration ${secs}s --no-progress -o /tmp/$run.mdiag "$@"
         echo $? >/tmp/$run.rc
     } 2>&1 | watch $run
     rc=$(cat /tmp/$run.rc 2>/dev/null || echo 255)
@@ -133,7 +135,7 @@ record() {
     fi
     if [ -f /tmp/$run.mdiag ]; then
         echo "MDIAG-VM-JSON-BEGIN $run"
-        NO_COLOR=1 /bin/mdiag explain /tmp/$run.mdiag --format json 2>/tmp/$run.explain
+        NO_COLOR=1 $mdiag explain /tmp/$run.mdiag --format json 2>/tmp/$run.explain
         echo "MDIAG-VM-JSON-END $run $?"
         tail -n 5 /tmp/$run.explain | cut -c1-300 | sed "s/^/MDIAG-VM-LOG $run explain: /"
     fi
@@ -206,9 +208,15 @@ mongod_run() {
         /bin/mdiag-mongoload --uri $uri --threads 2 --until-stdin >/tmp/load.out 2>/tmp/load.err &
     lpid=$!
     if wait_for /tmp/load.out "^ready" $lpid 120; then
+        read -r t2 rest </proc/uptime
+        echo "MDIAG-VM-MONGOD-READY $t2"
         secs=$mongod_secs
         window=$mongod_window
-        record mongod --pid $mpid --uri $uri --alloc-window 200ms --alloc-every 1s
+        mdiag=/bin/mdiag-release
+        record mongod --pid $mpid --uri $uri --alloc-window 200ms --alloc-every 2s
+        mdiag=/bin/mdiag
+        read -r t3 rest </proc/uptime
+        echo "MDIAG-VM-MONGOD-RECORDED $t3"
     else
         echo "MDIAG-VM-MONGOD-FAILED the load did not connect within 120 s"
     fi

@@ -66,7 +66,19 @@ pub(super) fn mongod_check(
         return c;
     }
     match log.up {
-        Some((_, t0, t1)) => c.facts.push(format!("mongod up in {:.1} s", t1 - t0)),
+        Some((_, t0, t1)) => {
+            let mut fact = format!("mongod up in {:.1} s", t1 - t0);
+            if let Some(ready) = log.ready {
+                fact.push_str(&format!(", load ready {:.1} s later", ready - t1));
+                if let Some(done) = log.recorded {
+                    fact.push_str(&format!(
+                        ", recorded and explained in {:.1} s",
+                        done - ready
+                    ));
+                }
+            }
+            c.facts.push(fact);
+        }
         None => c.problems.push("mongod did not start".into()),
     }
     if let Some(why) = &log.failed {
@@ -91,7 +103,9 @@ pub(super) fn mongod_check(
     match (log.up, run.and_then(|r| r.file.as_deref())) {
         (Some((pid, ..)), Some(b64)) => match decode_recording(b64) {
             Ok(recording) => threads(&mut c, log, &per_thread(&recording, pid)),
-            Err(e) => c.problems.push(format!("the recording printed cannot be read: {e}")),
+            Err(e) => c
+                .problems
+                .push(format!("the recording printed cannot be read: {e}")),
         },
         (Some(_), None) => c.problems.push("the guest printed no recording".into()),
         (None, _) => {}
@@ -193,7 +207,9 @@ fn server_status(c: &mut MongodCheck, mongod: &Value, load: Option<&Value>) {
 /// The names mdiag recorded for each thread of process `pid`.
 fn per_thread(recording: &Value, pid: u32) -> BTreeMap<u64, Vec<String>> {
     let mut out: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    let slices = recording["slices"].as_array().map_or(&[][..], Vec::as_slice);
+    let slices = recording["slices"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
     for slice in slices {
         for family in ["sched", "contention"] {
             let threads = slice[family]["threads"]
@@ -227,7 +243,12 @@ fn threads(c: &mut MongodCheck, log: &MongodLog, recorded: &BTreeMap<u64, Vec<St
     for t in &active {
         match recorded.get(&u64::from(t.tid)) {
             Some(names) if names.contains(&t.comm) => {}
-            Some(names) => missing.push(format!("{} {} (recorded as {})", t.tid, t.comm, names.join("/"))),
+            Some(names) => missing.push(format!(
+                "{} {} (recorded as {})",
+                t.tid,
+                t.comm,
+                names.join("/")
+            )),
             None => missing.push(format!("{} {}", t.tid, t.comm)),
         }
     }
@@ -283,11 +304,17 @@ mod tests {
 
     #[test]
     fn a_good_mongod_run_passes() {
-        let c = judge(&mongod_console(&mongod_report(3, &[("tc_malloc", 40), ("tc_free", 38)], 120), &[330]), (6, 12));
+        let c = judge(
+            &mongod_console(
+                &mongod_report(3, &[("tc_malloc", 40), ("tc_free", 38)], 120),
+                &[330],
+            ),
+            (6, 12),
+        );
         assert_eq!(c.failure(), None, "{c:?}");
         assert_eq!(
             c.line(),
-            "mongod check: mongod up in 20.8 s; load 812 ops in 9.0 s (0 errors); 3 checkpoint windows (max 90 ms); \
+            "mongod check: mongod up in 20.8 s, load ready 3.0 s later, recorded and explained in 30.2 s; load 812 ops in 9.0 s (0 errors); 3 checkpoint windows (max 90 ms); \
              2 allocator windows, 78 calls in tc_malloc, tc_free; serverStatus in 5 of 6 s, 120 inserts; \
              2 of 4 threads ran, 2 in mdiag's per-thread data (Checkpointer conn3) (ok)"
         );
@@ -297,7 +324,10 @@ mod tests {
     fn a_bad_mongod_run_says_why() {
         // No checkpoint, glibc's malloc timed, more inserts than the load
         // made, the new connection thread missing from the recording.
-        let c = judge(&mongod_console(&mongod_report(0, &[("malloc", 5)], 900), &[]), (6, 1));
+        let c = judge(
+            &mongod_console(&mongod_report(0, &[("malloc", 5)], 900), &[]),
+            (6, 1),
+        );
         assert_eq!(
             c.failure().as_deref(),
             Some(
@@ -308,7 +338,10 @@ mod tests {
             )
         );
         // Before 5.15 the allocator is not held to anything.
-        let c = judge(&mongod_console(&mongod_report(2, &[], 100), &[330]), (5, 10));
+        let c = judge(
+            &mongod_console(&mongod_report(2, &[], 100), &[330]),
+            (5, 10),
+        );
         assert_eq!(c.failure(), None, "{c:?}");
         let c = judge(&mongod_console(&mongod_report(2, &[], 100), &[330]), (6, 1));
         assert_eq!(
@@ -344,7 +377,15 @@ mod tests {
         let b64 = base64::engine::general_purpose::STANDARD.encode(z);
         let (a, b) = b64.split_at(b64.len() / 2);
         assert_eq!(decode_recording(&format!("{a}\n{b}\n")), Ok(json));
-        assert!(decode_recording("@@").unwrap_err().starts_with("not base64"));
-        assert!(decode_recording("AAAA").unwrap_err().starts_with("not zstd"));
+        assert!(
+            decode_recording("@@")
+                .unwrap_err()
+                .starts_with("not base64")
+        );
+        assert!(
+            decode_recording("AAAA")
+                .unwrap_err()
+                .starts_with("not zstd")
+        );
     }
 }

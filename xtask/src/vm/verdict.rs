@@ -356,7 +356,9 @@ mod tests {
     use super::*;
     use crate::vm::{
         console::parse_log,
-        fixtures::{SCHED_ERROR, console, probes, report},
+        fixtures::{
+            SCHED_ERROR, console, console_with, mongod_console, mongod_report, probes, report,
+        },
         parse_line,
     };
 
@@ -367,6 +369,38 @@ mod tests {
     #[test]
     fn verdicts_follow_the_table() {
         // 6.1: every family attached but contention's lock programs → contention fails.
+        let mongod = mongod_console(&mongod_report(2, &[("tc_malloc", 9)], 50), &[330]);
+        let log = console_with(
+            &report(probes(None, false), 200.0),
+            &report(probes(None, true), 0.0),
+            &mongod,
+        );
+        let v = judge(
+            line("6.1"),
+            "pkg".into(),
+            &parse_log(&log),
+            &[],
+            Duration::ZERO,
+        );
+        assert_eq!(
+            v.failures,
+            [
+                "contention is not attached",
+                "contention is not attached in the mongod run"
+            ]
+        );
+        let table = v.table().join("\n");
+        assert!(
+            table
+                .contains("wiredtiger  -           n/a         attached    n/a (mongod: attached)"),
+            "{table}"
+        );
+        assert!(
+            table.contains("\nmongod check: mongod up in 20.8 s")
+                && table.contains("(ok)\nagent check"),
+            "{table}"
+        );
+        // Without its mongod run, 6.1 fails each family the run needs.
         let log = console(
             &report(probes(None, false), 200.0),
             &report(probes(None, true), 0.0),
@@ -378,7 +412,18 @@ mod tests {
             &[],
             Duration::ZERO,
         );
-        assert_eq!(v.failures, ["contention is not attached"]);
+        assert!(
+            v.failures
+                .contains(&"wiredtiger is not attached in the mongod run".to_owned()),
+            "{:?}",
+            v.failures
+        );
+        assert!(
+            v.failures
+                .last()
+                .unwrap()
+                .starts_with("mongod: not reached")
+        );
         assert!(matches!(v.perf, PerfCheck::Done { samples: 296, .. }));
         assert!(
             v.table()
@@ -405,7 +450,7 @@ mod tests {
             v.failures
                 .contains(&"recorded switches 50 % off /proc/stat".to_owned())
         );
-        // 5.10: partly is enough for contention.
+        // 5.10: partly is enough for contention, and it has no mongod run.
         let v = judge(
             line("5.10"),
             "pkg".into(),
