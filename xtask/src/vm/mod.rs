@@ -18,20 +18,31 @@
 //! [`EXPECTATIONS`] (which `--expect` overrides). It also checks numbers
 //! against ground truth: the host-wide recording's rate of context switches
 //! against the guest's `/proc/stat` `ctxt`, and that `perf` puts the
-//! spawned spinning target's samples in its program. Last, the guest runs
+//! spawned spinning target's samples in its program. On x86_64 6.1 and 6.12
+//! ([`Line::mongod`]) the guest then records the real mongod 6.0.5 under a
+//! request load (`mongod.rs`: the archive with mongod, the load and the
+//! release mdiag in front of the initramfs, 2 GB of guest memory): the
+//! wiredtiger family must attach and see a checkpoint, alloc attach (from
+//! 5.15) and time calls in gperftools' `tc_*` only, every mongod thread
+//! that ran be in the recording's per-thread data under its name, and the
+//! recording hold serverStatus samples (`mongod_check.rs`). Last, the guest runs
 //! `mdiag agent` host-wide for a few one-second windows: it must serve
 //! `/metrics` and stop on SIGTERM (`agent.rs`).
 //!
 //! The binaries: the host's is `--bin` or `<target>/debug/mdiag` (built
 //! beforehand); another architecture's is built here by `arch::build` (debug;
 //! the cross toolchain is installed if missing) unless `--bin ARCH=PATH`
-//! gives it.
+//! gives it. With a mongod line, `cargo build` also makes `mdiag-mongoload`
+//! and the release mdiag, and mongod is `MDIAG_MONGOD_BIN` or set-up's
+//! `<target>/mongod-6.0.5/mongod` (those lines fail, saying how to fetch it,
+//! when it is missing).
 //!
 //! Everything lives under `<target>/vm/`: `debs/` (downloaded packages),
 //! `kernels/<package>/` and `busybox/<package>/` (extracted), `apt/<name>/`
 //! (a private apt state for a suite the host's sources do not have, or for
 //! another architecture: the host's apt state is never touched by it),
-//! `initramfs/<arch>/` (rebuilt every run, from the current binary), and
+//! `initramfs/<arch>/` (rebuilt every run, from the current binary; with
+//! `initrd-mongod.img` beside it for the mongod lines), and
 //! `<kernel>.log` (the serial console of that kernel's last boot).
 //! Downloads and extractions that are already done are skipped.
 //!
@@ -46,7 +57,8 @@
 //! `initramfs.rs` builds the guest's root (and holds [`INIT`]); `console.rs`
 //! boots QEMU and reads its serial log; `expect.rs` is the expectation table;
 //! `status.rs` turns a report's probes into a status per family; `checks.rs`
-//! holds the ground-truth checks, `agent.rs` the agent's; `verdict.rs` judges a kernel and prints its
+//! holds the ground-truth checks, `mongod.rs` and `mongod_check.rs` the
+//! mongod run's, `agent.rs` the agent's; `verdict.rs` judges a kernel and prints its
 //! table (`fixtures.rs` holds test data
 //! shared by their tests).
 //!
