@@ -54,8 +54,8 @@ pub(super) const SPAWNED_PROGRAM: &str = "busybox";
 /// [`MONGOD_SECS`] s, with an allocator window of 200 ms every 2 s, by the
 /// release build of mdiag (`/bin/mdiag-release`, see `vm/mongod.rs`) and
 /// explains it; lists mongod's threads (tid, context switches,
-/// name from `/proc/PID/task/*`) when the probes are attached and half a
-/// second before the recording ends; stops the load and prints its total
+/// name from `/proc/PID/task/*`) when the probes are attached and
+/// [`MONGOD_THREADS_END`] s later; stops the load and prints its total
 /// line; prints the recording itself in base64 (its per-thread data is
 /// not in the report); and kills mongod.
 ///
@@ -84,7 +84,8 @@ cd /tmp
 # How long each recording lasts, and the ctxt window in it, in seconds.
 secs=4
 window=3.5
-# The mongod run's (see INIT's comment).
+# The mongod run's (see INIT's comment; its window ends when the threads
+# are listed the second time).
 mongod_secs=MONGOD_SECS
 mongod_window=MONGOD_WINDOW
 # The mdiag that records and explains (the mongod run's is another).
@@ -277,13 +278,23 @@ echo MDIAG-VM-END
 poweroff -f
 "#;
 
-/// How long the mongod run records, in seconds.
-pub(super) const MONGOD_SECS: u32 = 6;
+/// How long the mongod run records, in seconds. Under TCG (a loaded host,
+/// the release build) mdiag's record loop was held 14 s by its first slice
+/// and 25 s more by resolving the allocator's entry points, so the first
+/// allocator window opened at 38.9 s: 50 s leaves a margin.
+pub(super) const MONGOD_SECS: u32 = 50;
+
+/// When the guest lists mongod's threads the second time, in seconds after
+/// the probes were attached: well before the recording ends, because the
+/// shell's `sleep` overshot by up to 2 s under TCG, and a thread that first
+/// ran after mdiag stopped (TTLMonitor wakes 60 s after mongod started) must
+/// not count as one that ran while it recorded.
+pub(super) const MONGOD_THREADS_END: u32 = MONGOD_SECS - 5;
 
 /// [`INIT`] with the mongod run's duration and ctxt window filled in.
 pub(super) fn init() -> String {
     INIT.replace("MONGOD_SECS", &MONGOD_SECS.to_string())
-        .replace("MONGOD_WINDOW", &format!("{}.5", MONGOD_SECS - 1))
+        .replace("MONGOD_WINDOW", &MONGOD_THREADS_END.to_string())
 }
 
 /// Stages `guest`'s root in `<vm>/initramfs/<arch>/root` from `busybox` and

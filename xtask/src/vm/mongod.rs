@@ -174,8 +174,8 @@ pub(super) struct MongodLog {
     pub(super) recorded: Option<f64>,
     /// Why the run stopped early.
     pub(super) failed: Option<String>,
-    /// mongod's threads when mdiag said its probes were attached, and half
-    /// a second before its recording ended.
+    /// mongod's threads when mdiag said its probes were attached, and
+    /// `MONGOD_THREADS_END` s later (before its recording ended).
     pub(super) threads_start: Vec<GuestThread>,
     pub(super) threads_end: Vec<GuestThread>,
     /// The load's last line (its total), and its first error.
