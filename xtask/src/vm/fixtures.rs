@@ -134,8 +134,10 @@ fn mongod_recording(tids: &[u64]) -> String {
         serde_json::json!({"tid": t, "tgid": 301, "comm": if *t == 330 { "conn3" } else { "x" }})
     }));
     let recording = serde_json::json!({"slices": [
-        {"sched": {"threads": threads}},
-        {"sched": {"threads": [{"tid": 330, "tgid": 999, "comm": "conn3"}]}},
+        {"start_ms": 0, "duration_ms": 14084, "sched": {"threads": threads},
+            "alloc": {"windows": [{"start_ms": 38867, "end_ms": 39159}]}},
+        {"start_ms": 14084, "duration_ms": 1000,
+            "sched": {"threads": [{"tid": 330, "tgid": 999, "comm": "conn3"}]}},
     ]});
     let z = zstd::encode_all(recording.to_string().as_bytes(), 3).unwrap();
     let b64 = base64::engine::general_purpose::STANDARD.encode(z);
