@@ -32,7 +32,8 @@ pub enum Tier {
     Cross,
     /// `cargo xtask vm-matrix` with the debug binaries: every family that a
     /// kernel supports loads on x86_64 5.10, 6.1 and 6.12, aarch64 6.1 and
-    /// 6.12, and s390x 6.12 and 6.1 (no BTF) (QEMU, TCG; a few minutes).
+    /// 6.12, and s390x 6.12 and 6.1 (no BTF), and on x86_64 6.1 and 6.12
+    /// the release binary records the real mongod (QEMU, TCG; minutes).
     Vm,
     /// `cargo test --benches --no-run`: benchmarks keep compiling and
     /// linking (in the dev profile; `cargo bench` builds them optimised).

@@ -1,7 +1,8 @@
 //! The guest's run: QEMU booting a kernel with the initramfs, its serial
 //! console into a log file, and that log read back into what the guest did
-//! (its release, each recording's exit status, `ctxt` lines and report JSON,
-//! the agent run's lines, whether the init script reached its end).
+//! (its release, each recording's exit status, `ctxt` lines, report JSON and,
+//! for the mongod run, the recording itself in base64; the mongod and agent
+//! runs' lines; whether the init script reached its end).
 //!
 //! Why a parser of markers: the console is the only way out of the guest
 //! (no network, no disk), and it also carries firmware escapes and kernel
@@ -15,16 +16,29 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use super::{agent::AgentLog, guest::Guest};
+use super::{agent::AgentLog, guest::Guest, mongod::MongodLog};
 use crate::{cmd::Cmd, say};
 
-/// Runs QEMU for `guest` until the guest powers off (or the guest's
-/// timeout), its console into `log`.
-pub(super) fn boot(guest: &Guest, vmlinuz: &Path, initrd: &Path, log: &Path) -> Result<()> {
+/// What one boot gets: its memory and how long it may take.
+pub(super) struct Boot {
+    pub(super) memory_mb: u32,
+    pub(super) timeout: Duration,
+}
+
+/// Runs QEMU for `guest` until the guest powers off (or `boot.timeout`),
+/// its console into `log`.
+pub(super) fn boot(
+    guest: &Guest,
+    boot: &Boot,
+    vmlinuz: &Path,
+    initrd: &Path,
+    log: &Path,
+) -> Result<()> {
     let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let mut cmd = Cmd::new(guest.qemu);
+    let memory = boot.memory_mb.to_string();
     cmd.args(guest.machine)
-        .args(["-accel", guest.accel, "-m", "1024", "-smp", "2"])
+        .args(["-accel", guest.accel, "-m", &memory, "-smp", "2"])
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
         .arg(vmlinuz)
@@ -33,7 +47,7 @@ pub(super) fn boot(guest: &Guest, vmlinuz: &Path, initrd: &Path, log: &Path) -> 
         .arg("-append")
         .arg(guest.append());
     let mut child = cmd.spawn_logged(file)?;
-    let deadline = Instant::now() + guest.timeout;
+    let deadline = Instant::now() + boot.timeout;
     loop {
         if child
             .try_wait()
@@ -45,7 +59,7 @@ pub(super) fn boot(guest: &Guest, vmlinuz: &Path, initrd: &Path, log: &Path) -> 
         if Instant::now() >= deadline {
             say!(
                 "vm-matrix: QEMU still runs after {} s; stopping it",
-                guest.timeout.as_secs()
+                boot.timeout.as_secs()
             );
             child.kill().with_context(|| format!("stopping `{cmd}`"))?;
             child
@@ -68,6 +82,8 @@ pub(super) struct GuestLog {
     /// The init script reached its end.
     pub(super) finished: bool,
     runs: Vec<RunLog>,
+    /// The mongod run (its recording is the run `mongod`).
+    pub(super) mongod: MongodLog,
     /// The agent run, after the recordings.
     pub(super) agent: AgentLog,
 }
@@ -85,6 +101,14 @@ pub(super) struct RunLog {
     /// The report JSON, when explain ran to its end.
     pub(super) json: Option<String>,
     pub(super) explain_exit: Option<i32>,
+    /// The recording file in base64 (the mongod run prints it).
+    pub(super) file: Option<String>,
+}
+
+/// A block of lines between two markers: a report's JSON or a file in base64.
+enum Block {
+    Json,
+    File,
 }
 
 impl GuestLog {
@@ -125,25 +149,29 @@ fn is_kernel_message(line: &str) -> bool {
 /// [`INIT`]: super::initramfs::INIT
 pub(super) fn parse_log(text: &str) -> GuestLog {
     let mut guest = GuestLog::default();
-    // The run whose JSON is being read, and the JSON so far.
-    let mut json: Option<(String, String)> = None;
+    // The block being read: its kind, its run, its text so far.
+    let mut block: Option<(Block, String, String)> = None;
     for line in text.lines() {
         let line = line.trim_end_matches('\r');
         let marker = line.find("MDIAG-VM-").map(|pos| &line[pos..]);
         let words: Vec<&str> = marker
             .map(|m| m.split_whitespace().collect())
             .unwrap_or_default();
-        if let Some((run, buf)) = json.as_mut() {
-            match words.first().copied() {
-                Some("MDIAG-VM-JSON-END") => {
+        if let Some((kind, run, buf)) = block.as_mut() {
+            match (&*kind, words.first().copied()) {
+                (Block::Json, Some("MDIAG-VM-JSON-END")) => {
                     let r = guest.run_mut(run);
                     r.json = Some(std::mem::take(buf));
                     r.explain_exit = words.get(2).and_then(|w| w.parse().ok());
-                    json = None;
+                    block = None;
                 }
-                Some("MDIAG-VM-END") => {
+                (Block::File, Some("MDIAG-VM-FILE-END")) => {
+                    guest.run_mut(run).file = Some(std::mem::take(buf));
+                    block = None;
+                }
+                (_, Some("MDIAG-VM-END")) => {
                     guest.finished = true;
-                    json = None;
+                    block = None;
                 }
                 _ if is_kernel_message(line) => {}
                 _ => {
@@ -156,6 +184,12 @@ pub(super) fn parse_log(text: &str) -> GuestLog {
         if let Some(marker) = marker
             && marker.starts_with("MDIAG-VM-AGENT")
             && guest.agent.read(marker, &words)
+        {
+            continue;
+        }
+        if let Some(marker) = marker
+            && marker.starts_with("MDIAG-VM-MONGOD")
+            && guest.mongod.read(marker, &words)
         {
             continue;
         }
@@ -184,7 +218,12 @@ pub(super) fn parse_log(text: &str) -> GuestLog {
                     .to_owned();
                 guest.run_mut(run).log.push(text);
             }
-            ["MDIAG-VM-JSON-BEGIN", run, ..] => json = Some(((*run).to_owned(), String::new())),
+            ["MDIAG-VM-JSON-BEGIN", run, ..] => {
+                block = Some((Block::Json, (*run).to_owned(), String::new()));
+            }
+            ["MDIAG-VM-FILE-BEGIN", run, ..] => {
+                block = Some((Block::File, (*run).to_owned(), String::new()));
+            }
             ["MDIAG-VM-END", ..] => guest.finished = true,
             _ => {}
         }

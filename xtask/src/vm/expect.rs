@@ -91,10 +91,33 @@ pub(super) const EXPECTATIONS: &[Expectation] = &[
     expect("alloc", (5, 15), Need::AttachedIfTried),
 ];
 
+/// What the mongod run (`vm/mongod.rs`) needs where it differs from
+/// [`EXPECTATIONS`]: its target has WiredTiger, and the allocator probes are
+/// tried on it, so from 5.15 they must attach.
+pub(super) const MONGOD_EXPECTATIONS: &[Expectation] = &[
+    expect("wiredtiger", (5, 10), Need::Attached),
+    expect("alloc", (5, 10), Need::Any),
+    expect("alloc", (5, 15), Need::Attached),
+];
+
 /// The need for `family` on kernel `line`: an `--expect` override, else the
-/// line's own, else the table's row.
+/// line's own, else the table's row (what the first two runs need).
+#[cfg(test)]
 pub(super) fn need_for(
     table: &[Expectation],
+    overrides: &[(String, Need)],
+    family: &str,
+    line: &Line,
+) -> Option<Need> {
+    need_in_run(table, &[], overrides, family, line)
+}
+
+/// [`need_for`] in a run whose own table `run_table` (e.g.
+/// [`MONGOD_EXPECTATIONS`]) outranks `table` (an override and the line's
+/// own need outrank both).
+pub(super) fn need_in_run(
+    table: &[Expectation],
+    run_table: &[Expectation],
     overrides: &[(String, Need)],
     family: &str,
     line: &Line,
@@ -105,11 +128,13 @@ pub(super) fn need_for(
     if let Some((_, need)) = line.expect.iter().find(|(f, _)| *f == family) {
         return Some(*need);
     }
-    table
-        .iter()
-        .filter(|e| e.family == family && e.since <= line.version)
-        .max_by_key(|e| e.since)
-        .map(|e| e.need)
+    let row = |t: &[Expectation]| {
+        t.iter()
+            .filter(|e| e.family == family && e.since <= line.version)
+            .max_by_key(|e| e.since)
+            .map(|e| e.need)
+    };
+    row(run_table).or_else(|| row(table))
 }
 
 pub(super) fn parse_expect(s: &str) -> Result<(String, Need), String> {
@@ -170,6 +195,29 @@ mod tests {
         assert_eq!(
             need_for(t, &over, "sched", line("s390x-6.1")),
             Some(Need::Partly)
+        );
+        // The mongod run's own rows outrank the table; an override both.
+        let m = MONGOD_EXPECTATIONS;
+        assert_eq!(
+            need_in_run(t, m, &[], "wiredtiger", line("6.1")),
+            Some(Need::Attached)
+        );
+        assert_eq!(
+            need_in_run(t, m, &[], "sched", line("6.1")),
+            Some(Need::Attached)
+        );
+        assert_eq!(
+            need_in_run(t, m, &[], "alloc", line("5.10")),
+            Some(Need::Any)
+        );
+        assert_eq!(
+            need_in_run(t, m, &[], "alloc", line("6.12")),
+            Some(Need::Attached)
+        );
+        let any = [parse_expect("wiredtiger=any").unwrap()];
+        assert_eq!(
+            need_in_run(t, m, &any, "wiredtiger", line("6.12")),
+            Some(Need::Any)
         );
         // Every kernel line has a row for the families the brief names.
         for line in LINES {

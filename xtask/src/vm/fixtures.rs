@@ -28,6 +28,11 @@ pub(super) fn report(probes: Vec<Value>, switches_per_s: f64) -> String {
 /// A console log like the guest's: firmware escapes before the first
 /// marker, CRLF line ends, a kernel message inside the JSON.
 pub(super) fn console(host_json: &str, spawned_json: &str) -> String {
+    console_with(host_json, spawned_json, "")
+}
+
+/// [`console`] with a mongod run (`mongod_console`) before the agent's.
+pub(super) fn console_with(host_json: &str, spawned_json: &str, mongod: &str) -> String {
     let host_json = host_json.replacen(',', ",\n[   12.345678] random: crng init done\n", 1);
     format!(
         "SeaBIOS\r\n\x1bc\x1b[?7l\x1b[2JMDIAG-VM-BEGIN 6.1.0-56-cloud-amd64 4.25\r\n\
@@ -41,7 +46,7 @@ pub(super) fn console(host_json: &str, spawned_json: &str) -> String {
          MDIAG-VM-RECORD spawned 0\r\n\
          MDIAG-VM-JSON-BEGIN spawned\r\n{spawned_json}\r\n\
          MDIAG-VM-JSON-END spawned 0\r\n\
-         {AGENT_OK}\
+         {mongod}{AGENT_OK}\
          MDIAG-VM-END\r\n[   30.1] reboot: Power down\r\n"
     )
 }
@@ -91,4 +96,84 @@ pub(super) fn probes(sched_error: Option<&str>, spawned: bool) -> Vec<Value> {
         );
     }
     p
+}
+
+/// A report of the mongod run: every family attached; `checkpoints`
+/// WiredTiger checkpoints, two allocator windows that timed `alloc`
+/// (symbol, calls), serverStatus samples in 5 of 6 s counting `inserts`.
+pub(super) fn mongod_report(checkpoints: u64, alloc: &[(&str, u64)], inserts: u64) -> String {
+    let mut probes = probes(None, false);
+    for family in ["wiredtiger", "alloc"] {
+        probes.push(serde_json::json!({"family": family, "attached": true,
+            "programs": [program(&format!("{family}_begin"), None)]}));
+    }
+    let functions: Vec<Value> = alloc
+        .iter()
+        .map(|(s, n)| serde_json::json!({"symbol": s, "calls": n}))
+        .collect();
+    serde_json::json!({
+        "report_version": 1,
+        "probes": probes,
+        "measurements": {
+            "wiredtiger": {"checkpoints": checkpoints, "max_ms": 90.2},
+            "alloc": {"allocator": "gperftools", "windows": 2, "functions": functions},
+            "mongod": {"seconds": 6, "seconds_with_sample": 5,
+                "ops": {"insert": inserts, "query": 100, "command": 20}},
+        },
+    })
+    .to_string()
+}
+
+/// The recording of the mongod run in base64, with per-thread data for
+/// the checkpointer (tid 310) and the threads `tids` (named `conn3` for 330),
+/// and a thread of another process.
+fn mongod_recording(tids: &[u64]) -> String {
+    use base64::Engine as _;
+    let mut threads = vec![serde_json::json!({"tid": 310, "tgid": 301, "comm": "Checkpointer"})];
+    threads.extend(tids.iter().map(|t| {
+        serde_json::json!({"tid": t, "tgid": 301, "comm": if *t == 330 { "conn3" } else { "x" }})
+    }));
+    let recording = serde_json::json!({"slices": [
+        {"start_ms": 0, "duration_ms": 14084, "sched": {"threads": threads},
+            "alloc": {"windows": [{"start_ms": 38867, "end_ms": 39159}]}},
+        {"start_ms": 14084, "duration_ms": 1000,
+            "sched": {"threads": [{"tid": 330, "tgid": 999, "comm": "conn3"}]}},
+    ]});
+    let z = zstd::encode_all(recording.to_string().as_bytes(), 3).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(z);
+    // Lines of 76, as base64(1) writes them.
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(76)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    lines.join("\r\n")
+}
+
+/// A guest's mongod run: mongod up in 20.75 s, four threads listed at each
+/// end (the checkpointer and a new connection ran, the rest idled or
+/// exited), `report` as its report, a recording with per-thread data for
+/// the checkpointer and `tids`, and the load's total (203 of each kind).
+pub(super) fn mongod_console(report: &str, tids: &[u64]) -> String {
+    let file = mongod_recording(tids);
+    format!(
+        "MDIAG-VM-MONGOD-BEGIN\r\n\
+         MDIAG-VM-MONGOD-UP 301 20.50 41.25\r\n\
+         MDIAG-VM-MONGOD-READY 44.25\r\n\
+         MDIAG-VM-MONGOD-THREAD start 301 5 mongod\r\n\
+         MDIAG-VM-MONGOD-THREAD start 302 1 signalP\r\n\
+         MDIAG-VM-MONGOD-THREAD start 310 40 Checkpointer\r\n\
+         MDIAG-VM-MONGOD-THREAD start 311 3 TTLMonitor\r\n\
+         [   50.1] random: crng init done\r\n\
+         MDIAG-VM-MONGOD-THREAD end 301 5 mongod\r\n\
+         MDIAG-VM-MONGOD-THREAD end 302 1 signalP\r\n\
+         MDIAG-VM-MONGOD-THREAD end 310 52 Checkpointer\r\n\
+         MDIAG-VM-MONGOD-THREAD end 330 12 conn3\r\n\
+         MDIAG-VM-RECORD mongod 0\r\n\
+         MDIAG-VM-JSON-BEGIN mongod\r\n{report}\r\nMDIAG-VM-JSON-END mongod 0\r\n\
+         MDIAG-VM-MONGOD-RECORDED 74.45\r\n\
+         MDIAG-VM-MONGOD-LOAD {{\"total\":{{\"insert\":203,\"update\":203,\"find\":203,\"aggregate\":203,\"errors\":0}},\"secs\":9.0,\"ops\":812}}\r\n\
+         MDIAG-VM-FILE-BEGIN mongod\r\n{file}\r\n[   60.2] a kernel message\r\nMDIAG-VM-FILE-END mongod\r\n\
+         MDIAG-VM-MONGOD-END\r\n"
+    )
 }

@@ -25,10 +25,11 @@ use crate::{arch::Arch, cmd::Cmd, say};
 /// Busybox applets that [`INIT`] calls by name.
 const APPLETS: &[&str] = &[
     "sh", "mount", "cat", "grep", "cut", "sleep", "tail", "sed", "poweroff", "ip", "wget", "awk",
-    "kill", "mv",
+    "kill", "mv", "mkdir", "rm", "touch", "base64", "head",
 ];
-/// The recordings [`INIT`] makes, in order.
-pub(super) const RUNS: [&str; 2] = ["host-wide", "spawned"];
+/// The recordings [`INIT`] makes, in order: the last only where the
+/// initramfs has mongod (`vm/mongod.rs`).
+pub(super) const RUNS: [&str; 3] = ["host-wide", "spawned", "mongod"];
 /// The executable of the target of the `spawned` recording.
 pub(super) const SPAWNED_PROGRAM: &str = "busybox";
 
@@ -43,6 +44,20 @@ pub(super) const SPAWNED_PROGRAM: &str = "busybox";
 /// under TCG, where it overshoots by up to a fifth of a second; and not to a
 /// whole second, where mdiag cuts a slice. The verdict compares the rates of
 /// the two windows.
+///
+/// Then, when the initramfs has mongod (`vm/mongod.rs`), `mongod_run`
+/// starts it on a tmpfs dbpath (cache 0.25 GB, a checkpoint every 2 s, a
+/// 10 MB journal file not preallocated: tmpfs is RAM) in the background and
+/// waits (180 s at most) for its log to say it is waiting for connections;
+/// starts `mdiag-mongoload` with two connections until its stdin closes and
+/// waits for its `ready`; records mongod as a target with `--uri` for
+/// [`MONGOD_SECS`] s, with an allocator window of 200 ms every 2 s, by the
+/// release build of mdiag (`/bin/mdiag-release`, see `vm/mongod.rs`) and
+/// explains it; lists mongod's threads (tid, context switches,
+/// name from `/proc/PID/task/*`) when the probes are attached and
+/// [`MONGOD_THREADS_END`] s later; stops the load and prints its total
+/// line; prints the recording itself in base64 (its per-thread data is
+/// not in the report); and kills mongod.
 ///
 /// Last, `agent` runs `mdiag agent` host-wide (no process of its `processes`
 /// runs in the guest) with windows of one second, polls its `/metrics` on
@@ -69,6 +84,12 @@ cd /tmp
 # How long each recording lasts, and the ctxt window in it, in seconds.
 secs=4
 window=3.5
+# The mongod run's (see INIT's comment; its window ends when the threads
+# are listed the second time).
+mongod_secs=MONGOD_SECS
+mongod_window=MONGOD_WINDOW
+# The mdiag that records and explains (the mongod run's is another).
+mdiag=/bin/mdiag
 
 # ctxt RUN WHEN: context switches since boot, and the uptime; with shell
 # builtins only, so that reading them switches no more than it has to.
@@ -86,7 +107,12 @@ watch() {
         case $l in
         *"probes attached"*)
             ctxt $1 start
-            (sleep $window; ctxt $1 end) &
+            [ $1 = mongod ] && threads start
+            (
+                sleep $window
+                ctxt $1 end
+                [ $1 = mongod ] && threads end
+            ) &
             ;;
         esac
     done
@@ -100,7 +126,7 @@ record() {
     shift
     : >/tmp/$run.log
     {
-        NO_COLOR=1 /bin/mdiag record --duration ${secs}s --no-progress -o /tmp/$run.mdiag "$@"
+        NO_COLOR=1 $mdiag record --duration ${secs}s --no-progress -o /tmp/$run.mdiag "$@"
         echo $? >/tmp/$run.rc
     } 2>&1 | watch $run
     rc=$(cat /tmp/$run.rc 2>/dev/null || echo 255)
@@ -110,7 +136,7 @@ record() {
     fi
     if [ -f /tmp/$run.mdiag ]; then
         echo "MDIAG-VM-JSON-BEGIN $run"
-        NO_COLOR=1 /bin/mdiag explain /tmp/$run.mdiag --format json 2>/tmp/$run.explain
+        NO_COLOR=1 $mdiag explain /tmp/$run.mdiag --format json 2>/tmp/$run.explain
         echo "MDIAG-VM-JSON-END $run $?"
         tail -n 5 /tmp/$run.explain | cut -c1-300 | sed "s/^/MDIAG-VM-LOG $run explain: /"
     fi
@@ -126,6 +152,87 @@ alive() {
     [ -r /proc/$1/stat ] || return 1
     read -r _ _ state _ </proc/$1/stat
     [ "$state" != Z ]
+}
+
+# threads WHEN: each mongod thread's tid, context switches so far and name.
+threads() {
+    for t in /proc/$mpid/task/*; do
+        n=0
+        while read -r key value; do
+            case $key in
+            voluntary_ctxt_switches: | nonvoluntary_ctxt_switches:) n=$((n + value)) ;;
+            esac
+        done 2>/dev/null <$t/status
+        read -r comm 2>/dev/null <$t/comm || continue
+        echo "MDIAG-VM-MONGOD-THREAD $1 ${t##*/} $n $comm"
+    done
+}
+
+# wait_for FILE PATTERN PID SECS: until FILE has PATTERN, while PID lives,
+# for SECS seconds at most; fails when it never came.
+wait_for() {
+    read -r t0 rest </proc/uptime
+    until grep -q "$2" $1 2>/dev/null; do
+        alive $3 || return 1
+        read -r now rest </proc/uptime
+        [ ${now%.*} -lt $((${t0%.*} + $4)) ] || return 1
+        sleep 0.5
+    done
+}
+
+# mongod_run: the real mongod under a request load, recorded (see INIT's
+# comment); only where the initramfs has it.
+mongod_run() {
+    [ -x /bin/mongod ] || return 0
+    echo MDIAG-VM-MONGOD-BEGIN
+    ip link set lo up
+    mkdir -p /tmp/db
+    uri=mongodb://127.0.0.1:27017
+    read -r t0 rest </proc/uptime
+    /bin/mongod --dbpath /tmp/db --port 27017 --bind_ip 127.0.0.1 --nounixsocket \
+        --wiredTigerCacheSizeGB 0.25 --syncdelay 2 \
+        --wiredTigerEngineConfigString 'log=(file_max=10MB,prealloc=false)' \
+        --logpath /tmp/mongod.log >/tmp/mongod.out 2>&1 &
+    mpid=$!
+    if ! wait_for /tmp/mongod.log "Waiting for connections" $mpid 180; then
+        echo "MDIAG-VM-MONGOD-FAILED mongod did not start listening within 180 s"
+        tail -n 5 /tmp/mongod.out /tmp/mongod.log | cut -c1-300 | sed "s/^/MDIAG-VM-MONGOD-LOG /"
+        kill -KILL $mpid 2>/dev/null
+        wait $mpid
+        echo MDIAG-VM-MONGOD-END
+        return
+    fi
+    read -r t1 rest </proc/uptime
+    echo "MDIAG-VM-MONGOD-UP $mpid $t0 $t1"
+    rm -f /tmp/load.stop
+    { while [ ! -f /tmp/load.stop ]; do sleep 0.5; done; } |
+        /bin/mdiag-mongoload --uri $uri --threads 2 --until-stdin >/tmp/load.out 2>/tmp/load.err &
+    lpid=$!
+    if wait_for /tmp/load.out "^ready" $lpid 120; then
+        read -r t2 rest </proc/uptime
+        echo "MDIAG-VM-MONGOD-READY $t2"
+        secs=$mongod_secs
+        window=$mongod_window
+        mdiag=/bin/mdiag-release
+        record mongod --pid $mpid --uri $uri --alloc-window 200ms --alloc-every 2s
+        mdiag=/bin/mdiag
+        read -r t3 rest </proc/uptime
+        echo "MDIAG-VM-MONGOD-RECORDED $t3"
+    else
+        echo "MDIAG-VM-MONGOD-FAILED the load did not connect within 120 s"
+    fi
+    touch /tmp/load.stop
+    wait $lpid
+    echo "MDIAG-VM-MONGOD-LOAD $(tail -n 1 /tmp/load.out)"
+    head -n 3 /tmp/load.err | cut -c1-300 | sed "s/^/MDIAG-VM-MONGOD-LOG load: /"
+    if [ -f /tmp/mongod.mdiag ]; then
+        echo "MDIAG-VM-FILE-BEGIN mongod"
+        base64 /tmp/mongod.mdiag
+        echo "MDIAG-VM-FILE-END mongod"
+    fi
+    kill -KILL $mpid 2>/dev/null
+    wait $mpid
+    echo MDIAG-VM-MONGOD-END
 }
 
 # agent: `mdiag agent` host-wide with 1 s windows (see INIT's comment).
@@ -165,10 +272,32 @@ EOF
     echo "MDIAG-VM-AGENT-EXIT $rc"
 }
 
+mongod_run
 agent
 echo MDIAG-VM-END
 poweroff -f
 "#;
+
+/// How long the mongod run records, in seconds. Under TCG (the release
+/// build, on a 2-vCPU host shared with builds) mdiag's record loop was held
+/// 14 to 17 s by its first slice and 25 to 31 s more by resolving the
+/// allocator's entry points in mongod's symbol table, so the first
+/// allocator window opened at 38.9 s (6.1, 40 s recording) and 48.1 s (6.1,
+/// 50 s); on 6.12 it opened earlier. 70 s leaves a margin of about 20 s.
+pub(super) const MONGOD_SECS: u32 = 70;
+
+/// When the guest lists mongod's threads the second time, in seconds after
+/// the probes were attached: well before the recording ends, because the
+/// shell's `sleep` overshot by up to 2 s under TCG, and a thread that first
+/// ran after mdiag stopped (TTLMonitor wakes 60 s after mongod started) must
+/// not count as one that ran while it recorded.
+pub(super) const MONGOD_THREADS_END: u32 = MONGOD_SECS - 5;
+
+/// [`INIT`] with the mongod run's duration and ctxt window filled in.
+pub(super) fn init() -> String {
+    INIT.replace("MONGOD_SECS", &MONGOD_SECS.to_string())
+        .replace("MONGOD_WINDOW", &MONGOD_THREADS_END.to_string())
+}
 
 /// Stages `guest`'s root in `<vm>/initramfs/<arch>/root` from `busybox` and
 /// `bin` (both of that architecture) and packs it into
@@ -207,7 +336,7 @@ pub(super) fn build_initramfs(
         let relative = to.strip_prefix("/").unwrap_or(&to).to_owned();
         copy_into(&root, &from, &relative)?;
     }
-    write_executable(&root.join("init"), INIT)?;
+    write_executable(&root.join("init"), &init())?;
     let initrd = base.join("initrd.gz");
     Cmd::new("bash")
         .args([
@@ -260,7 +389,7 @@ fn strip_tool(arch: &Arch) -> String {
 
 /// The shared libraries `bin` needs: (where they are here, where they go in
 /// the guest).
-fn libraries(arch: &Arch, bin: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
+pub(super) fn libraries(arch: &Arch, bin: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
     let Some(sysroot) = arch.sysroot else {
         let ldd = Cmd::new("ldd").arg(bin).stdout()?;
         return Ok(shared_libraries(&ldd)

@@ -18,20 +18,31 @@
 //! [`EXPECTATIONS`] (which `--expect` overrides). It also checks numbers
 //! against ground truth: the host-wide recording's rate of context switches
 //! against the guest's `/proc/stat` `ctxt`, and that `perf` puts the
-//! spawned spinning target's samples in its program. Last, the guest runs
+//! spawned spinning target's samples in its program. On x86_64 6.1 and 6.12
+//! ([`Line::mongod`]) the guest then records the real mongod 6.0.5 under a
+//! request load (`mongod.rs`: the archive with mongod, the load and the
+//! release mdiag in front of the initramfs, 2 GB of guest memory): the
+//! wiredtiger family must attach and see a checkpoint, alloc attach (from
+//! 5.15) and time calls in gperftools' `tc_*` only, every mongod thread
+//! that ran be in the recording's per-thread data under its name, and the
+//! recording hold serverStatus samples (`mongod_check.rs`). Last, the guest runs
 //! `mdiag agent` host-wide for a few one-second windows: it must serve
 //! `/metrics` and stop on SIGTERM (`agent.rs`).
 //!
 //! The binaries: the host's is `--bin` or `<target>/debug/mdiag` (built
 //! beforehand); another architecture's is built here by `arch::build` (debug;
 //! the cross toolchain is installed if missing) unless `--bin ARCH=PATH`
-//! gives it.
+//! gives it. With a mongod line, `cargo build` also makes `mdiag-mongoload`
+//! and the release mdiag, and mongod is `MDIAG_MONGOD_BIN` or set-up's
+//! `<target>/mongod-6.0.5/mongod` (those lines fail, saying how to fetch it,
+//! when it is missing).
 //!
 //! Everything lives under `<target>/vm/`: `debs/` (downloaded packages),
 //! `kernels/<package>/` and `busybox/<package>/` (extracted), `apt/<name>/`
 //! (a private apt state for a suite the host's sources do not have, or for
 //! another architecture: the host's apt state is never touched by it),
-//! `initramfs/<arch>/` (rebuilt every run, from the current binary), and
+//! `initramfs/<arch>/` (rebuilt every run, from the current binary; with
+//! `initrd-mongod.img` beside it for the mongod lines), and
 //! `<kernel>.log` (the serial console of that kernel's last boot).
 //! Downloads and extractions that are already done are skipped.
 //!
@@ -46,7 +57,8 @@
 //! `initramfs.rs` builds the guest's root (and holds [`INIT`]); `console.rs`
 //! boots QEMU and reads its serial log; `expect.rs` is the expectation table;
 //! `status.rs` turns a report's probes into a status per family; `checks.rs`
-//! holds the ground-truth checks, `agent.rs` the agent's; `verdict.rs` judges a kernel and prints its
+//! holds the ground-truth checks, `mongod.rs` and `mongod_check.rs` the
+//! mongod run's, `agent.rs` the agent's; `verdict.rs` judges a kernel and prints its
 //! table (`fixtures.rs` holds test data
 //! shared by their tests).
 //!
@@ -81,11 +93,13 @@ mod guest;
 mod initramfs;
 mod lines;
 mod mirror;
+mod mongod;
+mod mongod_check;
 mod status;
 mod verdict;
 
 use apt::{Apt, busybox, kernel};
-use console::{boot, console_trouble, parse_log};
+use console::{Boot, boot, console_trouble, parse_log};
 use expect::{Need, parse_expect};
 use guest::{GUESTS, Guest};
 use initramfs::build_initramfs;
@@ -95,6 +109,13 @@ use verdict::{Verdict, judge};
 /// Host packages the matrix needs besides each architecture's emulator: the
 /// archive tool.
 const HOST_PACKAGES: &[&str] = &["cpio"];
+/// Guest memory: the usual, and with mongod (its 140 MB binary lives in the
+/// initramfs, in RAM, twice while the kernel unpacks it; then mongod with a
+/// 0.25 GB cache, its dbpath on tmpfs, the load and mdiag).
+const MEMORY_MB: u32 = 1024;
+const MONGOD_MEMORY_MB: u32 = 2048;
+/// What the mongod run may add to a boot's timeout.
+const MONGOD_TIMEOUT: Duration = Duration::from_secs(300);
 
 // -------------------------------------------------------------- entry ----
 
@@ -156,10 +177,11 @@ pub fn vm_matrix(args: &VmArgs) -> Result<()> {
     let dir = target_dir()?.join("vm");
     let mut apt = Apt::new(&dir);
     // Each architecture's initramfs, or why there is none.
-    let mut initrds: BTreeMap<&str, Result<PathBuf, String>> = BTreeMap::new();
+    let mut initrds: BTreeMap<&str, Result<Initrds, String>> = BTreeMap::new();
     for guest in guests {
         let started = Instant::now();
-        let initrd = prepare(guest, &args.bins, &mut apt, &dir)
+        let with_mongod = lines.iter().any(|l| l.guest == guest && l.mongod);
+        let initrd = prepare(guest, &args.bins, with_mongod, &mut apt, &dir)
             .with_context(|| format!("preparing the {} guest", guest.name))
             .map_err(|e| format!("{e:#}"));
         say!(
@@ -174,7 +196,10 @@ pub fn vm_matrix(args: &VmArgs) -> Result<()> {
     for line in lines {
         let started = Instant::now();
         let verdict = match initrds.get(line.guest.name) {
-            Some(Ok(initrd)) => check_kernel(line, &mut apt, &dir, initrd, &args.expect),
+            Some(Ok(initrds)) => match initrds.for_line(line) {
+                Ok(initrd) => check_kernel(line, &mut apt, &dir, initrd, &args.expect),
+                Err(e) => Err(anyhow::anyhow!("{e}")),
+            },
             Some(Err(e)) => Err(anyhow::anyhow!("{e}")),
             None => Err(anyhow::anyhow!("no guest for {}", line.guest.name)),
         };
@@ -215,16 +240,58 @@ pub fn vm_matrix(args: &VmArgs) -> Result<()> {
     }
 }
 
-/// `guest`'s initramfs: its mdiag binary, its busybox, packed.
+/// A guest's initramfs, and the one with mongod in front of it.
+struct Initrds {
+    base: PathBuf,
+    /// Built when a line to boot has mongod; else `None`.
+    mongod: Option<Result<PathBuf, String>>,
+}
+
+impl Initrds {
+    fn for_line(&self, line: &Line) -> Result<&Path, String> {
+        match (&self.mongod, line.mongod) {
+            (_, false) => Ok(&self.base),
+            (Some(Ok(initrd)), true) => Ok(initrd),
+            (Some(Err(e)), true) => Err(format!("no initramfs with mongod: {e}")),
+            (None, true) => Err("no initramfs with mongod was built".into()),
+        }
+    }
+}
+
+/// `guest`'s initramfs: its mdiag binary, its busybox, packed; and, with
+/// `with_mongod`, the one with mongod and its load (`mongod.rs`), or why
+/// there is none (only the lines that need it fail then).
 fn prepare(
     guest: &'static Guest,
     bins: &[(&str, PathBuf)],
+    with_mongod: bool,
     apt: &mut Apt,
     dir: &Path,
-) -> Result<PathBuf> {
+) -> Result<Initrds> {
     let bin = mdiag_binary(guest, bins)?;
     let busybox = busybox(guest, apt, dir)?;
-    build_initramfs(dir, guest, &busybox, &bin).context("building the initramfs")
+    let base = build_initramfs(dir, guest, &busybox, &bin).context("building the initramfs")?;
+    let mongod = with_mongod.then(|| {
+        mongod::mongod_files()
+            .and_then(|files| mongod::build_mongod_initrd(guest.arch()?, &base, &files))
+            .context("building the initramfs with mongod")
+            .map_err(|e| format!("{e:#}"))
+    });
+    Ok(Initrds { base, mongod })
+}
+
+/// What a boot of `line` gets: more memory and time with mongod.
+fn boot_of(line: &Line) -> Boot {
+    match line.mongod {
+        true => Boot {
+            memory_mb: MONGOD_MEMORY_MB,
+            timeout: line.guest.timeout + MONGOD_TIMEOUT,
+        },
+        false => Boot {
+            memory_mb: MEMORY_MB,
+            timeout: line.guest.timeout,
+        },
+    }
 }
 
 /// `guest`'s mdiag binary, made absolute (commands run elsewhere): `--bin`
@@ -259,11 +326,12 @@ fn check_kernel(
     let (package, vmlinuz) = kernel(line, apt, dir)?;
     let log = dir.join(format!("{}.log", line.name));
     say!(
-        "vm-matrix {}: booting {} under {} (TCG, up to {} s); console in {}",
+        "vm-matrix {}: booting {} under {} (TCG, {} MB, up to {} s); console in {}",
         line.name,
         vmlinuz.display(),
         line.guest.qemu,
-        line.guest.timeout.as_secs(),
+        boot_of(line).memory_mb,
+        boot_of(line).timeout.as_secs(),
         log.display()
     );
     let (mut text, mut vm_time) = boot_and_read(line, &vmlinuz, initrd, &log)?;
@@ -312,7 +380,7 @@ fn boot_and_read(
     log: &Path,
 ) -> Result<(String, Duration)> {
     let booted = Instant::now();
-    boot(line.guest, vmlinuz, initrd, log)?;
+    boot(line.guest, &boot_of(line), vmlinuz, initrd, log)?;
     let vm_time = booted.elapsed();
     let bytes = fs::read(log).with_context(|| format!("reading {}", log.display()))?;
     Ok((String::from_utf8_lossy(&bytes).into_owned(), vm_time))

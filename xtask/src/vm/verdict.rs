@@ -1,6 +1,8 @@
 //! The verdict on one kernel: each family's status in each recording
-//! against the expectation table, the ground-truth checks (`checks.rs`), the
-//! agent run (`agent.rs`), and the table printed from them.
+//! against the expectation table (the mongod run's with its own rows), the
+//! ground-truth checks (`checks.rs`), the mongod run (`mongod_check.rs`,
+//! where the line has it), the agent run (`agent.rs`), and the table printed
+//! from them.
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::Duration,
@@ -13,23 +15,43 @@ use super::{
     agent::{AgentCheck, agent_check},
     checks::{PerfCheck, SwitchCheck, perf_check, switch_check},
     console::{GuestLog, RunLog},
-    expect::{EXPECTATIONS, Expectation, Need, need_for},
+    expect::{EXPECTATIONS, Expectation, MONGOD_EXPECTATIONS, Need, need_in_run},
     initramfs::{RUNS, SPAWNED_PROGRAM},
+    mongod_check::{MongodCheck, mongod_check},
     status::{Status, statuses, summarize},
 };
 use crate::say;
 
 struct Row {
     family: String,
-    /// One per [`RUNS`].
+    /// One per run of the kernel ([`RUNS`], the mongod run only where the
+    /// line has it), and what each needs.
     cells: Vec<Status>,
-    need: Option<Need>,
+    needs: Vec<Option<Need>>,
     ok: bool,
+}
+
+impl Row {
+    /// The table's "expected" cell: the need of the first runs, and the
+    /// mongod run's where it differs.
+    fn expected(&self, runs: &[&str]) -> String {
+        let first = self.needs.first().copied().flatten();
+        let show = |n: Option<Need>| n.map_or("-".to_owned(), |n| n.to_string());
+        let mut out = show(first);
+        for (run, need) in runs.iter().zip(&self.needs).skip(1) {
+            if *need != first {
+                out.push_str(&format!(" ({run}: {})", show(*need)));
+            }
+        }
+        out
+    }
 }
 
 /// The outcome on one kernel.
 pub(super) struct Verdict {
     line: &'static str,
+    /// The recordings made on it.
+    runs: Vec<&'static str>,
     package: String,
     release: Option<String>,
     /// The guest's uptime when its init started.
@@ -40,6 +62,8 @@ pub(super) struct Verdict {
     rows: Vec<Row>,
     switches: SwitchCheck,
     perf: PerfCheck,
+    /// Where the line has a mongod run.
+    mongod: Option<MongodCheck>,
     agent: AgentCheck,
     /// Why the kernel fails; empty when it passes.
     pub(super) failures: Vec<String>,
@@ -113,7 +137,12 @@ fn judge_with(
     let mut per_run = Vec::new();
     let mut switches = SwitchCheck::Skipped("no host-wide report".into());
     let mut perf = PerfCheck::Skipped("no spawned report".into());
-    for name in RUNS {
+    let runs: Vec<&'static str> = RUNS
+        .into_iter()
+        .filter(|r| *r != "mongod" || line.mongod)
+        .collect();
+    let mut mongod_report = None;
+    for &name in &runs {
         let run = guest.run(name);
         let (statuses, report) = run_statuses(run);
         let attached =
@@ -130,6 +159,9 @@ fn judge_with(
             }
             ("spawned", Some(_)) => perf = PerfCheck::Skipped("perf did not attach".into()),
             _ => {}
+        }
+        if name == "mongod" {
+            mongod_report = report;
         }
         if let Err(e) = &statuses {
             run_errors.push((name.to_owned(), e.clone()));
@@ -157,7 +189,17 @@ fn judge_with(
     let mut failures = Vec::new();
     let mut rows = Vec::new();
     for family in families {
-        let need = need_for(table, overrides, &family, line);
+        let needs: Vec<Option<Need>> = runs
+            .iter()
+            .map(|run| {
+                let own = if *run == "mongod" {
+                    MONGOD_EXPECTATIONS
+                } else {
+                    &[]
+                };
+                need_in_run(table, own, overrides, &family, line)
+            })
+            .collect();
         let cells: Vec<Status> = per_run
             .iter()
             .map(|r| match r {
@@ -165,26 +207,48 @@ fn judge_with(
                 Err(e) => Status::NoRecording(e.clone()),
             })
             .collect();
-        let ok = need.is_none_or(|n| cells.iter().all(|c| n.met_by(c)));
-        if let (false, Some(n)) = (ok, need) {
-            failures.push(format!("{family} is not {n}"));
+        let mut ok = true;
+        let mut said: Vec<String> = Vec::new();
+        for ((run, cell), need) in runs.iter().zip(&cells).zip(&needs) {
+            let Some(n) = need.filter(|n| !n.met_by(cell)) else {
+                continue;
+            };
+            ok = false;
+            let what = match *run {
+                "mongod" => format!("{family} is not {n} in the mongod run"),
+                _ => format!("{family} is not {n}"),
+            };
+            if !said.contains(&what) {
+                said.push(what);
+            }
         }
+        failures.extend(said);
         // A family without expectation that nobody tried is noise.
-        if need.is_some() || cells.iter().any(|c| *c != Status::Absent) {
+        if needs.iter().any(Option::is_some) || cells.iter().any(|c| *c != Status::Absent) {
             rows.push(Row {
                 family,
                 cells,
-                need,
+                needs,
                 ok,
             });
         }
     }
     failures.extend(switches.failure());
     failures.extend(perf.failure());
+    let mongod = line.mongod.then(|| {
+        mongod_check(
+            &guest.mongod,
+            guest.run("mongod"),
+            mongod_report.as_ref(),
+            line.version,
+        )
+    });
+    failures.extend(mongod.as_ref().and_then(MongodCheck::failure));
     let agent = agent_check(&guest.agent);
     failures.extend(agent.failure());
     Verdict {
         line: line.name,
+        runs,
         package,
         release: guest.release.clone(),
         booted: guest.booted,
@@ -193,6 +257,7 @@ fn judge_with(
         rows,
         switches,
         perf,
+        mongod,
         agent,
         failures,
         console: Vec::new(),
@@ -223,17 +288,18 @@ impl Verdict {
 
     fn table(&self) -> Vec<String> {
         let mut header = vec!["family".to_owned()];
-        header.extend(RUNS.iter().map(|r| (*r).to_owned()));
+        header.extend(self.runs.iter().map(|r| (*r).to_owned()));
         header.extend(["expected".to_owned(), "verdict".to_owned()]);
         let mut grid = vec![header];
         for row in &self.rows {
             let mut cells = vec![row.family.clone()];
             cells.extend(row.cells.iter().map(Status::cell));
-            cells.push(row.need.map_or("-".into(), |n| n.to_string()));
-            cells.push(match (row.need, row.ok) {
-                (None, _) => "".into(),
-                (Some(_), true) => "ok".into(),
-                (Some(_), false) => "FAIL".into(),
+            cells.push(row.expected(&self.runs));
+            let checked = row.needs.iter().any(Option::is_some);
+            cells.push(match (checked, row.ok) {
+                (false, _) => "".into(),
+                (true, true) => "ok".into(),
+                (true, false) => "FAIL".into(),
             });
             grid.push(cells);
         }
@@ -256,13 +322,18 @@ impl Verdict {
             out.push(format!("{run} recording: {error}"));
         }
         for row in &self.rows {
-            let errors: Vec<(&str, String)> = RUNS
+            let errors: Vec<(&str, String)> = self
+                .runs
                 .iter()
                 .zip(&row.cells)
                 .filter_map(|(run, c)| c.error().map(|e| (*run, summarize(e))))
                 .collect();
+            let same = errors.windows(2).all(|w| w[0].1 == w[1].1);
             match errors.as_slice() {
-                [(_, a), (_, b)] if a == b => out.push(format!("{} (both): {a}", row.family)),
+                [(_, a), ..] if same && errors.len() == self.runs.len() && errors.len() > 1 => {
+                    let all = if errors.len() == 2 { "both" } else { "all" };
+                    out.push(format!("{} ({all}): {a}", row.family));
+                }
                 _ => {
                     for (run, e) in errors {
                         out.push(format!("{} ({run}): {e}", row.family));
@@ -272,6 +343,9 @@ impl Verdict {
         }
         out.push(self.switches.line());
         out.push(self.perf.line());
+        if let Some(m) = &self.mongod {
+            out.push(m.line());
+        }
         out.push(self.agent.line());
         out
     }
@@ -282,7 +356,9 @@ mod tests {
     use super::*;
     use crate::vm::{
         console::parse_log,
-        fixtures::{SCHED_ERROR, console, probes, report},
+        fixtures::{
+            SCHED_ERROR, console, console_with, mongod_console, mongod_report, probes, report,
+        },
         parse_line,
     };
 
@@ -293,6 +369,38 @@ mod tests {
     #[test]
     fn verdicts_follow_the_table() {
         // 6.1: every family attached but contention's lock programs → contention fails.
+        let mongod = mongod_console(&mongod_report(2, &[("tc_malloc", 9)], 50), &[330]);
+        let log = console_with(
+            &report(probes(None, false), 200.0),
+            &report(probes(None, true), 0.0),
+            &mongod,
+        );
+        let v = judge(
+            line("6.1"),
+            "pkg".into(),
+            &parse_log(&log),
+            &[],
+            Duration::ZERO,
+        );
+        assert_eq!(
+            v.failures,
+            [
+                "contention is not attached",
+                "contention is not attached in the mongod run"
+            ]
+        );
+        let table = v.table().join("\n");
+        assert!(
+            table
+                .contains("wiredtiger  -           n/a         attached    n/a (mongod: attached)"),
+            "{table}"
+        );
+        assert!(
+            table.contains("\nmongod check: mongod up in 20.8 s")
+                && table.contains("(ok)\nagent check"),
+            "{table}"
+        );
+        // Without its mongod run, 6.1 fails each family the run needs.
         let log = console(
             &report(probes(None, false), 200.0),
             &report(probes(None, true), 0.0),
@@ -304,7 +412,18 @@ mod tests {
             &[],
             Duration::ZERO,
         );
-        assert_eq!(v.failures, ["contention is not attached"]);
+        assert!(
+            v.failures
+                .contains(&"wiredtiger is not attached in the mongod run".to_owned()),
+            "{:?}",
+            v.failures
+        );
+        assert!(
+            v.failures
+                .last()
+                .unwrap()
+                .starts_with("mongod: not reached")
+        );
         assert!(matches!(v.perf, PerfCheck::Done { samples: 296, .. }));
         assert!(
             v.table()
@@ -331,7 +450,7 @@ mod tests {
             v.failures
                 .contains(&"recorded switches 50 % off /proc/stat".to_owned())
         );
-        // 5.10: partly is enough for contention.
+        // 5.10: partly is enough for contention, and it has no mongod run.
         let v = judge(
             line("5.10"),
             "pkg".into(),
