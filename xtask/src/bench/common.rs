@@ -1,5 +1,6 @@
 //! What `bench-overhead` and `bench-agent` share: the binaries they build
-//! (mdiag, the TCMalloc workload, the context-switch workload), the held
+//! (mdiag, the TCMalloc workload, the context-switch workload, the request
+//! load on the real mongod), the held
 //! TCMalloc workload and its report, a private temporary directory, a child's
 //! log read up to a line, the readings of `/proc` (a process's CPU time and
 //! resident set, the host's context switches) and the medians and verdicts
@@ -47,6 +48,39 @@ pub(super) fn build_binaries(debug: bool) -> Result<Binaries> {
         mdiag,
         workload: dir.join("mdiag-tcmalloc"),
         pingpong: dir.join("mdiag-pingpong"),
+    })
+}
+
+/// The programs of the real-server bench.
+pub(super) struct RealBinaries {
+    pub(super) mdiag: PathBuf,
+    /// `mdiag-mongoload`, release: the load's client CPU shares the host
+    /// with mongod, so it is the optimised build, as a driver in production.
+    pub(super) load: PathBuf,
+    pub(super) pingpong: PathBuf,
+}
+
+/// Builds mdiag (release unless `debug`), the request load and the ping-pong.
+pub(super) fn build_real(debug: bool) -> Result<RealBinaries> {
+    let mdiag = build(!debug)?;
+    Cmd::cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "mdiag-tests",
+            "--bin",
+            "mdiag-mongoload",
+        ])
+        .run()?;
+    Cmd::cargo()
+        .args(["build", "-p", "mdiag-tests", "--bin", "mdiag-pingpong"])
+        .run()?;
+    let dir = target_dir()?;
+    Ok(RealBinaries {
+        mdiag,
+        load: dir.join("release/mdiag-mongoload"),
+        pingpong: dir.join("debug/mdiag-pingpong"),
     })
 }
 
