@@ -98,7 +98,7 @@ tracepoint:raw_syscalls:sys_enter
 	@syscalls[pid, comm] = count();
 }
 "#;
-/// Its probes: the tracepoints above, one attachment each.
+/// Its probes: the tracepoints above, one perf event each once attached.
 const BPFTRACE_PROBES: usize = 4;
 
 impl Running {
@@ -202,17 +202,20 @@ fn start_bpftrace(bpftrace: &Path) -> Result<Running> {
         .stderr(Stdio::piped())
         .spawn()
         .context("start bpftrace")?;
-    // Attached once it holds a perf event (or a BPF link) per probe.
+    // Attached once it holds a perf event per probe besides its output
+    // buffer's, one per online CPU (bpftrace 0.17, as set-up installs).
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
     let deadline = Instant::now() + ATTACH_TIMEOUT;
     loop {
-        if attachments(child.id()) >= BPFTRACE_PROBES {
+        if attachments(child.id()) >= BPFTRACE_PROBES + cpus {
             return Ok(Running::Bpftrace(child));
         }
         if child.try_wait()?.is_some() || Instant::now() >= deadline {
             let _ = child.kill();
             let out = child.wait_with_output()?;
             bail!(
-                "bpftrace did not attach its {BPFTRACE_PROBES} probes: {}",
+                "bpftrace did not attach its {BPFTRACE_PROBES} probes (perf events beside one output buffer per CPU) within {ATTACH_TIMEOUT:?}: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
@@ -220,7 +223,8 @@ fn start_bpftrace(bpftrace: &Path) -> Result<Running> {
     }
 }
 
-/// Perf events and BPF links a process holds (how a program is attached).
+/// Perf events and BPF links a process holds (tracepoints are attached
+/// through them, and its output buffers are perf events).
 fn attachments(pid: u32) -> usize {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return 0;

@@ -27,7 +27,7 @@ use anyhow::{Context, Result};
 
 use super::{
     bpfstats::{Costs, Sampler, StatsOn},
-    common::{clock_ticks_per_sec, cpu_ticks, median, noise_pct, spread, status_kib, verdict},
+    common::{clock_ticks_per_sec, cpu_ticks, median, noise_pct, range, status_kib, verdict},
     mongod::{COMM, Load, LoadRun, Server},
     observers::{Mode, Running, Setting, Target, Tracefs},
 };
@@ -318,12 +318,12 @@ fn print_target_cost(plan: &Plan, runs: &[Vec<Run>], ratios: &[Vec<(f64, f64)>])
             (_, None) => format!("CPU/op {dc:+6.1} %; ops/s {dr:+6.1} % (reference)"),
         };
         println!(
-            "   {:<14} {:>6.1} µs/op ({:>13})  {:>6.0} ops/s ({:>11})   {verdicts}",
+            "   {:<14} {:>6.1} µs/op ({:>11})  {:>6.0} ops/s ({:>9})   {verdicts}",
             mode.name(),
             median(&c),
-            spread(&c, 1.0),
+            range(&c, 1),
             median(&r),
-            spread(&r, 1.0)
+            range(&r, 0)
         );
         if !ratios[m].is_empty() {
             let (cr, rr): (Vec<f64>, Vec<f64>) = ratios[m].iter().copied().unzip();

@@ -15,7 +15,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 use super::{
-    common::{median, noise_pct, spread, verdict, wait_for},
+    common::{median, noise_pct, range, verdict, wait_for},
     observers::{Mode, Running, Target},
     real::{Plan, SETTLE},
 };
@@ -111,7 +111,7 @@ pub(super) fn pingpong(plan: &Plan) -> Result<()> {
             "   {:<14} {:>8.0} round trips/s ({})   {tail}",
             mode.name(),
             med,
-            spread(&rates[m], 1.0)
+            range(&rates[m], 0)
         );
     }
     Ok(())
