@@ -175,8 +175,9 @@ pub(super) struct Load {
 }
 
 impl Load {
-    /// Starts `threads` connections for `secs` seconds; returns at `ready`
-    /// (the load starts then), with mongod's CPU time read.
+    /// Starts `threads` connections for `secs` seconds on an empty collection
+    /// (the aggregate's cost grows with what earlier runs inserted); returns
+    /// at `ready` (the load starts then), with mongod's CPU time read.
     pub(super) fn start(exe: &Path, server: &Server, threads: u64, secs: u64) -> Result<Self> {
         let mut child = Command::new(exe)
             .args(["--uri", &server.uri()])

@@ -259,7 +259,7 @@ fn print_bpf(mode: Mode, costs: &Costs, load: &LoadRun) {
     for p in costs.programs.iter().filter(|p| p.events > 0) {
         let per_sec = p.events as f64 / secs;
         println!(
-            "     {:<16}{} {:>8.0} ns/event {:>10.0} events/s {:>7.2} per op {:>6.3} % of a CPU",
+            "     {:<16}{} {:>8.0} ns/event {:>10} events/s {:>7.2} per op {:>6.3} % of a CPU",
             p.name,
             if p.instances > 1 {
                 format!(" x{:<3}", p.instances)
@@ -267,7 +267,11 @@ fn print_bpf(mode: Mode, costs: &Costs, load: &LoadRun) {
                 "     ".to_owned()
             },
             p.ns_per_event(),
-            per_sec,
+            if per_sec < 10.0 {
+                format!("{per_sec:.1}")
+            } else {
+                format!("{per_sec:.0}")
+            },
             per_sec / load.ops_per_sec.max(1.0),
             p.run_time_ns as f64 / costs.wall.as_nanos().max(1) as f64 * 100.0
         );
@@ -304,8 +308,13 @@ fn print_target_cost(plan: &Plan, runs: &[Vec<Run>], ratios: &[Vec<(f64, f64)>])
         let verdicts = match (mode, budget_of(mode)) {
             (Mode::Unobserved, _) => String::new(),
             (_, Some(b)) => format!(
-                "CPU/op {dc:+6.1} % budget <= +{b} % {}{}",
+                "CPU/op {dc:+6.1} % budget <= +{b} % {}{}{}",
                 verdict(dc <= b),
+                if cpu_noise > b {
+                    format!(" (not resolved: noise +/-{cpu_noise:.1} %)")
+                } else {
+                    String::new()
+                },
                 if mode == Mode::Agent {
                     format!(
                         "; ops/s {dr:+6.1} % budget within the noise {}",
