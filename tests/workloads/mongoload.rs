@@ -13,7 +13,11 @@
 //! counted and the first one is printed on stderr; the load goes on.
 //!
 //! Usage: `mdiag-mongoload --uri mongodb://127.0.0.1:PORT [--threads 4]
-//! [--secs 20 | --until-stdin] [--db mdiag_load] [--doc-bytes 100]`.
+//! [--secs 20 | --until-stdin] [--db mdiag_load] [--doc-bytes 100] [--drop-first]`.
+//!
+//! `--drop-first` drops `<db>.docs` before the run: the aggregate reads the
+//! documents of 50 keys, more of them the more runs inserted before, so runs
+//! that are compared (the benches) each start from an empty collection.
 
 use std::{
     io::{BufRead, Write},
@@ -39,6 +43,7 @@ struct Args {
     secs: Option<u64>,
     db: String,
     doc_bytes: usize,
+    drop_first: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -48,6 +53,7 @@ fn parse_args() -> Result<Args, String> {
         secs: Some(20),
         db: "mdiag_load".into(),
         doc_bytes: 100,
+        drop_first: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -57,6 +63,7 @@ fn parse_args() -> Result<Args, String> {
             "--threads" => args.threads = parse(&value("--threads")?)?,
             "--secs" => args.secs = Some(parse(&value("--secs")?)?),
             "--until-stdin" => args.secs = None,
+            "--drop-first" => args.drop_first = true,
             "--db" => args.db = value("--db")?,
             "--doc-bytes" => args.doc_bytes = parse(&value("--doc-bytes")?)?,
             other => return Err(format!("unknown argument {other:?}")),
@@ -269,7 +276,8 @@ fn worker(
     })
 }
 
-/// Connects once to create the index on `k` (idempotent).
+/// Connects once to drop the collection (`--drop-first`) and create the
+/// index on `k` (idempotent).
 fn prepare(args: &Args) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -280,6 +288,11 @@ fn prepare(args: &Args) -> Result<(), String> {
         let coll = client
             .database(&args.db)
             .collection::<bson::Document>("docs");
+        if args.drop_first {
+            coll.drop()
+                .await
+                .map_err(|e| format!("dropping {}.docs: {e}", args.db))?;
+        }
         let index = mongodb::IndexModel::builder().keys(doc! { "k": 1 }).build();
         coll.create_index(index)
             .await

@@ -1,9 +1,13 @@
 //! Workload: two threads bounce a byte through a pair of pipes for a while,
 //! so the host does many (voluntary) context switches per second.
 //!
-//! mdiag-pingpong --ms MS    prints {"round_trips": N} when done.
+//! mdiag-pingpong --ms MS [--hold]    prints {"round_trips": N, "ms": MS} when done.
+//!
+//! With `--hold` it prints `ready` once both threads exist and starts
+//! bouncing only when a line arrives on stdin, so that an observer can
+//! attach to it first (the benches count only the observed round trips).
 use std::{
-    io::{Read, Write},
+    io::{BufRead, Read, Write},
     os::unix::net::UnixStream,
     time::{Duration, Instant},
 };
@@ -16,6 +20,7 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
+    let hold = args.iter().any(|a| a == "--hold");
     let (mut a, mut b) = UnixStream::pair().expect("socketpair");
     let echo = std::thread::spawn(move || {
         let mut buf = [0u8; 1];
@@ -25,6 +30,17 @@ fn main() {
             }
         }
     });
+    if hold {
+        println!("ready");
+        let _ = std::io::stdout().flush();
+        let mut line = String::new();
+        if std::io::stdin().lock().read_line(&mut line).unwrap_or(0) == 0 {
+            // Released by nobody: stop the echo thread and say nothing.
+            let _ = a.write_all(&[0]);
+            let _ = echo.join();
+            return;
+        }
+    }
     let t = Instant::now();
     let mut n = 0u64;
     let mut buf = [1u8; 1];
@@ -36,5 +52,8 @@ fn main() {
     }
     let _ = a.write_all(&[0]);
     let _ = echo.join();
-    println!("{}", serde_json::json!({"round_trips": n}));
+    println!(
+        "{}",
+        serde_json::json!({"round_trips": n, "ms": t.elapsed().as_millis() as u64})
+    );
 }

@@ -80,20 +80,23 @@ enum Command {
         #[command(flatten)]
         setup: SetupArgs,
     },
-    /// Measure what observing costs (as root): the TCMalloc workload's
-    /// throughput unobserved / under `mdiag record` / under bpftrace, and
-    /// mdiag's CPU and peak RSS at ~100 k context switches per second,
-    /// printed next to the budgets.
+    /// Measure what observing costs (as root): the real mongod under the
+    /// shared request load unobserved / under `mdiag record` / `mdiag agent`
+    /// / bpftrace's pair (mongod CPU per operation, throughput, the
+    /// observers' own CPU and RSS, each BPF program's cost) and the
+    /// ping-pong worst case, printed next to the budgets (`--target
+    /// tcmalloc`: the allocation loop instead).
     BenchOverhead {
         #[command(flatten)]
         bench: bench::BenchArgs,
         #[command(flatten)]
         setup: SetupArgs,
     },
-    /// Measure what the continuous agent costs (as root): `mdiag agent`'s
-    /// own CPU and RSS while its target switches context ~100 k times per
-    /// second, and the TCMalloc workload's throughput and CPU per allocation
-    /// unobserved / watched by the agent, printed next to the budgets.
+    /// Measure what the continuous agent costs (as root): the real mongod
+    /// under the shared request load unobserved / watched by `mdiag agent`
+    /// (mongod CPU per operation, the agent's CPU, RSS and BPF programs) and
+    /// the ping-pong worst case, printed next to the budgets (`--target
+    /// tcmalloc`: the allocation loop instead).
     BenchAgent {
         #[command(flatten)]
         bench: bench::AgentBenchArgs,

@@ -1,8 +1,15 @@
 //! `cargo xtask bench-agent`: what the continuous agent (`mdiag agent`)
 //! costs, measured side by side in one run and printed next to its budgets
-//! (issue #13 "Budgets"). A benchmark, never a test: the figures depend on
-//! the machine and on what else runs on it.
+//! (issues #13 "Budgets" and #24). A benchmark, never a test: the figures
+//! depend on the machine and on what else runs on it.
 //!
+//! By default (`--target mongod`) the real-server bench of `real.rs` with
+//! two modes, unobserved and the agent (`--all-observers` adds `record` and
+//! bpftrace's pair): mongod's CPU per operation and throughput, the agent's
+//! CPU and RSS steady and peak while it watches that mongod, its BPF
+//! programs' cost, the ping-pong worst case under it.
+//!
+//! With `--target tcmalloc`, what it measured before the real server:
 //! 1. The agent's own CPU (utime + stime from `/proc/PID/stat` over a
 //!    measured interval that starts after its probes are attached and a
 //!    little more, so attach is left out) as a share of one core, and its
@@ -55,22 +62,30 @@ pub struct AgentBenchArgs {
     /// Use the debug build of mdiag instead of the release one.
     #[arg(long)]
     debug: bool,
+    /// What the agent watches.
+    #[arg(long, value_enum, default_value_t = super::BenchTarget::Mongod)]
+    target: super::BenchTarget,
+    /// --target mongod: also compare `mdiag record` and bpftrace's pair.
+    #[arg(long)]
+    all_observers: bool,
+    #[command(flatten)]
+    real: super::real::RealArgs,
     /// The agent's rule window in seconds (its default is 60; shorter, so
     /// that a short run evaluates several).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) window_secs: u64,
-    /// Seconds of the CPU and RSS measurement (after start-up).
+    /// --target tcmalloc: seconds of the CPU and RSS measurement (after start-up).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     cpu_secs: u64,
     /// Rounds of the target-cost comparison (each runs both modes once).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     pub(super) rounds: u32,
-    /// Length of one workload run, in milliseconds (a multiple of the
+    /// --target tcmalloc: length of one workload run, in milliseconds (a multiple of the
     /// agent's allocator window period, 20 s by default, holds its windows
     /// in their steady share).
     #[arg(long, default_value_t = 40_000, value_parser = clap::value_parser!(u64).range(200..))]
     pub(super) ms: u64,
-    /// Allocating threads of the workload.
+    /// --target tcmalloc: allocating threads of the workload.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) threads: u64,
 }
@@ -80,6 +95,9 @@ pub fn bench_agent(args: &AgentBenchArgs) -> Result<()> {
         bail!(
             "the agent bench loads BPF programs and needs root: run it as root, e.g. `sudo -E cargo xtask bench-agent`"
         );
+    }
+    if args.target == super::BenchTarget::Mongod {
+        return bench_agent_real(args);
     }
     let bins = build_binaries(args.debug)?;
     let tmp = TempDir::new("bench-agent")?;
@@ -92,6 +110,44 @@ pub fn bench_agent(args: &AgentBenchArgs) -> Result<()> {
     own_cost(&bins, tmp.path(), args)?;
     target_cost(&bins, tmp.path(), args)?;
     Ok(())
+}
+
+/// The default: the agent (and on request the other observers) on the real
+/// mongod, and the worst case.
+fn bench_agent_real(args: &AgentBenchArgs) -> Result<()> {
+    use super::observers::{Mode, Setting, find_bpftrace};
+    let bins = super::common::build_real(args.debug)?;
+    let tmp = TempDir::new("bench-agent")?;
+    let bpftrace = find_bpftrace();
+    let mut modes = vec![Mode::Unobserved, Mode::Agent];
+    if args.all_observers {
+        modes.push(Mode::Record);
+        match &bpftrace {
+            Some(_) => modes.push(Mode::Bpftrace),
+            None => println!(
+                "bpftrace is not installed (`./x setup` installs it): its pair is not measured"
+            ),
+        }
+    }
+    println!(
+        "mdiag agent bench: mdiag {} build; agent windows of {} s (its default is 60 s: shorter, so that a short run evaluates several), its other settings its defaults; {} CPUs",
+        if args.debug { "debug" } else { "release" },
+        args.window_secs,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    super::real::run(&super::real::Plan {
+        modes,
+        rounds: args.rounds,
+        args: &args.real,
+        setting: Setting {
+            mdiag: &bins.mdiag,
+            bpftrace: bpftrace.as_deref(),
+            dir: tmp.path(),
+            window_secs: args.window_secs,
+        },
+        load: &bins.load,
+        pingpong: &bins.pingpong,
+    })
 }
 
 // ------------------------------------------------------------ the agent
@@ -110,27 +166,34 @@ pub(super) struct Agent {
 impl Agent {
     /// Starts `mdiag agent` with a config of its own in `dir` that watches
     /// processes named `process`, and returns once it says it watches `pid`.
+    /// Without `uri` it polls no mongod (`--no-mongo`) and logs its
+    /// allocator windows (`windows.rs`); with one, it polls that mongod and
+    /// logs as it does by default.
     pub(super) fn start(
         mdiag: &Path,
         dir: &Path,
         process: &str,
         pid: u32,
         window_secs: u64,
+        uri: Option<&str>,
     ) -> Result<Self> {
         let state = dir.join("agent-state");
         // A fresh state directory: no flight ring of an earlier run.
         let _ = std::fs::remove_dir_all(&state);
         let config = dir.join("agent.toml");
-        std::fs::write(&config, config_text(window_secs, &state, process))
+        std::fs::write(&config, config_text(window_secs, &state, process, uri))
             .with_context(|| format!("writing {}", config.display()))?;
-        let mut child = Command::new(mdiag)
-            .arg("agent")
-            .arg("--config")
-            .arg(&config)
-            .arg("--no-mongo")
-            .env("NO_COLOR", "1")
+        let mut cmd = Command::new(mdiag);
+        cmd.arg("agent").arg("--config").arg(&config);
+        if uri.is_none() {
             // Its allocator windows, one line each (`windows.rs` reads them).
-            .env("RUST_LOG", "warn,mdiag::probes::alloc::paced=debug")
+            cmd.arg("--no-mongo")
+                .env("RUST_LOG", "warn,mdiag::probes::alloc::paced=debug");
+        } else {
+            cmd.env_remove("RUST_LOG");
+        }
+        let mut child = cmd
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -251,15 +314,20 @@ impl Drop for Agent {
 }
 
 /// The agent's config file: `window`, a private state directory, an
-/// ephemeral loopback port, the one target; the rest its defaults.
-fn config_text(window_secs: u64, state_dir: &Path, process: &str) -> String {
+/// ephemeral loopback port, the one target, the mongod it polls if any; the
+/// rest its defaults.
+fn config_text(window_secs: u64, state_dir: &Path, process: &str, uri: Option<&str>) -> String {
     // Debug formatting quotes and escapes like a TOML basic string for the
-    // paths and names used here.
-    format!(
+    // paths, names and URIs used here.
+    let mut text = format!(
         "[agent]\nwindow = \"{window_secs}s\"\nlisten = \"127.0.0.1:0\"\nstate_dir = {:?}\nprocesses = [{:?}]\n",
         state_dir.display().to_string(),
         process
-    )
+    );
+    if let Some(uri) = uri {
+        text.push_str(&format!("\n[mongodb]\nuri = {uri:?}\n"));
+    }
+    text
 }
 
 /// The address in "mdiag agent: serving metrics at http://ADDR/metrics".
@@ -334,6 +402,7 @@ fn own_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) -> Result<()> {
             "mdiag-pingpong",
             pingpong.id(),
             args.window_secs,
+            None,
         )?;
         let pid = agent.pid().context("the agent's pid")?;
         say!("{}", agent.attached_line());
@@ -398,8 +467,18 @@ mod tests {
 
     #[test]
     fn the_config_is_the_agent_s() {
-        let text = config_text(10, Path::new("/t/tmp/agent-state"), "mdiag-pingpong");
+        let text = config_text(10, Path::new("/t/tmp/agent-state"), "mdiag-pingpong", None);
         let v: toml::Value = toml::from_str(&text).unwrap();
+        assert!(v.get("mongodb").is_none());
+        let with = config_text(
+            10,
+            Path::new("/t"),
+            "mongod-bench",
+            Some("mongodb://127.0.0.1:4"),
+        );
+        let w: toml::Value = toml::from_str(&with).unwrap();
+        assert_eq!(w["mongodb"]["uri"].as_str(), Some("mongodb://127.0.0.1:4"));
+        assert_eq!(w["agent"]["processes"][0].as_str(), Some("mongod-bench"));
         let a = &v["agent"];
         assert_eq!(a["window"].as_str(), Some("10s"));
         assert_eq!(a["listen"].as_str(), Some("127.0.0.1:0"));

@@ -90,7 +90,14 @@ fn one_run(bins: &Binaries, dir: &Path, args: &AgentBenchArgs, mode: Mode) -> Re
     let agent = match mode {
         Mode::Unobserved => None,
         Mode::Agent => {
-            let a = Agent::start(&bins.mdiag, dir, WORKLOAD_COMM, w.pid(), args.window_secs)?;
+            let a = Agent::start(
+                &bins.mdiag,
+                dir,
+                WORKLOAD_COMM,
+                w.pid(),
+                args.window_secs,
+                None,
+            )?;
             std::thread::sleep(ALLOC_PERIOD / 2);
             Some(a)
         }

@@ -1,5 +1,6 @@
 //! What `bench-overhead` and `bench-agent` share: the binaries they build
-//! (mdiag, the TCMalloc workload, the context-switch workload), the held
+//! (mdiag, the TCMalloc workload, the context-switch workload, the request
+//! load on the real mongod), the held
 //! TCMalloc workload and its report, a private temporary directory, a child's
 //! log read up to a line, the readings of `/proc` (a process's CPU time and
 //! resident set, the host's context switches) and the medians and verdicts
@@ -47,6 +48,40 @@ pub(super) fn build_binaries(debug: bool) -> Result<Binaries> {
         mdiag,
         workload: dir.join("mdiag-tcmalloc"),
         pingpong: dir.join("mdiag-pingpong"),
+    })
+}
+
+/// The programs of the real-server bench.
+pub(super) struct RealBinaries {
+    pub(super) mdiag: PathBuf,
+    /// `mdiag-mongoload`, release: the load's client CPU shares the host
+    /// with mongod, so it is the optimised build, as a driver in production.
+    pub(super) load: PathBuf,
+    /// `mdiag-pingpong`, release too (built with it).
+    pub(super) pingpong: PathBuf,
+}
+
+/// Builds mdiag (release unless `debug`), the request load and the ping-pong.
+pub(super) fn build_real(debug: bool) -> Result<RealBinaries> {
+    let mdiag = build(!debug)?;
+    Cmd::cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "mdiag-tests",
+            "--bin",
+            "mdiag-mongoload",
+        ])
+        .run()?;
+    Cmd::cargo()
+        .args(["build", "-p", "mdiag-tests", "--bin", "mdiag-pingpong"])
+        .run()?;
+    let dir = target_dir()?;
+    Ok(RealBinaries {
+        mdiag,
+        load: dir.join("release/mdiag-mongoload"),
+        pingpong: dir.join("debug/mdiag-pingpong"),
     })
 }
 
@@ -258,6 +293,13 @@ pub(super) fn spread(v: &[f64], scale: f64) -> String {
     format!("{:.2}..{:.2}", lo / scale, hi / scale)
 }
 
+/// "min..max" of `v` with `decimals` decimals.
+pub(super) fn range(v: &[f64], decimals: usize) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{lo:.decimals$}..{hi:.decimals$}")
+}
+
 /// Half the range of `v` as a share of its median, in percent: the host's
 /// own noise, within which a difference is not resolved by the run.
 pub(super) fn noise_pct(v: &[f64]) -> f64 {
@@ -282,6 +324,8 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert!(median(&[]).is_nan());
         assert_eq!(spread(&[2e6, 1e6, 3e6], 1e6), "1.00..3.00");
+        assert_eq!(range(&[140.26, 151.84, 139.0], 1), "139.0..151.8");
+        assert_eq!(range(&[6194.4, 5301.0], 0), "5301..6194");
         assert_eq!(noise_pct(&[90.0, 100.0, 110.0]), 10.0);
     }
 

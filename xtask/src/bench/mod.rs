@@ -1,7 +1,17 @@
 //! `cargo xtask bench-overhead`: what observing costs, measured side by side
-//! in one run and printed next to the budgets (issue #3). Never a test: the
-//! numbers depend on the machine and what else runs on it.
+//! in one run and printed next to the budgets (issues #3 and #24). Never a
+//! test: the numbers depend on the machine and what else runs on it.
 //!
+//! By default (`--target mongod`, `real.rs`) on the real mongod 6.0.5 of
+//! set-up under the shared request load (`mdiag-mongoload`): unobserved,
+//! `mdiag record`, `mdiag agent` and bpftrace's run-queue + syscall-count
+//! pair in rotating rounds; mongod's CPU time per operation and the load's
+//! throughput with their noise, the observers' own CPU and memory, each BPF
+//! program's ns per event and events per second, and the ping-pong worst
+//! case (`worst.rs`).
+//!
+//! With `--target tcmalloc`, what it measured before the real server: the
+//! allocation loop and the context-switch rate.
 //! 1. Throughput of the Google TCMalloc workload (`mdiag-tcmalloc`, its own
 //!    allocation count per second) unobserved, under the default
 //!    `mdiag record --pid`, and under bpftrace timing every allocation with
@@ -19,10 +29,13 @@
 //!
 //! Runs as root (mdiag and bpftrace load BPF programs).
 //!
-//! The code: this file is `bench-overhead` and its part 1, `switches.rs` its
-//! part 2; `agent.rs` and `agent_cost.rs` are `bench-agent` (the continuous
-//! agent against its budgets); `fleet.rs` is `bench-fleet` (the fleet store
-//! at scale, by simulation); `common.rs` holds what the benches share.
+//! The code: this file is `bench-overhead` and the allocation loop's part 1,
+//! `switches.rs` its part 2; `real.rs`, `worst.rs`, `observers.rs`,
+//! `mongod.rs` and `bpfstats.rs` the real-server bench both commands run
+//! by default; `agent.rs` and `agent_cost.rs` are `bench-agent` (the
+//! continuous agent against its budgets); `fleet.rs` is `bench-fleet` (the
+//! fleet store at scale, by simulation); `common.rs` holds what the benches
+//! share.
 use std::{
     io::BufReader,
     path::{Path, PathBuf},
@@ -39,10 +52,15 @@ use crate::{
 
 mod agent;
 mod agent_cost;
+mod bpfstats;
 mod common;
 mod fleet;
+mod mongod;
+mod observers;
+mod real;
 mod switches;
 mod windows;
+mod worst;
 
 pub use agent::{AgentBenchArgs, bench_agent};
 use common::{
@@ -56,23 +74,41 @@ const THROUGHPUT_BUDGET_PCT: f64 = 3.0;
 const CPU_BUDGET_PCT: f64 = 2.0;
 const RSS_BUDGET_MIB: f64 = 64.0;
 
+/// What a bench observes.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BenchTarget {
+    /// The real mongod 6.0.5 under the shared request load, and the ping-pong worst case.
+    Mongod,
+    /// The Google TCMalloc allocation loop and the ping-pong (the benches before the real server).
+    Tcmalloc,
+}
+
 /// Options of `cargo xtask bench-overhead`.
 #[derive(clap::Args)]
 pub struct BenchArgs {
     /// Use the debug build of mdiag instead of the release one.
     #[arg(long)]
     debug: bool,
-    /// Rounds of the throughput comparison (each runs every mode once).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    /// What to observe.
+    #[arg(long, value_enum, default_value_t = BenchTarget::Mongod)]
+    target: BenchTarget,
+    /// Rounds of the comparison (each runs every mode once, the order rotating).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
-    /// Length of one workload run, in milliseconds (long enough to hold the
-    /// default allocator windows: one every 10 s).
+    /// The agent's rule window in seconds (its default is 60; shorter, so
+    /// that a short run evaluates several).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    window_secs: u64,
+    #[command(flatten)]
+    real: real::RealArgs,
+    /// --target tcmalloc: length of one workload run, in milliseconds (long
+    /// enough to hold the default allocator windows: one every 10 s).
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(200..))]
     ms: u64,
-    /// Allocating threads of the workload.
+    /// --target tcmalloc: allocating threads of the workload.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
     threads: u64,
-    /// Seconds of the context-switch measurement.
+    /// --target tcmalloc: seconds of the context-switch measurement.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     switch_secs: u64,
 }
@@ -109,6 +145,9 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             "the overhead bench loads BPF programs (mdiag, bpftrace) and needs root: run it as root, e.g. `sudo -E cargo xtask bench-overhead`"
         );
     }
+    if args.target == BenchTarget::Mongod {
+        return bench_real(args);
+    }
     let built = build_binaries(args.debug)?;
     let bins = Bins {
         mdiag: built.mdiag,
@@ -128,6 +167,43 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     throughput(&bins, args)?;
     switches(&bins, args)?;
     Ok(())
+}
+
+/// The default: every observer on the real mongod, and the worst case.
+fn bench_real(args: &BenchArgs) -> Result<()> {
+    let bins = common::build_real(args.debug)?;
+    let tmp = TempDir::new("bench-overhead")?;
+    let bpftrace = observers::find_bpftrace();
+    let mut modes = vec![
+        observers::Mode::Unobserved,
+        observers::Mode::Record,
+        observers::Mode::Agent,
+    ];
+    match &bpftrace {
+        Some(_) => modes.push(observers::Mode::Bpftrace),
+        None => println!(
+            "bpftrace is not installed (`./x setup` installs it): its pair is not measured"
+        ),
+    }
+    println!(
+        "mdiag overhead bench: mdiag {} build; agent windows of {} s (its default is 60 s), its other settings its defaults; {} CPUs",
+        if args.debug { "debug" } else { "release" },
+        args.window_secs,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    real::run(&real::Plan {
+        modes,
+        rounds: args.rounds,
+        args: &args.real,
+        setting: observers::Setting {
+            mdiag: &bins.mdiag,
+            bpftrace: bpftrace.as_deref(),
+            dir: tmp.path(),
+            window_secs: args.window_secs,
+        },
+        load: &bins.load,
+        pingpong: &bins.pingpong,
+    })
 }
 
 // ---------------------------------------------------------------- part 1
