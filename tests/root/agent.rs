@@ -270,7 +270,12 @@ fn a_restarted_target_is_reattached_and_its_findings_stale_meanwhile() {
 fn a_polled_mongod_is_known_by_its_port_and_labelled_from_its_own_answers() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let server = mdiag_tests::secantus::SecantusServer::start(&[]);
+    // The real mongod, standalone, under a name of its own (so that only
+    // this one is watched).
+    let server = mdiag_tests::mongod::Mongod::start_with(mdiag_tests::mongod::Options {
+        name: Some("mdiag-mongod-a".into()),
+        ..Default::default()
+    });
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", server.pid()))
         .unwrap()
         .trim()

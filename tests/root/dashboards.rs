@@ -7,8 +7,8 @@
 //! series; the template variables' selectors return series too; and a
 //! planted host problem (tcp_keepalive_time at the kernel's
 //! default) fires a finding, so the fleet's finding panels have one; the
-//! agent writes to a fleet store (SecantusDB), so its delivery panels have
-//! series.
+//! agent writes to a fleet store (the real mongod as a single-node replica
+//! set), so its delivery panels have series.
 
 use std::{
     io::Write,
@@ -41,7 +41,7 @@ fn every_dashboard_query_returns_series_from_a_real_agent() {
     // gauges come soon; a series limit no test exposition reaches.
     // A fleet store (a real MongoDB-wire server), so the agent-health
     // dashboard's fleet panels have the agent's delivery series.
-    let store = mdiag_tests::secantus::SecantusServer::start(&[]);
+    let store = crate::fleet::store(true);
     let mut text = std::fs::read_to_string(&cfg).unwrap().replacen(
         "[agent.lifecycle]",
         "alloc_budget = 0.1\nalloc_window = \"50ms\"\nmax_series = 5000\n[agent.lifecycle]",
