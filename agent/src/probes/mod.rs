@@ -303,7 +303,7 @@ impl Probes {
 
 impl Probes {
     /// Prepares allocator latency windows (see [`alloc`]): calibrates the
-    /// probe pair now; entry points are resolved at the first window. Not
+    /// probe pair now; entry points are read from the first poll on. Not
     /// tried host-wide or with windows off; a failure is only a status.
     pub fn attach_alloc(&mut self, target: Option<u32>, schedule: alloc::schedule::WindowSchedule) {
         let (status, probe) = alloc::attach(&mut self.ebpf, target, schedule);
