@@ -108,6 +108,32 @@ impl Drop for TempDir {
     }
 }
 
+/// Starts `mdiag record` as `cmd` (its stderr piped here) and returns once
+/// it says its probes are attached, with a thread that collects the rest of
+/// its standard error.
+pub(super) fn start_record_attached(
+    cmd: &mut std::process::Command,
+) -> anyhow::Result<(std::process::Child, std::thread::JoinHandle<String>)> {
+    use anyhow::Context as _;
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("start mdiag record")?;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().context("mdiag record stderr")?);
+    let mut seen = String::new();
+    if !wait_for(&mut stderr, "probes attached", &mut seen) {
+        let _ = child.wait();
+        anyhow::bail!("mdiag record did not attach: {seen}");
+    }
+    let rest = std::thread::spawn(move || {
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut seen);
+        seen
+    });
+    Ok((child, rest))
+}
+
 /// Reads lines of `r` until one contains `needle` (true) or EOF (false);
 /// the lines read are appended to `seen`.
 pub(super) fn wait_for(r: &mut impl BufRead, needle: &str, seen: &mut String) -> bool {

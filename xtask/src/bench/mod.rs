@@ -244,26 +244,12 @@ impl Observer {
 
 /// Starts `mdiag record --pid PID` and returns once its probes are attached.
 fn start_mdiag(bins: &Bins, pid: u32, out: &Path) -> Result<Observer> {
-    let mut child = Command::new(&bins.mdiag)
-        .args(["record", "--no-progress", "--duration", "1h", "--pid"])
+    let mut cmd = Command::new(&bins.mdiag);
+    cmd.args(["record", "--no-progress", "--duration", "1h", "--pid"])
         .arg(pid.to_string())
         .arg("-o")
-        .arg(out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("start mdiag record")?;
-    let mut stderr = BufReader::new(child.stderr.take().context("mdiag stderr")?);
-    let mut seen = String::new();
-    if !wait_for(&mut stderr, "probes attached", &mut seen) {
-        let _ = child.wait();
-        bail!("mdiag record did not attach: {seen}");
-    }
-    let rest = std::thread::spawn(move || {
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut seen);
-        seen
-    });
+        .arg(out);
+    let (child, rest) = common::start_record_attached(&mut cmd)?;
     Ok(Observer::Mdiag(child, rest))
 }
 

@@ -12,7 +12,6 @@
 //!   bpftrace reads tracepoint formats from tracefs: [`Tracefs`] mounts it
 //!   when it is not mounted and unmounts it again at the end.
 use std::{
-    io::BufReader,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -20,10 +19,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use super::{
-    agent::Agent,
-    common::{signal, wait_for},
-};
+use super::{agent::Agent, common::signal};
 
 /// One way of observing a target.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -173,23 +169,7 @@ fn start_record(s: &Setting, target: &Target) -> Result<Running> {
     if let Some(uri) = target.uri {
         cmd.args(["--uri", uri]);
     }
-    let mut child = cmd
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("start mdiag record")?;
-    let mut stderr = BufReader::new(child.stderr.take().context("mdiag record stderr")?);
-    let mut seen = String::new();
-    if !wait_for(&mut stderr, "probes attached", &mut seen) {
-        let _ = child.wait();
-        bail!("mdiag record did not attach: {seen}");
-    }
-    let rest = std::thread::spawn(move || {
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut seen);
-        seen
-    });
+    let (child, rest) = super::common::start_record_attached(cmd.env("NO_COLOR", "1"))?;
     Ok(Running::Record(child, rest))
 }
 
