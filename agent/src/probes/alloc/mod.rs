@@ -17,10 +17,10 @@
 //! agent to a restarted mongod, reuses it). Entry points are read from the
 //! first poll on, on a thread of their own ([`crate::offload`]: mongod's
 //! symbol table would hold the record loop for seconds; a spawned target
-//! that has not exec'd yet is asked again for [`EXEC_GRACE`]); a window due
-//! before they are read is skipped. When the allocator is unknown or has no entry points the
-//! family is "not applicable" and tries again at the next window. Host-wide
-//! recordings do not try it.
+//! that has not exec'd yet is waited for, up to [`EXEC_GRACE`]); a window
+//! due before they are read is skipped. When the allocator is unknown or
+//! has no entry points the family is "not applicable" and tries again at
+//! the next window. Host-wide recordings do not try it.
 
 pub mod calibrate;
 mod entry_points;
@@ -58,6 +58,18 @@ use crate::recording::{
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "alloc";
+
+/// Whether `pid` still runs mdiag's own executable (a spawned target before
+/// its `exec`: its maps are mdiag's, its allocator mdiag's).
+fn still_mdiag(pid: u32) -> bool {
+    match (
+        std::fs::read_link(format!("/proc/{pid}/exe")),
+        std::fs::read_link("/proc/self/exe"),
+    ) {
+        (Ok(target), Ok(own)) => target == own,
+        _ => false,
+    }
+}
 
 /// How long a target without an allocator yet is asked again (a spawned
 /// target released just before the first poll may still be in exec).
@@ -329,6 +341,10 @@ impl AllocProbe {
         let pid = self.pid.get();
         let job = Offloaded::start("mdiag-alloc-symbols", move || {
             let start = Instant::now();
+            // A child released just now may still be mdiag's own image.
+            while still_mdiag(pid) && start.elapsed() < EXEC_GRACE {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
             loop {
                 match resolve(pid) {
                     Err(why) if why.starts_with(NOT_APPLICABLE) && start.elapsed() < EXEC_GRACE => {
