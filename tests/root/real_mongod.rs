@@ -308,7 +308,7 @@ fn checkpoints_are_counted_as_wiredtiger_counts_them() {
         .collect();
     let n = seen.len() as i64;
     assert!(
-        n >= 6 && (n - counted).abs() <= 1,
+        n >= 4 && (n - counted).abs() <= 1,
         "the probe saw {n} checkpoints in slices {a}..={b}, WiredTiger counted {counted}: {seen:?}"
     );
     // Durations: the probe times the whole `__wt_txn_checkpoint` call;
