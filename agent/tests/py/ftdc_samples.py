@@ -35,6 +35,10 @@ from collections.abc import MutableMapping
 from bson.decimal128 import Decimal128
 from bson.timestamp import Timestamp
 
+# The delta stream's unsigned LEB128, as the sample-times decoder beside
+# this file reads it (the script's directory is on sys.path).
+from ftdc_times import varint
+
 MIN64 = -(1 << 63)
 
 
@@ -66,17 +70,6 @@ class Pairs(MutableMapping):
 
 
 OPTIONS = bson.CodecOptions(document_class=Pairs, tz_aware=True)
-
-
-def varint(buf, pos):
-    value, shift = 0, 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, pos
 
 
 def as_long(value):
