@@ -10,6 +10,7 @@ mod alloc;
 mod checkpoint_contention;
 mod contention;
 mod dashboards;
+mod duty;
 mod fleet;
 mod fleet_e2e;
 mod fleet_guard;

@@ -10,6 +10,7 @@
 //! state_dir = "/var/lib/mdiag"
 //! processes = ["mongod"]      # process names watched (comm)
 //! alloc_budget = 0.005        # allocator probes: at most this share of the target's CPU
+//! probe_budget = 0.002        # per-event probes (sched, softirq, syscalls, contention): likewise
 //! flight_before = "5m"        # a flight recording keeps this much before a finding fires
 //! flight_after = "1m"         # ... and this much after
 //! flight_max_files = 20
@@ -68,6 +69,9 @@ pub struct AgentConfig {
     pub state_dir: PathBuf,
     pub processes: Vec<String>,
     pub alloc_budget: f64,
+    /// Share of the target's CPU the per-event families' programs may cost
+    /// (`duty.rs`): they are attached only for the seconds it pays for.
+    pub probe_budget: f64,
     #[serde(deserialize_with = "duration")]
     pub alloc_window: Duration,
     #[serde(deserialize_with = "duration")]
@@ -95,6 +99,7 @@ impl Default for AgentConfig {
             state_dir: PathBuf::from("/var/lib/mdiag"),
             processes: vec!["mongod".into()],
             alloc_budget: 0.005,
+            probe_budget: 0.002,
             alloc_window: Duration::from_millis(100),
             flight_before: Duration::from_secs(300),
             flight_after: Duration::from_secs(60),
@@ -186,6 +191,12 @@ impl AgentConfig {
             return Err(bad(
                 "alloc_budget",
                 "must be a share of the target's CPU between 0 (allocator probes off) and 0.1",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.probe_budget) || self.probe_budget.is_nan() {
+            return Err(bad(
+                "probe_budget",
+                "must be a share of the target's CPU between 0 (one attached second a minute) and 1 (always attached)",
             ));
         }
         if self.processes.iter().any(|p| p.is_empty() || p.len() > 15) {
@@ -294,6 +305,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("alloc_budget"), "{e}");
+        let e = parse("[agent]\nprobe_budget = 1.5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("probe_budget"), "{e}");
         let e = parse("[agent.lifecycle]\nfire_in = 9\n")
             .unwrap_err()
             .to_string();

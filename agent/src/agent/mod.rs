@@ -11,6 +11,7 @@
 
 pub mod budget;
 pub mod config;
+pub mod duty;
 pub mod exposition;
 pub mod findings;
 pub mod flight;

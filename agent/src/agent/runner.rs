@@ -22,7 +22,7 @@ use super::{
     serve::{self, Published},
     targets::{self, Found, HOST},
     view,
-    watch::Watch,
+    watch::{Budgets, Watch},
 };
 use crate::cli::AgentArgs;
 use crate::fleet::outbox::{Outbox, host_facts};
@@ -395,7 +395,10 @@ impl Agent {
         match Watch::attach(
             found,
             self.alloc_schedule(),
-            self.config.alloc_budget,
+            Budgets {
+                alloc: self.config.alloc_budget,
+                probes: self.config.probe_budget,
+            },
             mongo,
         ) {
             Ok(w) => {

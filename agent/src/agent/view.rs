@@ -136,6 +136,36 @@ pub fn build(
     }
 }
 
+/// The per-event families' duty cycle in the last window: the share of
+/// its seconds they were attached, and what they cost.
+fn coverage_figures(w: &Watch) -> Vec<Figure> {
+    let Some(c) = w.coverage else {
+        return Vec::new();
+    };
+    let mut figures = Vec::new();
+    if let Some(r) = c.ratio() {
+        figures.push(Figure {
+            name: "probe_coverage",
+            help: "Share of the last window's seconds the per-event probes (sched, softirq, syscalls, contention) were attached, as probe_budget allows",
+            unit: Some(ratio()),
+            kind: FigureKind::Gauge(r),
+            labels: Vec::new(),
+        });
+    }
+    if let Some(spent) = c.spent()
+        && w.duty_measured() == Some(true)
+    {
+        figures.push(Figure {
+            name: "probe_cost",
+            help: "Share of the target's CPU the per-event probes' kernel programs cost in the last window",
+            unit: Some(ratio()),
+            kind: FigureKind::Gauge(spent),
+            labels: Vec::new(),
+        });
+    }
+    figures
+}
+
 fn target(w: &Watch, report: Option<&Report>) -> TargetView {
     let probes = w
         .probes()
@@ -188,6 +218,7 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
             labels: Vec::new(),
         });
     }
+    figures.extend(coverage_figures(w));
     let info = w.mongod_info();
     let text = |f: fn(&crate::mongo::model::MongodInfo) -> &Option<String>| {
         info.and_then(|i| f(i).clone()).unwrap_or_default()

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::budget::Spent;
+use super::duty::{self, Coverage, Duty};
 use super::targets::{Found, HOST, TargetId};
 use crate::probes::{ProbeConfig, ProbeError, Probes, alloc::schedule::WindowSchedule};
 use crate::record::run::{RecordingFrame, Session};
@@ -16,6 +17,15 @@ use crate::recording::window::Mergeable as _;
 use crate::recording::{Recording, Slice, Target};
 
 const SLICE: Duration = Duration::from_secs(1);
+
+/// The shares of the target's CPU the probes may cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Budgets {
+    /// The allocator probes' ([`super::budget`]).
+    pub alloc: f64,
+    /// The per-event families' ([`super::duty`]).
+    pub probes: f64,
+}
 
 /// A target with its probes attached.
 pub struct Watch {
@@ -32,6 +42,10 @@ pub struct Watch {
     spent: Spent,
     /// Share of the target's CPU they cost in the last window that had one.
     pub alloc_share: Option<f64>,
+    /// The per-event families' duty cycle (`None`: nothing to cycle).
+    duty: Option<Duty>,
+    /// What the duty cycle covered and spent in the last window.
+    pub coverage: Option<Coverage>,
     /// Counters and histograms since the target was first watched.
     pub totals: super::totals::Totals,
     /// The build the target runs (GNU build-id, hex).
@@ -42,12 +56,14 @@ impl Watch {
     /// Attaches every family for `found` (host-wide for `None`), with
     /// allocator windows of `alloc.window`, paced to `alloc_budget` of the
     /// target's CPU and never closer than `alloc.every` (see
-    /// [`super::budget`]), and, when `mongo` is given, mongod polled
+    /// [`super::budget`]), the per-event families attached for the seconds
+    /// `budgets.probes` pays for ([`super::duty`]), and, when `mongo` is
+    /// given, mongod polled
     /// through the driver.
     pub fn attach(
         found: Option<&Found>,
         alloc: WindowSchedule,
-        alloc_budget: f64,
+        budgets: Budgets,
         mongo: Option<crate::mongo::MongoPlan>,
     ) -> Result<Self, ProbeError> {
         let pid = found.map(|f| f.target.pid);
@@ -58,8 +74,9 @@ impl Watch {
         // Calibrated before the clock starts: the first slice must not wait.
         probes.attach_alloc(pid, alloc);
         if let Some(a) = probes.alloc.as_mut() {
-            a.set_budget(alloc_budget);
+            a.set_budget(budgets.alloc);
         }
+        let duty = probes.events_cyclable().then(|| Duty::new(budgets.probes));
         let start = probes.start_clock();
         let mut session = Session::new(probes, pid);
         session.mongo = mongo
@@ -75,6 +92,8 @@ impl Watch {
             window_started: Utc::now(),
             spent: Spent::default(),
             alloc_share: None,
+            duty,
+            coverage: None,
             totals: super::totals::Totals::default(),
             build_id: pid.and_then(super::targets::build_id),
         })
@@ -126,6 +145,7 @@ impl Watch {
             slice.bound(top_n);
             self.totals.add(slice);
         }
+        self.cycle_events(now - self.slice_start);
         self.slice_start = now;
         // A late tick (a slow attach elsewhere) skips ahead instead of
         // taking a burst of short slices.
@@ -136,6 +156,45 @@ impl Watch {
     /// What the polled mongod said of itself, once read.
     pub fn mongod_info(&self) -> Option<&crate::mongo::model::MongodInfo> {
         self.session.mongo.as_ref().and_then(|m| m.info())
+    }
+
+    /// After a slice of length `len`: attaches or detaches the per-event
+    /// families for the next one, as the duty cycle says.
+    fn cycle_events(&mut self, len: Duration) {
+        let Some(duty) = self.duty.as_mut() else {
+            return;
+        };
+        let probes = &mut self.session.probes;
+        let run_ns = crate::probes::cycle::CYCLED
+            .iter()
+            .map(|f| probes.family_run_time(f).as_nanos() as u64)
+            .sum();
+        let pid = self.target.as_ref().map(|t| t.pid);
+        let target_cpu_ns = match pid {
+            Some(pid) => crate::target::cpu_ns(pid),
+            None => crate::target::busy_cpu_ns(),
+        };
+        let Some(target_cpu_ns) = target_cpu_ns else {
+            return;
+        };
+        let on = duty.after_slice(
+            len,
+            duty::Reading {
+                target_cpu_ns,
+                run_ns,
+            },
+        );
+        if on {
+            probes.resume_events();
+        } else {
+            probes.pause_events();
+        }
+    }
+
+    /// Whether the per-event families' cost could be measured (BPF
+    /// statistics on); `None` when there is no duty cycle.
+    pub fn duty_measured(&self) -> Option<bool> {
+        self.duty.as_ref().map(Duty::measured)
     }
 
     /// What mongod's polling had to say since the last call.
@@ -196,6 +255,9 @@ impl Watch {
             },
         );
         self.measure_spent(&recording);
+        if let Some(d) = self.duty.as_mut() {
+            self.coverage = Some(d.take_window());
+        }
         recording
     }
 }

@@ -9,7 +9,10 @@
 //! a family whose precondition failed records the reason in each program's
 //! status, and the others still attach.
 
-use aya::{Ebpf, EbpfLoader, programs::BtfTracePoint};
+use aya::{
+    Ebpf, EbpfLoader,
+    programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
+};
 use mdiag_common::{sched as sched_common, syscalls as syscalls_common};
 
 use super::{FAMILIES, FamilyDef, ProbeConfig, ProbeError, btf, syscalls};
@@ -32,6 +35,9 @@ pub struct AttachContext {
     absent: Vec<&'static str>,
     /// Thread-group id of the target; `None` = host-wide.
     pub target_tgid: Option<u32>,
+    /// The links made so far, by family, for the agent's duty cycle
+    /// ([`super::cycle`]) to detach and attach again.
+    pub(super) links: std::cell::RefCell<Vec<super::cycle::Link>>,
 }
 
 impl AttachContext {
@@ -105,6 +111,7 @@ impl AttachContext {
             regs_offsets: regs.map(|_| ()),
             absent,
             target_tgid: config.target_tgid,
+            links: std::cell::RefCell::default(),
         };
         Ok((cx, ebpf))
     }
@@ -118,16 +125,47 @@ impl AttachContext {
         def: &FamilyDef,
         precondition: &Result<(), String>,
     ) -> ProbeStatus {
+        self.attach_tracepoints_folded(ebpf, def, precondition, None)
+    }
+
+    /// As [`attach_tracepoints`](Self::attach_tracepoints), except that the
+    /// program `folded.0` is not attached: its work is done by the program
+    /// `folded.1` of another family, which its status names.
+    pub fn attach_tracepoints_folded(
+        &self,
+        ebpf: &mut Ebpf,
+        def: &FamilyDef,
+        precondition: &Result<(), String>,
+        folded: Option<(&str, &str)>,
+    ) -> ProbeStatus {
         let family = def.name;
         let programs = def
             .tracepoints
             .iter()
             .map(|&(prog, tracepoint)| {
-                let attach_point = format!("tp_btf/{tracepoint}");
+                let mut attach_point = format!("tp_btf/{tracepoint}");
+                if let Some((name, into)) = folded
+                    && name == prog
+                {
+                    attach_point.push_str(&format!(" (done by {into})"));
+                    return ProgramStatus {
+                        name: prog.to_owned(),
+                        attach_point,
+                        error: None,
+                    };
+                }
                 let result = match (precondition, &self.kernel_btf) {
                     _ if self.absent.contains(&tracepoint) => Err(missing_tracepoint(tracepoint)),
                     (Err(e), _) | (_, Err(e)) => Err(e.clone()),
-                    (Ok(()), Ok(kbtf)) => attach_btf_tracepoint(ebpf, prog, tracepoint, kbtf),
+                    (Ok(()), Ok(kbtf)) => {
+                        attach_btf_tracepoint(ebpf, prog, tracepoint, kbtf).map(|id| {
+                            self.links.borrow_mut().push(super::cycle::Link {
+                                family,
+                                program: prog,
+                                id: Some(super::cycle::LinkId::Tp(id)),
+                            });
+                        })
+                    }
                 };
                 if let Err(e) = &result {
                     tracing::warn!(family, program = prog, %attach_point, "not attached: {e}");
@@ -214,7 +252,7 @@ fn attach_btf_tracepoint(
     prog: &str,
     tracepoint: &str,
     btf: &aya::Btf,
-) -> Result<(), String> {
+) -> Result<BtfTracePointLinkId, String> {
     let program = ebpf
         .program_mut(prog)
         .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?;
@@ -224,8 +262,7 @@ fn attach_btf_tracepoint(
         .map_err(|e| format!("load: {}", error_chain(&e)))?;
     program
         .attach()
-        .map_err(|e| format!("attach: {}", error_chain(&e)))?;
-    Ok(())
+        .map_err(|e| format!("attach: {}", error_chain(&e)))
 }
 
 /// `e: cause: cause` on one line (aya puts the verifier log in a source).

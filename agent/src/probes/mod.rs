@@ -12,6 +12,7 @@ mod attach;
 pub mod btf;
 pub mod contention;
 pub mod credit;
+pub mod cycle;
 pub mod delta;
 pub mod perf;
 mod reader;
@@ -24,7 +25,8 @@ pub use attach::{AttachContext, missing_tracepoint, not_applicable};
 pub(crate) use attach::{NOT_APPLICABLE, error_chain};
 pub use reader::{Counters, FamilyReader, ReadError, TakeMapError};
 pub(crate) use reader::{
-    PerCpuSum, clock_ns, monotonic_now_ns, read_per_cpu, read_summed, sum_cpus, take_map,
+    PerCpuSum, clear_map, clock_ns, edit_per_cpu, monotonic_now_ns, read_per_cpu, read_summed,
+    sum_cpus, take_map,
 };
 
 use aya::Ebpf;
@@ -115,6 +117,8 @@ pub struct Probes {
     pub contention: Option<contention::ContentionReader>,
     status: Vec<ProbeStatus>,
     wiredtiger_retry: wiredtiger::Retry,
+    /// The per-event families' links, for the agent's duty cycle.
+    cycle: cycle::Cycle,
     ebpf: Ebpf,
 }
 
@@ -138,6 +142,7 @@ impl Probes {
             contention: None,
             status: Vec::new(),
             wiredtiger_retry: wiredtiger::Retry::default(),
+            cycle: cycle::Cycle::default(),
             ebpf,
         };
         for family in &FAMILIES {
@@ -157,6 +162,7 @@ impl Probes {
                 .join("; ");
             return Err(ProbeError::NothingAttached(why));
         }
+        probes.cycle = cycle::Cycle::new(cx.links.take());
         drop(cx);
         attach::release_freed_memory();
         Ok(probes)
@@ -188,7 +194,11 @@ impl Probes {
     /// checkpoints still running.
     pub fn take_slice(&mut self, last: bool) -> Slice {
         let mut slice = Slice::default();
+        let paused = self.paused_families();
         for reader in self.readers() {
+            if paused.contains(&reader.family()) {
+                continue;
+            }
             if let Err(e) = reader.read_into(&mut slice, last) {
                 tracing::warn!("{} slice lost: {e}", reader.family());
             }
@@ -234,6 +244,74 @@ impl Probes {
                 tracing::warn!(family, "could not start at the clock: {e}");
             }
         }
+    }
+
+    /// Detaches the per-event families (the agent's duty cycle, see
+    /// [`cycle`]): they cost nothing and have no section in the slices
+    /// until [`Self::resume_events`].
+    pub fn pause_events(&mut self) {
+        if self.cycle.is_paused() {
+            return;
+        }
+        if let Err(e) = self.cycle.pause(&mut self.ebpf) {
+            tracing::warn!("duty cycle: {e}");
+        }
+    }
+
+    /// Attaches the per-event families again: each forgets what it had in
+    /// flight, then its slices start from now.
+    pub fn resume_events(&mut self) {
+        if !self.cycle.is_paused() {
+            return;
+        }
+        let paused = self.paused_families();
+        for reader in self.readers() {
+            if paused.contains(&reader.family())
+                && let Err(e) = reader.forget_in_flight()
+            {
+                tracing::warn!(family = reader.family(), "duty cycle: {e}");
+            }
+        }
+        if let Err(e) = self.cycle.resume(&mut self.ebpf) {
+            tracing::warn!("duty cycle: {e}");
+        }
+        for reader in self.readers() {
+            if paused.contains(&reader.family())
+                && let Err(e) = reader.rebase()
+            {
+                tracing::warn!(family = reader.family(), "duty cycle: {e}");
+            }
+        }
+    }
+
+    /// The families the duty cycle has detached now.
+    fn paused_families(&self) -> Vec<&'static str> {
+        cycle::CYCLED
+            .into_iter()
+            .filter(|f| self.cycle.paused(f))
+            .collect()
+    }
+
+    /// Whether the per-event families are detached by the duty cycle now.
+    pub fn events_paused(&self) -> bool {
+        self.cycle.is_paused()
+    }
+
+    /// Whether there are per-event programs to cycle at all.
+    pub fn events_cyclable(&self) -> bool {
+        self.cycle.has_programs()
+    }
+
+    /// Kernel run time of the programs of `family` (BPF statistics on:
+    /// see [`Self::run_time`]).
+    pub fn family_run_time(&self, family: &str) -> std::time::Duration {
+        self.cycle
+            .programs()
+            .filter(|&(f, _)| f == family)
+            .filter_map(|(_, p)| self.ebpf.program(p))
+            .filter_map(|p| p.info().ok())
+            .map(|i| i.run_time())
+            .sum()
     }
 
     /// Status of every family and program, for the recording.

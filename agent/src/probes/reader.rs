@@ -145,7 +145,49 @@ pub trait FamilyReader {
         Ok(())
     }
 
+    /// The family's programs were detached for a while (the agent's duty
+    /// cycle, [`super::cycle`]) and are about to attach again: forgets what
+    /// the kernel side had in flight, whose end went unseen. Called while
+    /// nothing is attached, before [`Self::rebase`].
+    fn forget_in_flight(&mut self) -> Result<(), ReadError> {
+        Ok(())
+    }
+
     /// Reads the slice since the previous call into the family's section of
     /// `slice`; `last` for the recording's last slice.
     fn read_into(&mut self, slice: &mut Slice, last: bool) -> Result<(), ReadError>;
+}
+
+/// Deletes every entry of a kernel hash map (an entry deleted meanwhile is
+/// skipped): what a family had in flight when its programs were detached.
+pub(crate) fn clear_map<K: Pod, V: Pod>(
+    map: &mut aya::maps::HashMap<MapData, K, V>,
+    name: &'static str,
+) -> Result<(), ReadError> {
+    let keys: Vec<K> = map.keys().flatten().collect();
+    for key in keys {
+        match map.remove(&key) {
+            Ok(()) | Err(MapError::KeyNotFound) => {}
+            Err(e) => return Err(ReadError::Map { name, source: e }),
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites entry `index` of a per-CPU array on every CPU with `edit`
+/// applied to its value there.
+pub(crate) fn edit_per_cpu<T: Pod>(
+    map: &mut PerCpuArray<MapData, T>,
+    index: u32,
+    name: &'static str,
+    edit: impl Fn(&mut T),
+) -> Result<(), ReadError> {
+    let values = map.get(&index, 0).map_err(ReadError::map(name))?;
+    let mut edited: Vec<T> = values.iter().copied().collect();
+    edited.iter_mut().for_each(edit);
+    let values = PerCpuValues::try_from(edited).map_err(|e| ReadError::Map {
+        name,
+        source: MapError::IoError(e),
+    })?;
+    map.set(index, values, 0).map_err(ReadError::map(name))
 }

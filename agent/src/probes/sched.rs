@@ -21,7 +21,7 @@ use std::collections::HashMap;
 
 use aya::{
     Ebpf,
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray},
 };
 use mdiag_common::{
     hist::LOG2_BUCKETS,
@@ -31,12 +31,15 @@ use mdiag_common::{
 };
 
 use super::{
-    AttachContext, Counters, FamilyDef, FamilyReader, Probes, ReadError,
+    AttachContext, Counters, FamilyDef, FamilyReader, Probes, ReadError, TakeMapError,
     attach::reader_if,
     credit::{self, Credit},
     delta::{self, ThreadValue},
 };
 use crate::recording::{ProbeStatus, SchedDrops, SchedSlice, Slice, ThreadSlice};
+
+/// `bpf_map_update_elem`'s flag: only an entry that exists.
+const BPF_EXIST: u64 = 2;
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = "sched";
@@ -52,6 +55,18 @@ fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
         SchedReader::new(&mut probes.ebpf, cx.target_tgid)
     });
     Some(status)
+}
+
+/// Sets `bits` in `SCHED_FOLD`: the switch program takes over another
+/// family's switch work (see `mdiag_common::sched::FOLD_DSTATE`).
+pub(super) fn fold(ebpf: &mut Ebpf, bits: u32) -> Result<(), ReadError> {
+    let name = sched_common::MAP_FOLD;
+    let map = ebpf
+        .map_mut(name)
+        .ok_or(ReadError::Take(TakeMapError::Missing(name)))?;
+    let mut fold: Array<&mut MapData, u32> = Array::try_from(map).map_err(ReadError::map(name))?;
+    let now = fold.get(&0, 0).map_err(ReadError::map(name))?;
+    fold.set(0, &(now | bits), 0).map_err(ReadError::map(name))
 }
 
 /// Cumulative counters at one instant.
@@ -148,6 +163,31 @@ impl Counters for SchedReader {
 impl FamilyReader for SchedReader {
     fn family(&self) -> &'static str {
         FAMILY
+    }
+
+    /// No run in progress on any CPU, and no thread's run or run-queue wait
+    /// open (nor a D-state sleep marked open for the folded contention work).
+    fn forget_in_flight(&mut self) -> Result<(), ReadError> {
+        super::edit_per_cpu(&mut self.running, 0, MAP_RUNNING, |r| {
+            *r = Running::default()
+        })?;
+        let tids: Vec<u32> = self.threads.keys().flatten().collect();
+        for tid in tids {
+            let Ok(mut t) = self.threads.get(&tid, 0) else {
+                continue;
+            };
+            t.last_in_ns = 0;
+            t.runnable_since_ns = 0;
+            t.flags = 0;
+            self.threads
+                .insert(&tid, &t, BPF_EXIST)
+                .or_else(|e| match e {
+                    aya::maps::MapError::KeyNotFound => Ok(()),
+                    e => Err(e),
+                })
+                .map_err(ReadError::map(MAP_THREADS))?;
+        }
+        Ok(())
     }
 
     fn rebase(&mut self) -> Result<(), ReadError> {

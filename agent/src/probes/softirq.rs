@@ -106,6 +106,14 @@ impl FamilyReader for SoftirqReader {
         FAMILY
     }
 
+    /// No softirq or hard IRQ open on any CPU.
+    fn forget_in_flight(&mut self) -> Result<(), ReadError> {
+        super::edit_per_cpu(&mut self.cpu, 0, MAP_CPU, |c| {
+            c.softirq_entry_ts = 0;
+            c.hardirq_entry_ts = 0;
+        })
+    }
+
     fn rebase(&mut self) -> Result<(), ReadError> {
         self.last = self.snapshot()?;
         Ok(())

@@ -22,10 +22,20 @@ pub const TRACEPOINTS: [(&str, &str); 4] = [
 
 /// Map names (the static names in `mdiag-ebpf/src/sched.rs`).
 pub const MAP_THREADS: &str = "SCHED_THREADS";
-pub const MAP_WAKEUP_TS: &str = "SCHED_WAKEUP_TS";
 pub const MAP_CPU: &str = "SCHED_CPU";
 pub const MAP_LAST_WAKEUP: &str = "SCHED_LAST_WAKEUP";
 pub const MAP_RUNNING: &str = "SCHED_RUNNING";
+/// One `u32` of [`FOLD_*`](FOLD_DSTATE) bits: what else the `sched_switch`
+/// program does, set by the families that hand their own switch work to it
+/// (one program per switch instead of two).
+pub const MAP_FOLD: &str = "SCHED_FOLD";
+/// `SCHED_FOLD` bit: the contention family's D-state accounting runs in
+/// `mdiag_sched_switch` (its own switch program is then not attached).
+pub const FOLD_DSTATE: u32 = 1;
+/// `ThreadSched::flags` bit: a D-state sleep of the thread is open in the
+/// contention family's in-flight map (set and cleared by the folded switch
+/// program, so a switch-in looks that map up only when there is one).
+pub const THREAD_DSTATE_OPEN: u32 = 1;
 
 /// Read-only globals set by the loader before the programs are verified.
 /// Thread-group id to observe; 0 = every task on the host.
@@ -43,8 +53,6 @@ pub const GLOBAL_TASK_STATE_OFFSET: &str = "MDIAG_TASK_STATE_OFFSET";
 
 /// Capacity of the per-thread map. A full map is counted as a drop.
 pub const MAX_THREADS: u32 = 32768;
-/// Capacity of the wakeup-timestamp map (threads waiting in a run queue).
-pub const MAX_PENDING_WAKEUPS: u32 = 65536;
 
 pub const TASK_COMM_LEN: usize = 16;
 /// CPUs addressable by the last-wakeup array (larger CPU numbers are counted
@@ -79,7 +87,8 @@ pub struct Running {
 pub struct ThreadSched {
     /// Thread-group id (process id) of the thread.
     pub tgid: u32,
-    pub _pad0: u32,
+    /// Kernel bookkeeping bits ([`THREAD_DSTATE_OPEN`]).
+    pub flags: u32,
     /// Thread name, NUL padded.
     pub comm: [u8; TASK_COMM_LEN],
     /// Switches away while blocking (the kernel's `nvcsw`).
@@ -111,6 +120,10 @@ pub struct ThreadSched {
     /// from it whether a run it saw in progress (`Running`) has ended in
     /// these counters.
     pub last_run_start_ns: u64,
+    /// Bookkeeping: since when the thread waits in a run queue (woken, or
+    /// switched out still runnable); 0 = not waiting. Kept in the thread's
+    /// entry, not a map of its own: no insert or delete per switch.
+    pub runnable_since_ns: u64,
 }
 
 /// Per-CPU counters (a `PerCpuArray` of one element).
@@ -133,7 +146,9 @@ pub struct SchedCpu {
     pub migrations: u64,
     /// Drops: a thread could not be added to the full thread map.
     pub drop_thread_map_full: u64,
-    /// Drops: a wakeup timestamp could not be stored (map full).
+    /// Drops: a wakeup timestamp could not be stored. Always 0 since the
+    /// timestamp lives in the thread's entry (a full thread map counts as
+    /// `drop_thread_map_full`); kept so recordings keep their layout.
     pub drop_wakeup_map_full: u64,
     /// Drops: a `task_struct` field could not be read.
     pub drop_read_failed: u64,
@@ -159,7 +174,7 @@ impl Default for SchedCpu {
     }
 }
 
-const _: () = assert!(core::mem::size_of::<ThreadSched>() == 8 + 16 + 11 * 8);
+const _: () = assert!(core::mem::size_of::<ThreadSched>() == 8 + 16 + 12 * 8);
 const _: () = assert!(core::mem::size_of::<SchedCpu>() == 10 * 8 + 8 * LOG2_BUCKETS);
 const _: () = assert!(core::mem::size_of::<LastWakeup>() == 16);
 const _: () = assert!(core::mem::size_of::<Running>() == 16);

@@ -1,6 +1,6 @@
 //! Contention family (kernel side): kernel lock waits (`contention_begin` →
-//! `contention_end`) and uninterruptible sleeps (D state, from its own
-//! `sched_switch` program) of observed threads, each charged to the window
+//! `contention_end`) and uninterruptible sleeps (D state, at `sched_switch`)
+//! of observed threads, each charged to the window
 //! (inside / outside a checkpoint of the target) in which the wait began.
 //!
 //! Lock waits: one open wait per thread. A `contention_begin` for the lock
@@ -13,7 +13,10 @@
 //! (not TASK_IDLE, not preempted), its kernel stack is stored in the stack
 //! map and (time, stack id, window) remembered; when it is switched back in,
 //! the sleep's length is added to its thread totals and to per-CPU totals by
-//! (stack id, window). Nothing goes to user space per event.
+//! (stack id, window). Nothing goes to user space per event. This runs in
+//! the scheduler family's switch program when that one is attached
+//! (`FOLD_DSTATE`, so a switch runs one program, not two), else in this
+//! family's own.
 //!
 //! User space credits waits still in flight to the slices they overlap: a
 //! thread's totals name the start of its latest counted lock wait and
@@ -33,7 +36,10 @@ use mdiag_common::contention::{
 };
 
 use crate::{
-    sched::{MDIAG_TASK_PID_OFFSET, global, now_ns, observed, switch_prev_state, task_u32},
+    sched::{
+        MDIAG_TASK_PID_OFFSET, MDIAG_TASK_TGID_OFFSET, global, now_ns, observed, switch_prev_state,
+        task_u32,
+    },
     wiredtiger::checkpoint_window,
 };
 
@@ -183,57 +189,52 @@ pub fn mdiag_cont_lock_end(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-#[btf_tracepoint(function = "sched_switch")]
-pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
-    // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
-    let preempt: u64 = ctx.arg(0);
-    let next: *const u8 = ctx.arg(2);
-    let prev_state = switch_prev_state(&ctx);
-    let preempt = preempt & 0xff != 0;
-    let now = now_ns();
-
-    // prev (the current task) going to sleep uninterruptibly.
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let prev_tid = pid_tgid as u32;
-    let prev_tgid = (pid_tgid >> 32) as u32;
-    if prev_tid != 0
-        && !preempt
-        && prev_state & TASK_UNINTERRUPTIBLE != 0
-        && prev_state & TASK_NOLOAD == 0
-        && observed(prev_tgid)
-    {
-        let stack_id = match ctx.get_stackid(&CONT_STACKS, BPF_F_FAST_STACK_CMP) {
-            Ok(id) => id as u32,
-            Err(_) => {
-                if let Some(d) = drops() {
-                    d.stack_failed += 1;
-                }
-                D_STACK_NONE
+/// When `prev` (the current task, an observed thread) leaves the CPU in an
+/// uninterruptible sleep, opens its D-state entry: kernel stack, start,
+/// window. True when the entry was stored.
+#[inline(always)]
+pub(crate) fn dstate_out(
+    ctx: &BtfTracePointContext,
+    prev_tid: u32,
+    prev_tgid: u32,
+    preempt: bool,
+    prev_state: u32,
+    now: u64,
+) -> bool {
+    if preempt || prev_state & TASK_UNINTERRUPTIBLE == 0 || prev_state & TASK_NOLOAD != 0 {
+        return false;
+    }
+    let stack_id = match ctx.get_stackid(&CONT_STACKS, BPF_F_FAST_STACK_CMP) {
+        Ok(id) => id as u32,
+        Err(_) => {
+            if let Some(d) = drops() {
+                d.stack_failed += 1;
             }
-        };
-        let entry = OffCpu {
-            ts_ns: now,
-            stack_id,
-            window: checkpoint_window(),
-        };
-        // Created now, in the thread's own context, so it carries its name.
-        let _ = thread_entry(prev_tid, prev_tgid);
-        if CONT_OFFCPU.insert(&prev_tid, &entry, BPF_ANY).is_err()
-            && let Some(d) = drops()
-        {
+            D_STACK_NONE
+        }
+    };
+    let entry = OffCpu {
+        ts_ns: now,
+        stack_id,
+        window: checkpoint_window(),
+    };
+    // Created now, in the thread's own context, so it carries its name.
+    let _ = thread_entry(prev_tid, prev_tgid);
+    if CONT_OFFCPU.insert(&prev_tid, &entry, BPF_ANY).is_err() {
+        if let Some(d) = drops() {
             d.inflight_full += 1;
         }
+        return false;
     }
+    true
+}
 
-    // next coming back: one lookup for every switch on the host.
-    let Some(next_tid) = task_u32(next, global(&MDIAG_TASK_PID_OFFSET)) else {
-        return 0;
-    };
-    if next_tid == 0 {
-        return 0;
-    }
+/// When `next_tid` comes back on a CPU: closes its open D-state sleep, if
+/// any, into its totals and the per-stack totals.
+#[inline(always)]
+pub(crate) fn dstate_in(next_tid: u32, now: u64) {
     let Some(sleep) = CONT_OFFCPU.get_ptr(&next_tid) else {
-        return 0;
+        return;
     };
     // SAFETY: valid map value pointer; copied before the delete below.
     let sleep = unsafe { *sleep };
@@ -266,5 +267,37 @@ pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
     // Last: while the entry is in flight, the counters either do not hold
     // the sleep yet or name it, never neither.
     let _ = CONT_OFFCPU.remove(&next_tid);
+}
+
+/// The family's own switch program, attached only when the scheduler
+/// family's `mdiag_sched_switch` is not (it then does this work itself,
+/// `FOLD_DSTATE`): one program per switch, not two.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+    let preempt: u64 = ctx.arg(0);
+    let next: *const u8 = ctx.arg(2);
+    let preempt = preempt & 0xff != 0;
+
+    // prev (the current task) going to sleep uninterruptibly.
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let prev_tid = pid_tgid as u32;
+    let prev_tgid = (pid_tgid >> 32) as u32;
+    if prev_tid != 0 && observed(prev_tgid) {
+        let prev_state = switch_prev_state(&ctx);
+        dstate_out(&ctx, prev_tid, prev_tgid, preempt, prev_state, now_ns());
+    }
+
+    // next coming back: a map lookup only for observed threads.
+    let (Some(next_tid), Some(next_tgid)) = (
+        task_u32(next, global(&MDIAG_TASK_PID_OFFSET)),
+        task_u32(next, global(&MDIAG_TASK_TGID_OFFSET)),
+    ) else {
+        return 0;
+    };
+    if next_tid == 0 || !observed(next_tgid) {
+        return 0;
+    }
+    dstate_in(next_tid, now_ns());
     0
 }

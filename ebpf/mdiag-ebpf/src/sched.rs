@@ -1,6 +1,12 @@
 //! Scheduler probe family (kernel side): voluntary / involuntary switches per
 //! thread, wakeup → on-CPU run-queue delay, all aggregated in maps.
 //!
+//! A switch where neither side is observed costs one per-CPU counter and
+//! two task reads; the run-queue wait start lives in the thread's own entry
+//! (`runnable_since_ns`), so an observed switch costs two hash lookups and
+//! no insert or delete. When the contention family folds its D-state work
+//! in (`SCHED_FOLD`), it runs here too: one program per switch.
+//!
 //! Every switch also records, per CPU, which observed thread runs there and
 //! since when (`SCHED_RUNNING`): user space credits runs in progress to the
 //! slices they overlap from it. A per-CPU record is rewritten at every
@@ -26,8 +32,8 @@ use aya_ebpf::{
 use mdiag_common::{
     hist::log2_bucket,
     sched::{
-        LastWakeup, MAX_CPUS, MAX_PENDING_WAKEUPS, MAX_THREADS, Running, SchedCpu, TASK_COMM_LEN,
-        ThreadSched,
+        FOLD_DSTATE, LastWakeup, MAX_CPUS, MAX_THREADS, Running, SchedCpu, TASK_COMM_LEN,
+        THREAD_DSTATE_OPEN, ThreadSched,
     },
 };
 
@@ -36,7 +42,7 @@ static MDIAG_SCHED_TARGET_TGID: u32 = 0;
 #[unsafe(no_mangle)]
 pub(crate) static MDIAG_TASK_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
-static MDIAG_TASK_TGID_OFFSET: u32 = 0;
+pub(crate) static MDIAG_TASK_TGID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static MDIAG_TASK_COMM_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
@@ -47,8 +53,6 @@ static MDIAG_TASK_STATE_OFFSET: u32 = 0;
 #[map]
 static SCHED_THREADS: HashMap<u32, ThreadSched> = HashMap::with_max_entries(MAX_THREADS, 0);
 #[map]
-static SCHED_WAKEUP_TS: HashMap<u32, u64> = HashMap::with_max_entries(MAX_PENDING_WAKEUPS, 0);
-#[map]
 static SCHED_CPU: PerCpuArray<SchedCpu> = PerCpuArray::with_max_entries(1, 0);
 /// Per CPU: the observed thread running there now, and since when.
 #[map]
@@ -56,8 +60,10 @@ static SCHED_RUNNING: PerCpuArray<Running> = PerCpuArray::with_max_entries(1, 0)
 /// Indexed by CPU: the last observed thread woken onto that CPU.
 #[map]
 static SCHED_LAST_WAKEUP: Array<LastWakeup> = Array::with_max_entries(MAX_CPUS, 0);
+/// `FOLD_*` bits: work of other families done by `mdiag_sched_switch`.
+#[map]
+static SCHED_FOLD: Array<u32> = Array::with_max_entries(1, 0);
 
-const BPF_ANY: u64 = 0;
 const BPF_NOEXIST: u64 = 1;
 const TASK_RUNNING: u32 = 0;
 
@@ -161,12 +167,10 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
     // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
     let preempt: u64 = ctx.arg(0);
     let next: *const u8 = ctx.arg(2);
-    let prev_state = switch_prev_state(&ctx);
     let preempt = preempt & 0xff != 0;
 
     let Some(cpu) = cpu_counters() else { return 0 };
     cpu.switches += 1;
-    let now = now_ns();
     // The thread last woken onto this CPU, consumed by this switch.
     // SAFETY: bpf_get_smp_processor_id has no preconditions.
     let this_cpu = unsafe { bpf_get_smp_processor_id() };
@@ -180,108 +184,167 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
         task_u32(next, global(&MDIAG_TASK_PID_OFFSET)),
         task_u32(next, global(&MDIAG_TASK_TGID_OFFSET)),
     );
-    // prev loses the CPU while still runnable (the kernel's nivcsw).
-    let involuntary = preempt || prev_state == TASK_RUNNING;
-    let wakeup_preempt = woken_tid != 0 && next_ids.0 == Some(woken_tid) && involuntary;
-
     // prev is the task running this tracepoint.
     let pid_tgid = bpf_get_current_pid_tgid();
     let prev_tid = pid_tgid as u32;
     let prev_tgid = (pid_tgid >> 32) as u32;
-    if prev_tid != 0 && observed(prev_tgid) {
-        let comm = bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]);
-        if involuntary {
-            cpu.involuntary += 1;
-            if preempt {
-                cpu.preempted += 1;
-            }
-            if wakeup_preempt {
-                cpu.wakeup_preemptions += 1;
-            }
-            // Still runnable: its run-queue wait starts now.
-            if SCHED_WAKEUP_TS.insert(&prev_tid, &now, BPF_ANY).is_err() {
-                cpu.drop_wakeup_map_full += 1;
-            }
-        } else {
-            cpu.voluntary += 1;
-            // Going to sleep: any older wakeup stamp is stale.
-            let _ = SCHED_WAKEUP_TS.remove(&prev_tid);
+    let prev_observed = prev_tid != 0 && observed(prev_tgid);
+    let next_observed = matches!(next_ids, (Some(tid), Some(tgid)) if tid != 0 && observed(tgid));
+    // What runs on this CPU from now on (nothing observed: tid 0), written
+    // after prev's run is counted below; cleared here when neither side is
+    // observed, the common case on a busy host, which then costs nothing more.
+    if !prev_observed && !next_observed {
+        set_running(Running::default());
+        if next_ids.0.is_none() || next_ids.1.is_none() {
+            cpu.drop_read_failed += 1;
         }
-        if let Some(t) = thread_entry(prev_tid, prev_tgid, &comm, cpu) {
-            if involuntary {
-                t.involuntary += 1;
-                if preempt {
-                    t.preempted += 1;
-                }
-                if wakeup_preempt {
-                    t.wakeup_preempted += 1;
-                }
-            } else {
-                t.voluntary += 1;
-            }
-            if t.last_in_ns != 0 && now > t.last_in_ns {
-                t.oncpu_ns += now - t.last_in_ns;
-                t.last_run_start_ns = t.last_in_ns;
-            }
-            t.last_in_ns = 0;
-            // The current name: threads often rename themselves after their
-            // first switch (pthread_setname_np), and thread classes go by it.
-            if comm[0] != 0 {
-                t.comm = comm;
-            }
+        return 0;
+    }
+    let prev_state = switch_prev_state(&ctx);
+    let now = now_ns();
+    // prev loses the CPU while still runnable (the kernel's nivcsw).
+    let involuntary = preempt || prev_state == TASK_RUNNING;
+    let wakeup_preempt = woken_tid != 0 && next_ids.0 == Some(woken_tid) && involuntary;
+    let fold = fold_bits();
+
+    if prev_observed {
+        let comm = bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]);
+        switch_out(
+            &SwitchOut {
+                tid: prev_tid,
+                tgid: prev_tgid,
+                comm,
+                now,
+                involuntary,
+                preempt,
+                wakeup_preempt,
+            },
+            cpu,
+        );
+        if fold & FOLD_DSTATE != 0
+            && crate::contention::dstate_out(&ctx, prev_tid, prev_tgid, preempt, prev_state, now)
+            && let Some(t) = SCHED_THREADS.get_ptr_mut(&prev_tid)
+        {
+            // SAFETY: valid map value; the thread is switching out on this CPU.
+            unsafe { (*t).flags |= THREAD_DSTATE_OPEN };
         }
     }
 
-    // What runs on this CPU from now on (nothing observed: tid 0). After
-    // prev's run is counted: a reader sees it running or counted (its
-    // start in `last_run_start_ns`), never neither.
-    if let Some(r) = SCHED_RUNNING.get_ptr_mut(0) {
-        let running = match next_ids {
-            (Some(tid), Some(tgid)) if tid != 0 && observed(tgid) => Running {
-                tid,
-                tgid,
-                since_ns: now,
-            },
-            _ => Running::default(),
-        };
-        // SAFETY: this CPU's slot; programs on one CPU do not nest here.
-        unsafe { *r = running };
-    }
-    // next: going on CPU now.
+    set_running(match next_ids {
+        (Some(tid), Some(tgid)) if next_observed => Running {
+            tid,
+            tgid,
+            since_ns: now,
+        },
+        _ => Running::default(),
+    });
     let (Some(next_tid), Some(next_tgid)) = next_ids else {
         cpu.drop_read_failed += 1;
         return 0;
     };
-    if next_tid == 0 || !observed(next_tgid) {
+    if !next_observed {
         return 0;
     }
-    let delay = match SCHED_WAKEUP_TS.get_ptr(&next_tid) {
-        // SAFETY: valid map value pointer for the duration of the program.
-        Some(ts) => {
-            let ts = unsafe { *ts };
-            let _ = SCHED_WAKEUP_TS.remove(&next_tid);
-            if now > ts { Some(now - ts) } else { Some(0) }
-        }
-        None => None,
-    };
     let comm = task_comm(next);
-    if let Some(d) = delay {
-        let b = log2_bucket(d);
-        if let Some(slot) = cpu.runq_hist.get_mut(b) {
+    let Some(t) = thread_entry(next_tid, next_tgid, &comm, cpu) else {
+        return 0;
+    };
+    if wakeup_preempt && prev_tid != 0 {
+        t.wakeup_preempting += 1;
+    }
+    if t.runnable_since_ns != 0 {
+        let d = now.saturating_sub(t.runnable_since_ns);
+        t.runnable_since_ns = 0;
+        t.runq_delay_ns += d;
+        t.runq_delays += 1;
+        if let Some(slot) = cpu.runq_hist.get_mut(log2_bucket(d)) {
             *slot += 1;
         }
     }
-    if let Some(t) = thread_entry(next_tid, next_tgid, &comm, cpu) {
-        if wakeup_preempt && prev_tid != 0 {
-            t.wakeup_preempting += 1;
-        }
-        if let Some(d) = delay {
-            t.runq_delay_ns += d;
-            t.runq_delays += 1;
-        }
-        t.last_in_ns = now;
+    t.last_in_ns = now;
+    if t.flags & THREAD_DSTATE_OPEN != 0 {
+        t.flags &= !THREAD_DSTATE_OPEN;
+        crate::contention::dstate_in(next_tid, now);
     }
     0
+}
+
+/// The side of a switch that leaves the CPU.
+struct SwitchOut {
+    tid: u32,
+    tgid: u32,
+    comm: [u8; TASK_COMM_LEN],
+    now: u64,
+    involuntary: bool,
+    preempt: bool,
+    wakeup_preempt: bool,
+}
+
+/// Counts an observed thread's switch-out: its kind, its run, and (still
+/// runnable) the start of its run-queue wait.
+#[inline(always)]
+fn switch_out(s: &SwitchOut, cpu: &mut SchedCpu) {
+    if s.involuntary {
+        cpu.involuntary += 1;
+        if s.preempt {
+            cpu.preempted += 1;
+        }
+        if s.wakeup_preempt {
+            cpu.wakeup_preemptions += 1;
+        }
+    } else {
+        cpu.voluntary += 1;
+    }
+    let Some(t) = thread_entry(s.tid, s.tgid, &s.comm, cpu) else {
+        return;
+    };
+    if s.involuntary {
+        t.involuntary += 1;
+        if s.preempt {
+            t.preempted += 1;
+        }
+        if s.wakeup_preempt {
+            t.wakeup_preempted += 1;
+        }
+        // Still runnable: its run-queue wait starts now.
+        t.runnable_since_ns = s.now;
+    } else {
+        t.voluntary += 1;
+        // Going to sleep: any older wakeup stamp is stale.
+        t.runnable_since_ns = 0;
+    }
+    if t.last_in_ns != 0 && s.now > t.last_in_ns {
+        t.oncpu_ns += s.now - t.last_in_ns;
+        t.last_run_start_ns = t.last_in_ns;
+    }
+    t.last_in_ns = 0;
+    // The current name: threads often rename themselves after their
+    // first switch (pthread_setname_np), and thread classes go by it.
+    if s.comm[0] != 0 {
+        t.comm = s.comm;
+    }
+}
+
+/// This CPU's record of the observed thread running on it.
+#[inline(always)]
+fn set_running(running: Running) {
+    if let Some(r) = SCHED_RUNNING.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; programs on one CPU do not nest here.
+        unsafe {
+            if (*r).tid != 0 || running.tid != 0 {
+                *r = running;
+            }
+        }
+    }
+}
+
+/// The `SCHED_FOLD` bits (0 when unreadable).
+#[inline(always)]
+fn fold_bits() -> u32 {
+    match SCHED_FOLD.get(0) {
+        Some(b) => *b,
+        None => 0,
+    }
 }
 
 #[inline(always)]
@@ -301,8 +364,11 @@ fn on_wakeup(ctx: &BtfTracePointContext) {
     }
     cpu.wakeups += 1;
     let now = now_ns();
-    if SCHED_WAKEUP_TS.insert(&tid, &now, BPF_ANY).is_err() {
-        cpu.drop_wakeup_map_full += 1;
+    let comm = task_comm(p);
+    if let Some(t) = thread_entry(tid, tgid, &comm, cpu) {
+        // The woken thread is not running: its own switches do not write
+        // the entry meanwhile.
+        t.runnable_since_ns = now;
     }
     // Remember it on the CPU it was queued on, for wakeup-preemption detection.
     if let Some(target_cpu) = task_u32(p, global(&MDIAG_TASK_CPU_OFFSET))

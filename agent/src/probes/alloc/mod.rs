@@ -251,7 +251,7 @@ impl AllocProbe {
                 ..AllocRecord::default()
             },
             status: None,
-            cpu_start_ns: target_cpu_ns(pid.get()),
+            cpu_start_ns: crate::target::cpu_ns(pid.get()),
             cpu_last_ns: None,
             hits: 0,
             paced: None,
@@ -485,7 +485,7 @@ impl AllocProbe {
             Err(e) => tracing::warn!(family = FAMILY, "window lost: {e}"),
         }
         self.maps.clear_stacks();
-        let cpu = target_cpu_ns(self.pid.get());
+        let cpu = crate::target::cpu_ns(self.pid.get());
         if cpu.is_some() {
             self.cpu_last_ns = cpu;
         }
@@ -562,7 +562,7 @@ impl AllocProbe {
             self.close_window(ebpf, rec_start);
         }
         let _ = self.maps.set_control(0, 0);
-        if let Some(cpu) = target_cpu_ns(self.pid.get()) {
+        if let Some(cpu) = crate::target::cpu_ns(self.pid.get()) {
             self.cpu_last_ns = Some(cpu);
         }
     }
@@ -589,39 +589,6 @@ impl AllocProbe {
 /// Milliseconds from `from` to `to` (0 when `to` is earlier).
 fn ms_between(from: Instant, to: Instant) -> u64 {
     u64::try_from(to.saturating_duration_since(from).as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The target's CPU time (user + system, all threads), ns: from its
-/// process CPU clock (nanoseconds, one system call), else from
-/// `/proc/PID/stat` (clock ticks).
-fn target_cpu_ns(pid: u32) -> Option<u64> {
-    cpu_clock_ns(pid).or_else(|| {
-        let stat = procfs::process::Process::new(i32::try_from(pid).ok()?)
-            .ok()?
-            .stat()
-            .ok()?;
-        let ticks = procfs::ticks_per_second().max(1);
-        Some((stat.utime + stat.stime).saturating_mul(1_000_000_000) / ticks)
-    })
-}
-
-/// `clock_gettime` of the process CPU clock of `pid` (`None` once it is gone).
-fn cpu_clock_ns(pid: u32) -> Option<u64> {
-    let mut clock: libc::clockid_t = 0;
-    // SAFETY: `clock` is a valid place for the clock id; the call only
-    // writes it.
-    if unsafe { libc::clock_getcpuclockid(libc::pid_t::try_from(pid).ok()?, &mut clock) } != 0 {
-        return None;
-    }
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to write into.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return None;
-    }
-    Some(u64::try_from(ts.tv_sec).ok()? * 1_000_000_000 + u64::try_from(ts.tv_nsec).ok()?)
 }
 
 /// Windows are opened and closed by the record loop ([`AllocProbe::poll`]);

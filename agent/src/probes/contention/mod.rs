@@ -25,6 +25,7 @@ use mdiag_common::contention::{
     LockKindStats, MAP_DROPS, MAP_DSTACKS, MAP_LOCK_INFLIGHT, MAP_LOCK_KINDS, MAP_OFFCPU,
     MAP_STACKS, MAP_THREADS, OffCpu, ThreadContention,
 };
+use mdiag_common::sched as sched_common;
 
 pub use self::slice::slice_between;
 use self::{
@@ -48,8 +49,20 @@ pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &contention_common::TRACE
 /// Lock waits and D-state stacks: needs the `task_struct` offsets (its
 /// switch program reads the task); any program that attached is enough,
 /// each alone is useful.
+/// When the scheduler family's switch program runs, the D-state work is
+/// folded into it (one program per switch, not two) and this family's own
+/// switch program stays detached.
 fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
-    let status = cx.attach_tracepoints(&mut probes.ebpf, &DEF, &cx.task_offsets);
+    let folded = probes.sched.is_some()
+        && cx.task_offsets.is_ok()
+        && super::sched::fold(&mut probes.ebpf, sched_common::FOLD_DSTATE)
+            .map_err(|e| tracing::warn!("contention: switch work not folded into sched's: {e}"))
+            .is_ok();
+    let into = folded.then_some((
+        contention_common::PROG_SWITCH,
+        sched_common::PROG_SCHED_SWITCH,
+    ));
+    let status = cx.attach_tracepoints_folded(&mut probes.ebpf, &DEF, &cx.task_offsets, into);
     if status.programs.iter().any(|p| p.error.is_none()) {
         probes.contention = reader_or_warn(FAMILY, || ContentionReader::new(&mut probes.ebpf));
     }
@@ -217,6 +230,12 @@ impl Counters for ContentionReader {
 impl FamilyReader for ContentionReader {
     fn family(&self) -> &'static str {
         FAMILY
+    }
+
+    /// No lock wait or D-state sleep open.
+    fn forget_in_flight(&mut self) -> Result<(), ReadError> {
+        super::clear_map(&mut self.offcpu, MAP_OFFCPU)?;
+        super::clear_map(&mut self.lock_inflight, MAP_LOCK_INFLIGHT)
     }
 
     fn rebase(&mut self) -> Result<(), ReadError> {

@@ -289,6 +289,11 @@ impl FamilyReader for SyscallsReader {
         FAMILY
     }
 
+    /// No watched syscall in flight.
+    fn forget_in_flight(&mut self) -> Result<(), ReadError> {
+        super::clear_map(&mut self.inflight, MAP_INFLIGHT)
+    }
+
     /// Counters and waits before this instant are left out of the first
     /// slice (rseq events received so far are kept).
     fn rebase(&mut self) -> Result<(), ReadError> {
