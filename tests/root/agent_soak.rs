@@ -6,6 +6,9 @@
 //! its RSS grows less than 1 MiB per hour of windows, its file descriptors
 //! and loaded programs do not grow, and every restart is re-attached.
 //!
+//! A second soak watches the real mongod under a request load with the
+//! per-event probes duty-cycled (detached and attached again many times).
+//!
 //! Every figure is a cycle's floor, read every 100 ms. Attaching to a
 //! restarted target parses the kernel's BTF, which swings the agent's
 //! anonymous memory by about 30 MiB until it is freed, and an allocator
@@ -173,4 +176,86 @@ fn the_agent_keeps_its_memory_fds_and_programs_through_restarts_and_thread_churn
         .map(|d| d.count())
         .unwrap_or(0);
     assert!(flights <= 3, "{flights} flight recordings kept");
+}
+
+/// The soak on the real mongod 6.0.5 serving requests (a C++ server with a
+/// 140 MB symbol table, one thread per connection), with a probe budget so
+/// small that the per-event programs are detached and attached again many
+/// times: memory, file descriptors and programs stay flat.
+#[test]
+fn the_agent_on_a_real_mongod_keeps_its_memory_fds_and_programs_through_the_duty_cycle() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    const NAME: &str = "mdiag-mongod";
+    let server = mdiag_tests::mongod::Mongod::start_with(mdiag_tests::mongod::Options {
+        name: Some(NAME.into()),
+        ..Default::default()
+    });
+    let load = mdiag_tests::mongod::Load::start(&server.uri(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("mdiag.toml");
+    // probe_budget 0.0005: a fraction of what the programs cost on this
+    // load, so they run about one second in several.
+    std::fs::write(
+        &cfg,
+        format!(
+            "[agent]\nwindow = \"1s\"\nlisten = \"127.0.0.1:0\"\nstate_dir = \"{}\"\n\
+             processes = [\"{NAME}\"]\nprobe_budget = 0.0005\nflight_before = \"5s\"\n\
+             flight_after = \"1s\"\nflight_max_files = 3\n\n[mongodb]\nuri = \"{}\"\n",
+            dir.path().join("state").display(),
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let mut agent = Agent::start(&cfg, &[]);
+    agent.wait_for(
+        &[
+            &format!("watching {NAME}"),
+            &format!("(pid {})", server.pid()),
+        ],
+        Duration::from_secs(120),
+    );
+    let pid = agent.child.id();
+    let cycles = 10;
+    let mut samples = Vec::new();
+    let t0 = Instant::now();
+    for _ in 0..cycles {
+        let cycle = Instant::now();
+        let (mut rss, mut fds, mut progs) = (u64::MAX, usize::MAX, usize::MAX);
+        while cycle.elapsed() < Duration::from_secs(10) {
+            agent.drain_for(Duration::from_millis(100));
+            let (r, f) = footprint(pid);
+            rss = rss.min(r);
+            fds = fds.min(f);
+            progs = progs.min(programs());
+        }
+        samples.push((t0.elapsed().as_secs_f64(), rss, fds, progs));
+    }
+    let (seconds, _) = load.finish();
+    let (status, log) = agent.stop();
+    assert!(status.success(), "{log}");
+    assert!(!seconds.is_empty(), "the load reported no second");
+    assert_eq!(
+        log.matches(&format!("watching {NAME}")).count(),
+        1,
+        "one attach for the whole run:\n{log}"
+    );
+    let settled = &samples[2..];
+    let (_, _, fds_a, progs_a) = settled[0];
+    let (_, _, fds_b, progs_b) = *settled.last().unwrap();
+    let floors: Vec<(f64, f64)> = settled.iter().map(|s| (s.0, s.1 as f64)).collect();
+    let per_hour = slope(&floors) * 60.0;
+    eprintln!("soak on mongod: {samples:?}; {per_hour:.0} B per hour of 60 s windows");
+    assert!(
+        per_hour < (1 << 20) as f64,
+        "RSS grows {per_hour:.0} bytes per hour of windows: {samples:?}"
+    );
+    assert!(
+        fds_b <= fds_a,
+        "file descriptors grew {fds_a} → {fds_b}: {samples:?}"
+    );
+    assert_eq!(
+        progs_b, progs_a,
+        "BPF programs {progs_a} → {progs_b}: {samples:?}"
+    );
 }
