@@ -69,7 +69,7 @@ fn kernel_source(family: &str) -> String {
 /// The program kinds of a kernel file, named as the kernel and the
 /// recording's attach points name them (`#[btf_tracepoint]` is `tp_btf`).
 fn program_kinds(source: &str) -> BTreeSet<String> {
-    const MACROS: [(&str, &str); 9] = [
+    const MACROS: [(&str, &str); 10] = [
         ("btf_tracepoint", "tp_btf"),
         ("tracepoint", "tracepoint"),
         ("raw_tracepoint", "raw_tp"),
@@ -79,6 +79,7 @@ fn program_kinds(source: &str) -> BTreeSet<String> {
         ("uretprobe", "uretprobe"),
         ("perf_event", "perf_event"),
         ("fentry", "fentry"),
+        ("fexit", "fexit"),
     ];
     source
         .lines()

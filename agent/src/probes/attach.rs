@@ -30,6 +30,9 @@ pub struct AttachContext {
     /// The `pt_regs` offsets were resolved (the object has them), or why not
     /// (`syscalls`).
     pub regs_offsets: Result<(), String>,
+    /// The watched syscalls' entry functions in this kernel, or why the
+    /// fentry/fexit programs cannot be used (`syscalls`).
+    pub syscall_entries: Result<Vec<syscalls::entry_points::EntryPoint>, String>,
     /// Tracepoints this kernel does not have: their programs fail with one
     /// line naming the kernel feature instead of a loader error.
     absent: Vec<&'static str>,
@@ -47,7 +50,7 @@ impl AttachContext {
         // btf-rs's parse of the kernel BTF (tens of MiB) lives only while the
         // offsets are resolved: it is dropped before aya parses its own copy,
         // which keeps mdiag's peak RSS within its budget.
-        let (offsets, regs, absent) = {
+        let (offsets, regs, absent, syscall_entries) = {
             let vmlinux = btf::load_vmlinux();
             let absent: Vec<&'static str> = vmlinux.as_ref().map_or_else(
                 |_| Vec::new(),
@@ -65,7 +68,11 @@ impl AttachContext {
                 .as_ref()
                 .map_err(ToString::to_string)
                 .and_then(|b| syscalls::regs_offsets(b).map_err(|e| e.to_string()));
-            (offsets, regs, absent)
+            let syscall_entries = vmlinux
+                .as_ref()
+                .map_err(ToString::to_string)
+                .and_then(syscalls::entry_points::resolve);
+            (offsets, regs, absent, syscall_entries)
         };
         let regs_offsets = regs
             .as_ref()
@@ -109,11 +116,17 @@ impl AttachContext {
             kernel_btf,
             task_offsets: offsets.map(|_| ()),
             regs_offsets: regs.map(|_| ()),
+            syscall_entries,
             absent,
             target_tgid: config.target_tgid,
             links: std::cell::RefCell::default(),
         };
         Ok((cx, ebpf))
+    }
+
+    /// The kernel's BTF as aya parsed it, or why it could not be.
+    pub fn kernel_btf(&self) -> Result<&aya::Btf, String> {
+        self.kernel_btf.as_ref().map_err(Clone::clone)
     }
 
     /// Loads and attaches each `(program, tracepoint)` of a family's `def` when

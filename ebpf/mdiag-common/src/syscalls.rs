@@ -1,12 +1,15 @@
 //! Syscalls family: memory syscalls (mmap, munmap, madvise, brk, mremap),
 //! futex waits and wakes, and rseq registrations of the observed threads.
 //!
-//! One pair of BTF tracepoints (`sys_enter`/`sys_exit`) serves them all: the
-//! programs first drop every task that is not observed (one compare), then
-//! every syscall that is not watched (a few compares against numbers user
-//! space passes in for the running architecture). Aggregation is per CPU and
-//! per watched syscall; rseq registrations, rare (one per thread), are sent
-//! as events through a ring buffer.
+//! One fentry/fexit pair per watched syscall ([`WATCHED_SYSCALLS`]) on the
+//! kernel function it enters through, so no other syscall runs a program;
+//! where the kernel has no BPF trampolines, one pair of BTF tracepoints
+//! (`sys_enter`/`sys_exit`) serves them all instead: those programs run on
+//! every syscall of the host, drop every task that is not observed (one
+//! compare), then every syscall that is not watched (a few compares against
+//! numbers user space passes in for the running architecture). Aggregation
+//! is per CPU and per watched syscall; rseq registrations, rare (one per
+//! thread), are sent as events through a ring buffer.
 
 use crate::hist::LOG2_BUCKETS;
 
@@ -14,6 +17,35 @@ pub const PROG_SYS_ENTER: &str = "mdiag_sys_enter";
 pub const PROG_SYS_EXIT: &str = "mdiag_sys_exit";
 pub const TRACEPOINTS: [(&str, &str); 2] =
     [(PROG_SYS_ENTER, "sys_enter"), (PROG_SYS_EXIT, "sys_exit")];
+
+/// A watched syscall and its fentry/fexit programs (futex's pair serves
+/// both futex_wait and futex_wake: the operation decides at entry).
+#[derive(Debug, PartialEq, Eq)]
+pub struct WatchedSyscall {
+    /// Its name in the kernel's syscall table.
+    pub name: &'static str,
+    /// The fentry program on the function it enters through.
+    pub entry: &'static str,
+    /// The fexit program on the same function.
+    pub exit: &'static str,
+}
+
+const fn watched(name: &'static str, entry: &'static str, exit: &'static str) -> WatchedSyscall {
+    WatchedSyscall { name, entry, exit }
+}
+
+/// Every watched syscall with its programs. The names stay distinct within
+/// the 15 characters the kernel keeps of a program's name.
+pub const WATCHED_SYSCALLS: [WatchedSyscall; 8] = [
+    watched("mmap", "mdiag_fe_mmap", "mdiag_fx_mmap"),
+    watched("munmap", "mdiag_fe_munmap", "mdiag_fx_munmap"),
+    watched("madvise", "mdiag_fe_madvise", "mdiag_fx_madvise"),
+    watched("brk", "mdiag_fe_brk", "mdiag_fx_brk"),
+    watched("mremap", "mdiag_fe_mremap", "mdiag_fx_mremap"),
+    watched("futex", "mdiag_fe_futex", "mdiag_fx_futex"),
+    watched("futex_waitv", "mdiag_fe_waitv", "mdiag_fx_waitv"),
+    watched("rseq", "mdiag_fe_rseq", "mdiag_fx_rseq"),
+];
 
 pub const MAP_INFLIGHT: &str = "SYS_INFLIGHT";
 pub const MAP_STATS: &str = "SYS_STATS";
@@ -257,6 +289,39 @@ mod tests {
         // is the second unsigned long.
         assert_eq!(core::mem::offset_of!(MmapArgStruct, len), 8);
         assert_eq!(core::mem::offset_of!(MmapArgStruct, offset), 40);
+    }
+
+    /// One pair per syscall that has a number of its own (futex_wake shares
+    /// futex's), with names the kernel keeps apart (15 characters).
+    #[test]
+    fn watched_syscalls_cover_the_numbered_slots() {
+        for (slot, name) in SLOT_NAMES.iter().enumerate() {
+            let syscall = match slot {
+                SLOT_FUTEX_WAKE => continue,
+                SLOT_FUTEX_WAIT => "futex",
+                _ => name,
+            };
+            assert_eq!(
+                WATCHED_SYSCALLS.iter().filter(|w| w.name == syscall).count(),
+                1,
+                "{syscall}"
+            );
+        }
+        assert_eq!(WATCHED_SYSCALLS.len(), NR_SLOTS - 1);
+        let kept = |p: &'static str| &p[..p.len().min(15)];
+        for (i, a) in WATCHED_SYSCALLS.iter().enumerate() {
+            assert_ne!(kept(a.entry), kept(a.exit));
+            for b in &WATCHED_SYSCALLS[i + 1..] {
+                for (x, y) in [
+                    (a.entry, b.entry),
+                    (a.exit, b.exit),
+                    (a.entry, b.exit),
+                    (a.exit, b.entry),
+                ] {
+                    assert_ne!(kept(x), kept(y));
+                }
+            }
+        }
     }
 
     #[test]

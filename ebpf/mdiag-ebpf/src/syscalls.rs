@@ -1,9 +1,19 @@
 //! Syscalls family (kernel side): memory syscalls, futex waits and rseq
-//! registrations of observed threads, from one `sys_enter`/`sys_exit` pair.
+//! registrations of observed threads.
 //!
-//! Cost control: the first thing each program does is drop tasks that are
-//! not observed, then syscalls that are not watched; only watched calls of
-//! observed tasks touch a map.
+//! Two ways in, one body ([`on_enter`], [`on_exit`]):
+//! - one fentry/fexit pair per watched syscall, on the kernel function the
+//!   syscall enters through (`__x64_sys_futex`, ...; user space picks it at
+//!   load time): BPF trampolines, so no other syscall of the host runs any
+//!   of these programs, and no task is sent through the traced syscall slow
+//!   path. Each program knows its slot as a constant.
+//! - where trampolines are missing, the `sys_enter`/`sys_exit` BTF
+//!   tracepoints: they run on every syscall of the host, drop tasks that are
+//!   not observed, then look the syscall number up among the watched ones.
+//!
+//! Both hand the same `struct pt_regs` (the user registers at the syscall)
+//! to [`on_enter`]: the entry functions take it as their one argument.
+//! Only watched calls of observed tasks touch a map.
 //!
 //! `Inflight::args` holds the watched call's first four arguments as the
 //! C library documents them, on every architecture: s390x's `mmap` passes
@@ -11,9 +21,9 @@
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel, bpf_probe_read_user},
-    macros::{btf_tracepoint, map},
+    macros::{btf_tracepoint, fentry, fexit, map},
     maps::{HashMap, PerCpuArray, RingBuf},
-    programs::BtfTracePointContext,
+    programs::{BtfTracePointContext, FEntryContext, FExitContext},
 };
 use mdiag_common::{
     hist::log2_bucket,
@@ -78,7 +88,7 @@ fn slot_of(id: u64) -> Option<usize> {
 #[inline(always)]
 fn read_reg(regs: *const u8, offset: u32) -> u64 {
     // SAFETY: bpf_probe_read_kernel fails cleanly on a bad address; `regs`
-    // is the tracepoint's pt_regs and the offset comes from BTF.
+    // is the syscall's pt_regs and the offset comes from BTF.
     unsafe { bpf_probe_read_kernel(regs.wrapping_add(offset as usize) as *const u64).unwrap_or(0) }
 }
 
@@ -112,18 +122,11 @@ fn mmap_args(regs_args: [u64; 4]) -> [u64; 4] {
     }
 }
 
-#[btf_tracepoint(function = "sys_enter")]
-pub fn mdiag_sys_enter(ctx: BtfTracePointContext) -> i32 {
-    // TP_PROTO(struct pt_regs *regs, long id)
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if !observed((pid_tgid >> 32) as u32) {
-        return 0;
-    }
-    let id: u64 = ctx.arg(1);
-    let Some(mut slot) = slot_of(id) else {
-        return 0;
-    };
-    let regs: *const u8 = ctx.arg(0);
+/// A watched syscall of an observed thread begins: remembers it (what
+/// `Inflight` holds) until [`on_exit`]. `slot` is the syscall's (futex's is
+/// `SLOT_FUTEX_WAIT`: its operation decides between wait and wake here).
+#[inline(always)]
+fn on_enter(regs: *const u8, pid_tgid: u64, mut slot: usize) {
     let mut args = [0u64; 4];
     for (i, a) in args.iter_mut().enumerate() {
         // SAFETY: volatile read of a loader-patched read-only global.
@@ -162,24 +165,22 @@ pub fn mdiag_sys_enter(ctx: BtfTracePointContext) -> i32 {
     {
         d.inflight_full += 1;
     }
-    0
 }
 
-#[btf_tracepoint(function = "sys_exit")]
-pub fn mdiag_sys_exit(ctx: BtfTracePointContext) -> i32 {
-    // TP_PROTO(struct pt_regs *regs, long ret)
+/// The thread's watched syscall in flight (if any) returned `ret`: counts it.
+#[inline(always)]
+fn on_exit(ret: i64) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if !observed(tgid) {
-        return 0;
+        return;
     }
     let tid = pid_tgid as u32;
     let Some(ptr) = SYS_INFLIGHT.get_ptr(&tid) else {
-        return 0;
+        return;
     };
     // SAFETY: valid map value pointer; copied out before the delete below.
     let entry = unsafe { *ptr };
-    let ret: i64 = ctx.arg(1);
     let now = now_ns();
     let delta = now.saturating_sub(entry.ts_ns);
     let slot = entry.slot as usize;
@@ -266,5 +267,61 @@ pub fn mdiag_sys_exit(ctx: BtfTracePointContext) -> i32 {
     // Last: while the entry is in flight, the counters above either do not
     // hold the call yet or name it (`last_futex_start_ns`), never neither.
     let _ = SYS_INFLIGHT.remove(&tid);
+}
+
+/// One fentry/fexit pair for the watched syscall of `$slot`; user space
+/// loads them on the kernel function that syscall enters through, which
+/// takes the user registers (`const struct pt_regs *`) as its one argument
+/// and returns the syscall's result (fexit's second argument).
+macro_rules! watched_syscall {
+    ($entry:ident, $exit:ident, $slot:expr) => {
+        #[fentry]
+        pub fn $entry(ctx: FEntryContext) -> i32 {
+            let pid_tgid = bpf_get_current_pid_tgid();
+            if observed((pid_tgid >> 32) as u32) {
+                on_enter(ctx.arg(0), pid_tgid, $slot);
+            }
+            0
+        }
+
+        #[fexit]
+        pub fn $exit(ctx: FExitContext) -> i32 {
+            on_exit(ctx.arg(1));
+            0
+        }
+    };
+}
+
+// Names: `mdiag_fe_*` / `mdiag_fx_*` stay distinct within the kernel's 15
+// characters of a program name (mdiag_common::syscalls::ENTRY_PROGRAMS).
+watched_syscall!(mdiag_fe_mmap, mdiag_fx_mmap, SLOT_MMAP);
+watched_syscall!(mdiag_fe_munmap, mdiag_fx_munmap, SLOT_MUNMAP);
+watched_syscall!(mdiag_fe_madvise, mdiag_fx_madvise, SLOT_MADVISE);
+watched_syscall!(mdiag_fe_brk, mdiag_fx_brk, SLOT_BRK);
+watched_syscall!(mdiag_fe_mremap, mdiag_fx_mremap, SLOT_MREMAP);
+watched_syscall!(mdiag_fe_futex, mdiag_fx_futex, SLOT_FUTEX_WAIT);
+watched_syscall!(mdiag_fe_waitv, mdiag_fx_waitv, SLOT_FUTEX_WAITV);
+watched_syscall!(mdiag_fe_rseq, mdiag_fx_rseq, SLOT_RSEQ);
+
+/// Fallback: every syscall of the host enters here.
+#[btf_tracepoint(function = "sys_enter")]
+pub fn mdiag_sys_enter(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(struct pt_regs *regs, long id)
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !observed((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    let Some(slot) = slot_of(ctx.arg(1)) else {
+        return 0;
+    };
+    on_enter(ctx.arg(0), pid_tgid, slot);
+    0
+}
+
+/// Fallback: every syscall of the host leaves here.
+#[btf_tracepoint(function = "sys_exit")]
+pub fn mdiag_sys_exit(ctx: BtfTracePointContext) -> i32 {
+    // TP_PROTO(struct pt_regs *regs, long ret)
+    on_exit(ctx.arg(1));
     0
 }

@@ -80,7 +80,11 @@ pub(super) fn probes(sched_error: Option<&str>, spawned: bool) -> Vec<Value> {
         serde_json::json!({"family": "softirq", "attached": true,
             "programs": [program("softirq_entry", None)]}),
         serde_json::json!({"family": "syscalls", "attached": true,
-            "programs": [program("sys_enter", None), program("sys_exit", None)]}),
+            "programs": [
+                {"name": "mdiag_fe_futex", "attach_point": "fentry/__x64_sys_futex",
+                    "attached": true, "error": null},
+                {"name": "mdiag_fx_futex", "attach_point": "fexit/__x64_sys_futex",
+                    "attached": true, "error": null}]}),
         serde_json::json!({"family": "perf", "attached": true,
             "programs": [program("perf_cpu_clock", None)]}),
         serde_json::json!({"family": "contention", "attached": false,

@@ -127,3 +127,44 @@ pub(super) fn summarize(error: &str) -> String {
     }
     out
 }
+
+/// The attach point of the syscalls family's fallback when it ran on the
+/// `sys_enter`/`sys_exit` tracepoints (every syscall of the guest) instead
+/// of fentry/fexit on the watched syscalls, with the reason mdiag gave;
+/// `None` when it used fentry or did not attach.
+pub(super) fn syscalls_fallback(report: &Value) -> Option<String> {
+    let probes = report["probes"].as_array()?;
+    let family = probes.iter().find(|p| p["family"] == "syscalls")?;
+    family["programs"]
+        .as_array()?
+        .iter()
+        .filter(|p| p["error"].is_null())
+        .filter_map(|p| p["attach_point"].as_str())
+        .find(|a| a.starts_with("tp_btf/sys_"))
+        .map(str::to_owned)
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_syscalls_fallback_is_found_with_its_reason() {
+        let probes = |points: [&str; 2]| {
+            serde_json::json!({"probes": [{"family": "syscalls", "attached": true,
+                "programs": points.map(|a| serde_json::json!(
+                    {"name": "p", "attach_point": a, "attached": true, "error": null}))}]})
+        };
+        let fallback = "tp_btf/sys_enter (every syscall of the host runs it; fentry unavailable: why)";
+        assert_eq!(
+            syscalls_fallback(&probes([fallback, "tp_btf/sys_exit (...)"])).as_deref(),
+            Some(fallback)
+        );
+        assert_eq!(
+            syscalls_fallback(&probes(["fentry/__x64_sys_futex", "fexit/__x64_sys_futex"])),
+            None
+        );
+        assert_eq!(syscalls_fallback(&serde_json::json!({"probes": []})), None);
+    }
+}

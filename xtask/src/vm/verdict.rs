@@ -18,7 +18,7 @@ use super::{
     expect::{EXPECTATIONS, Expectation, MONGOD_EXPECTATIONS, Need, need_in_run},
     initramfs::{RUNS, SPAWNED_PROGRAM},
     mongod_check::{MongodCheck, mongod_check},
-    status::{Status, statuses, summarize},
+    status::{Status, statuses, summarize, syscalls_fallback},
 };
 use crate::say;
 
@@ -142,9 +142,15 @@ fn judge_with(
         .filter(|r| *r != "mongod" || line.mongod)
         .collect();
     let mut mongod_report = None;
+    // Every kernel of the matrix with BTF has BPF trampolines (x86_64 since
+    // 5.5, arm64 6.0, s390x 6.3): the syscalls family must not fall back.
+    let mut fallbacks = Vec::new();
     for &name in &runs {
         let run = guest.run(name);
         let (statuses, report) = run_statuses(run);
+        if let Some(hook) = report.as_ref().and_then(syscalls_fallback) {
+            fallbacks.push(format!("syscalls fell back in the {name} run: {hook}"));
+        }
         let attached =
             |family| statuses.as_ref().ok().and_then(|m| m.get(family)) == Some(&Status::Attached);
         match (name, run) {
@@ -186,7 +192,7 @@ fn judge_with(
             families.push(family);
         }
     }
-    let mut failures = Vec::new();
+    let mut failures = fallbacks;
     let mut rows = Vec::new();
     for family in families {
         let needs: Vec<Option<Need>> = runs

@@ -6,9 +6,12 @@
 //! other families); rseq registrations arrive as events on a ring buffer and
 //! are drained at each slice. The caller of each rseq call is resolved to the
 //! object mapped at that address in /proc/PID/maps. Futex wait time is
-//! split over the slices each wait overlaps ([`credit`]).
+//! split over the slices each wait overlaps ([`credit`]). The kernel side is
+//! hooked on just the watched syscalls where the kernel allows ([`hooks`]).
 
 pub mod credit;
+pub mod entry_points;
+pub mod hooks;
 mod numbers;
 
 pub use numbers::syscall_numbers;
@@ -44,10 +47,10 @@ pub const FAMILY: &str = "syscalls";
 /// The family's entry in [`FAMILIES`](super::FAMILIES).
 pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &syscalls_common::TRACEPOINTS, attach);
 
-/// Needs the `pt_regs` offsets (to read arguments), and both programs:
-/// entries without exits would only fill the map.
+/// Needs the `pt_regs` offsets (to read arguments), and every program it
+/// uses: entries without exits would only fill the map.
 fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
-    let status = cx.attach_tracepoints(&mut probes.ebpf, &DEF, &cx.regs_offsets);
+    let status = hooks::attach(&mut probes.ebpf, cx, &DEF);
     if status.attached() {
         probes.syscalls = reader_or_warn(FAMILY, || {
             SyscallsReader::new(&mut probes.ebpf, cx.target_tgid)

@@ -129,15 +129,14 @@ pub fn syscall_numbers() -> [u64; NR_SYSCALL_NRS] {
     }
 }
 
+/// The kernel's syscall table lines of the watched calls, for the tests
+/// here and of the entry functions (`entry_points.rs`).
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use mdiag_common::syscalls::{SLOT_FUTEX_WAKE, SLOT_NAMES};
-
+pub(super) mod tables {
     /// The kernel's table lines for the watched calls (and their 32-bit
     /// twins, which must not be taken), copied verbatim:
     /// `<nr> <abi> <name> <64-bit entry> [<compat entry>]`.
-    const X86_64_TBL: &str = "
+    pub const X86_64_TBL: &str = "
 9	common	mmap			sys_mmap
 11	common	munmap			sys_munmap
 12	common	brk			sys_brk
@@ -147,7 +146,7 @@ mod tests {
 334	common	rseq			sys_rseq
 449	common	futex_waitv		sys_futex_waitv
 ";
-    const AARCH64_TBL: &str = "
+    pub const AARCH64_TBL: &str = "
 98	time32	futex				sys_futex_time32
 98	64	futex				sys_futex
 214	common	brk				sys_brk
@@ -159,7 +158,7 @@ mod tests {
 293	common	rseq				sys_rseq
 449	common	futex_waitv			sys_futex_waitv
 ";
-    const S390X_TBL: &str = "
+    pub const S390X_TBL: &str = "
 45   common	brk			sys_brk				sys_brk
 90   common	mmap			sys_old_mmap			compat_sys_s390_old_mmap
 91   common	munmap			sys_munmap			sys_munmap
@@ -173,7 +172,7 @@ mod tests {
 
     /// (number, 64-bit entry point) of `name` in a table excerpt, for the
     /// 64-bit ABI (`common` or `64`).
-    fn lookup(tbl: &str, name: &str) -> Option<(u64, String)> {
+    pub fn lookup(tbl: &str, name: &str) -> Option<(u64, String)> {
         tbl.lines().find_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
             match f.as_slice() {
@@ -184,6 +183,13 @@ mod tests {
             }
         })
     }
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{tables::*, *};
+    use mdiag_common::syscalls::{SLOT_FUTEX_WAKE, SLOT_NAMES};
 
     /// Every slot of `row` against the table: by the slot's name (futex_wait
     /// is `futex`; futex_wake has no number of its own).

@@ -1,0 +1,239 @@
+//! How the syscalls family hooks the watched syscalls, and why.
+//!
+//! Preferred: one fentry/fexit pair per watched syscall on the kernel
+//! function it enters through ([`entry_points`](super::entry_points)): BPF
+//! trampolines, so every other syscall of the host runs none of mdiag's
+//! programs and no task is sent through the traced syscall slow path.
+//! Fallback: the `sys_enter`/`sys_exit` BTF tracepoints, which run on every
+//! syscall of the host, where the kernel has no trampolines (arm64 before
+//! 6.0, s390x before 6.3, kernels without direct-call ftrace), when any
+//! fentry program fails to load or attach, or when [`ENV_VIA`] asks for it.
+//!
+//! The family's [`ProbeStatus`] tells which: its programs' attach points are
+//! `fentry/<function>` and `fexit/<function>`, or `tp_btf/sys_enter` and
+//! `tp_btf/sys_exit` followed by the reason fentry was not used.
+
+use aya::{
+    Ebpf,
+    programs::{FEntry, FExit},
+};
+
+use super::entry_points::EntryPoint;
+use crate::{
+    probes::{AttachContext, FamilyDef, error_chain},
+    recording::{ProbeStatus, ProgramStatus},
+};
+
+/// Environment variable choosing the hooks: `tracepoints` forces the
+/// `sys_enter`/`sys_exit` fallback (to test it); unset or `fentry`: fentry
+/// where the kernel allows.
+pub const ENV_VIA: &str = "MDIAG_SYSCALLS_VIA";
+
+/// What [`ENV_VIA`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// fentry/fexit where the kernel allows, else the tracepoints.
+    Fentry,
+    /// The tracepoints, whatever the kernel allows.
+    Tracepoints,
+}
+
+impl Via {
+    /// From the value of [`ENV_VIA`] (`None`: unset); an unknown value is
+    /// the default, with a warning.
+    pub fn parse(value: Option<&str>) -> Self {
+        match value {
+            None | Some("" | "fentry") => Via::Fentry,
+            Some("tracepoints") => Via::Tracepoints,
+            Some(other) => {
+                tracing::warn!(
+                    "{ENV_VIA}={other:?} is neither \"fentry\" nor \"tracepoints\": using fentry"
+                );
+                Via::Fentry
+            }
+        }
+    }
+
+    fn from_env() -> Self {
+        Self::parse(std::env::var(ENV_VIA).ok().as_deref())
+    }
+}
+
+/// Attaches the family's programs: fentry/fexit where possible, else the
+/// tracepoint pair, with the reason in each program's attach point.
+pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext, def: &FamilyDef) -> ProbeStatus {
+    let fentry = match Via::from_env() {
+        Via::Tracepoints => Err(format!("{ENV_VIA}=tracepoints")),
+        Via::Fentry => cx
+            .regs_offsets
+            .clone()
+            .and_then(|()| cx.syscall_entries.clone())
+            .and_then(|points| {
+                let btf = cx.kernel_btf()?;
+                attach_fentry(ebpf, btf, &points).map(|programs| (points, programs))
+            }),
+    };
+    match fentry {
+        Ok((points, programs)) => {
+            for p in points.iter().filter(|p| p.skipped.is_some()) {
+                tracing::info!(
+                    family = def.name,
+                    "{} not hooked: {}",
+                    p.syscall.name,
+                    p.skipped.as_deref().unwrap_or_default()
+                );
+            }
+            ProbeStatus {
+                family: def.name.to_owned(),
+                programs,
+            }
+        }
+        Err(why) => {
+            tracing::info!(
+                family = def.name,
+                "via sys_enter/sys_exit, which run on every syscall of the host: fentry unavailable: {why}"
+            );
+            let mut status = cx.attach_tracepoints(ebpf, def, &cx.regs_offsets);
+            for p in &mut status.programs {
+                p.attach_point = fallback_attach_point(&p.attach_point, &why);
+            }
+            status
+        }
+    }
+}
+
+/// A tracepoint program's attach point with the reason for the fallback.
+pub fn fallback_attach_point(attach_point: &str, why: &str) -> String {
+    format!("{attach_point} (every syscall of the host runs it; fentry unavailable: {why})")
+}
+
+/// Entry or exit program of a pair.
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    Entry,
+    Exit,
+}
+
+impl Side {
+    fn kind(self) -> &'static str {
+        match self {
+            Side::Entry => "fentry",
+            Side::Exit => "fexit",
+        }
+    }
+}
+
+/// Loads and attaches every pair of `points` not skipped, exits before
+/// entries (so an entry seen always has its exit hooked); on the first
+/// failure unloads what it loaded and says why.
+fn attach_fentry(
+    ebpf: &mut Ebpf,
+    btf: &aya::Btf,
+    points: &[EntryPoint],
+) -> Result<Vec<ProgramStatus>, String> {
+    let used: Vec<(&str, Side, &str)> = points
+        .iter()
+        .filter(|p| p.skipped.is_none())
+        .flat_map(|p| {
+            [
+                (p.syscall.exit, Side::Exit, p.function.as_str()),
+                (p.syscall.entry, Side::Entry, p.function.as_str()),
+            ]
+        })
+        .collect();
+    let result = used
+        .iter()
+        .try_for_each(|&(prog, side, function)| load(ebpf, prog, side, function, btf))
+        .and_then(|()| {
+            let exits_first = used.iter().filter(|(_, s, _)| matches!(s, Side::Exit));
+            let entries = used.iter().filter(|(_, s, _)| matches!(s, Side::Entry));
+            exits_first
+                .chain(entries)
+                .try_for_each(|&(prog, side, function)| attach_one(ebpf, prog, side, function))
+        });
+    if let Err(e) = result {
+        for &(prog, side, _) in &used {
+            unload(ebpf, prog, side);
+        }
+        return Err(e);
+    }
+    Ok(points
+        .iter()
+        .filter(|p| p.skipped.is_none())
+        .flat_map(|p| {
+            [(p.syscall.entry, Side::Entry), (p.syscall.exit, Side::Exit)].map(|(prog, side)| {
+                ProgramStatus {
+                    name: prog.to_owned(),
+                    attach_point: format!("{}/{}", side.kind(), p.function),
+                    error: None,
+                }
+            })
+        })
+        .collect())
+}
+
+/// `prog at fentry/function: what` on one line.
+fn failed(prog: &str, side: Side, function: &str, what: &str, e: &dyn std::error::Error) -> String {
+    format!("{prog} at {}/{function}: {what}: {}", side.kind(), error_chain(e))
+}
+
+fn load(
+    ebpf: &mut Ebpf,
+    prog: &str,
+    side: Side,
+    function: &str,
+    btf: &aya::Btf,
+) -> Result<(), String> {
+    let program = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?;
+    let loaded = match side {
+        Side::Entry => <&mut FEntry>::try_from(program).and_then(|p| p.load(function, btf)),
+        Side::Exit => <&mut FExit>::try_from(program).and_then(|p| p.load(function, btf)),
+    };
+    loaded.map_err(|e| failed(prog, side, function, "load", &e))
+}
+
+fn attach_one(ebpf: &mut Ebpf, prog: &str, side: Side, function: &str) -> Result<(), String> {
+    let program = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?;
+    let attached = match side {
+        Side::Entry => <&mut FEntry>::try_from(program).and_then(|p| p.attach().map(drop)),
+        Side::Exit => <&mut FExit>::try_from(program).and_then(|p| p.attach().map(drop)),
+    };
+    attached.map_err(|e| failed(prog, side, function, "attach", &e))
+}
+
+/// Detaches and unloads `prog` (nothing when it was not loaded).
+fn unload(ebpf: &mut Ebpf, prog: &str, side: Side) {
+    let Some(program) = ebpf.program_mut(prog) else {
+        return;
+    };
+    let _ = match side {
+        Side::Entry => <&mut FEntry>::try_from(program).and_then(FEntry::unload),
+        Side::Exit => <&mut FExit>::try_from(program).and_then(FExit::unload),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_variable_chooses_the_hooks() {
+        assert_eq!(Via::parse(None), Via::Fentry);
+        assert_eq!(Via::parse(Some("")), Via::Fentry);
+        assert_eq!(Via::parse(Some("fentry")), Via::Fentry);
+        assert_eq!(Via::parse(Some("tracepoints")), Via::Tracepoints);
+        assert_eq!(Via::parse(Some("kprobes")), Via::Fentry);
+    }
+
+    #[test]
+    fn a_fallback_names_its_hook_and_reason() {
+        assert_eq!(
+            fallback_attach_point("tp_btf/sys_enter", "MDIAG_SYSCALLS_VIA=tracepoints"),
+            "tp_btf/sys_enter (every syscall of the host runs it; fentry unavailable: MDIAG_SYSCALLS_VIA=tracepoints)"
+        );
+    }
+}
