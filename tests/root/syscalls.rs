@@ -267,7 +267,9 @@ fn futex_waits_of(rec: &Recording, tid: u32) -> (u64, u64) {
         .filter_map(|s| s.syscalls.as_ref())
         .flat_map(|s| &s.threads)
         .filter(|t| t.tid == tid)
-        .fold((0, 0), |(w, ns), t| (w + t.futex_waits, ns + t.futex_wait_ns))
+        .fold((0, 0), |(w, ns), t| {
+            (w + t.futex_waits, ns + t.futex_wait_ns)
+        })
 }
 
 /// Calls of `name` over a whole recording.
@@ -331,7 +333,10 @@ fn both_hooks_count_against_the_workloads_own_figures() {
         let (waits, ns) = futex_waits_of(&rec, waiter);
         let own_calls = report["wait_calls"].as_u64().unwrap();
         let own_ns = report["wait_ns"].as_u64().unwrap();
-        assert!(own_calls >= 75, "{via:?}: the waiter blocked only {own_calls} times");
+        assert!(
+            own_calls >= 75,
+            "{via:?}: the waiter blocked only {own_calls} times"
+        );
         assert_eq!(waits, own_calls, "{via:?}: futex waits recorded vs made");
         assert!(
             rel_diff(ns, own_ns) <= 0.05,
@@ -342,7 +347,10 @@ fn both_hooks_count_against_the_workloads_own_figures() {
         let n = report["maps"].as_u64().unwrap();
         for name in ["mmap", "madvise", "munmap"] {
             let c = calls_of(&rec, name);
-            assert!((n..=n + 40).contains(&c), "{via:?}: {name}: {c} calls, the workload made {n}");
+            assert!(
+                (n..=n + 40).contains(&c),
+                "{via:?}: {name}: {c} calls, the workload made {n}"
+            );
         }
     }
 }

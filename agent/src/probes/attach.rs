@@ -40,7 +40,7 @@ pub struct AttachContext {
     pub target_tgid: Option<u32>,
     /// The links made so far, by family, for the agent's duty cycle
     /// ([`super::cycle`]) to detach and attach again.
-    pub(super) links: std::cell::RefCell<Vec<super::cycle::Link>>,
+    pub(crate) links: std::cell::RefCell<Vec<super::cycle::Link>>,
 }
 
 impl AttachContext {

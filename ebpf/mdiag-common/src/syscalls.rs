@@ -302,7 +302,10 @@ mod tests {
                 _ => name,
             };
             assert_eq!(
-                WATCHED_SYSCALLS.iter().filter(|w| w.name == syscall).count(),
+                WATCHED_SYSCALLS
+                    .iter()
+                    .filter(|w| w.name == syscall)
+                    .count(),
                 1,
                 "{syscall}"
             );

@@ -144,7 +144,6 @@ pub(super) fn syscalls_fallback(report: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,7 +155,8 @@ mod tests {
                 "programs": points.map(|a| serde_json::json!(
                     {"name": "p", "attach_point": a, "attached": true, "error": null}))}]})
         };
-        let fallback = "tp_btf/sys_enter (every syscall of the host runs it; fentry unavailable: why)";
+        let fallback =
+            "tp_btf/sys_enter (every syscall of the host runs it; fentry unavailable: why)";
         assert_eq!(
             syscalls_fallback(&probes([fallback, "tp_btf/sys_exit (...)"])).as_deref(),
             Some(fallback)

@@ -50,7 +50,11 @@ const S390X: Naming = Naming {
 impl Naming {
     /// The wrapper of `syscall` (named as in the syscall table).
     fn function(&self, syscall: &str) -> String {
-        let name = if syscall == "mmap" { self.mmap } else { syscall };
+        let name = if syscall == "mmap" {
+            self.mmap
+        } else {
+            syscall
+        };
         format!("{}sys_{name}", self.prefix)
     }
 }
@@ -171,10 +175,7 @@ mod tests {
         ] {
             for s in &WATCHED_SYSCALLS {
                 let (_, entry) = lookup(tbl, s.name).expect("syscall in the table");
-                assert_eq!(
-                    naming.function(s.name),
-                    format!("{}{entry}", naming.prefix)
-                );
+                assert_eq!(naming.function(s.name), format!("{}{entry}", naming.prefix));
             }
         }
         assert_eq!(S390X.function("mmap"), "__s390x_sys_old_mmap");

@@ -20,7 +20,11 @@ use aya::{
 
 use super::entry_points::EntryPoint;
 use crate::{
-    probes::{AttachContext, FamilyDef, error_chain},
+    probes::{
+        AttachContext, FamilyDef,
+        cycle::{Link, LinkId},
+        error_chain,
+    },
     recording::{ProbeStatus, ProgramStatus},
 };
 
@@ -70,7 +74,16 @@ pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext, def: &FamilyDef) -> Pr
             .and_then(|()| cx.syscall_entries.clone())
             .and_then(|points| {
                 let btf = cx.kernel_btf()?;
-                attach_fentry(ebpf, btf, &points).map(|programs| (points, programs))
+                attach_fentry(ebpf, btf, &points).map(|(programs, links)| {
+                    cx.links
+                        .borrow_mut()
+                        .extend(links.into_iter().map(|(program, id)| Link {
+                            family: def.name,
+                            program,
+                            id: Some(id),
+                        }));
+                    (points, programs)
+                })
             }),
     };
     match fentry {
@@ -125,13 +138,14 @@ impl Side {
 
 /// Loads and attaches every pair of `points` not skipped, exits before
 /// entries (so an entry seen always has its exit hooked); on the first
-/// failure unloads what it loaded and says why.
+/// failure unloads what it loaded and says why. Returns the statuses and
+/// the links in the order they were made (the duty cycle re-attaches in it).
 fn attach_fentry(
     ebpf: &mut Ebpf,
     btf: &aya::Btf,
     points: &[EntryPoint],
-) -> Result<Vec<ProgramStatus>, String> {
-    let used: Vec<(&str, Side, &str)> = points
+) -> Result<(Vec<ProgramStatus>, Vec<(&'static str, LinkId)>), String> {
+    let used: Vec<(&'static str, Side, &str)> = points
         .iter()
         .filter(|p| p.skipped.is_none())
         .flat_map(|p| {
@@ -149,15 +163,21 @@ fn attach_fentry(
             let entries = used.iter().filter(|(_, s, _)| matches!(s, Side::Entry));
             exits_first
                 .chain(entries)
-                .try_for_each(|&(prog, side, function)| attach_one(ebpf, prog, side, function))
+                .map(|&(prog, side, function)| {
+                    attach_one(ebpf, prog, side, function).map(|id| (prog, id))
+                })
+                .collect::<Result<Vec<_>, String>>()
         });
-    if let Err(e) = result {
-        for &(prog, side, _) in &used {
-            unload(ebpf, prog, side);
+    let links = match result {
+        Ok(links) => links,
+        Err(e) => {
+            for &(prog, side, _) in &used {
+                unload(ebpf, prog, side);
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
-    Ok(points
+    };
+    let statuses = points
         .iter()
         .filter(|p| p.skipped.is_none())
         .flat_map(|p| {
@@ -169,12 +189,17 @@ fn attach_fentry(
                 }
             })
         })
-        .collect())
+        .collect();
+    Ok((statuses, links))
 }
 
 /// `prog at fentry/function: what` on one line.
 fn failed(prog: &str, side: Side, function: &str, what: &str, e: &dyn std::error::Error) -> String {
-    format!("{prog} at {}/{function}: {what}: {}", side.kind(), error_chain(e))
+    format!(
+        "{prog} at {}/{function}: {what}: {}",
+        side.kind(),
+        error_chain(e)
+    )
 }
 
 fn load(
@@ -194,13 +219,15 @@ fn load(
     loaded.map_err(|e| failed(prog, side, function, "load", &e))
 }
 
-fn attach_one(ebpf: &mut Ebpf, prog: &str, side: Side, function: &str) -> Result<(), String> {
+fn attach_one(ebpf: &mut Ebpf, prog: &str, side: Side, function: &str) -> Result<LinkId, String> {
     let program = ebpf
         .program_mut(prog)
         .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?;
     let attached = match side {
-        Side::Entry => <&mut FEntry>::try_from(program).and_then(|p| p.attach().map(drop)),
-        Side::Exit => <&mut FExit>::try_from(program).and_then(|p| p.attach().map(drop)),
+        Side::Entry => {
+            <&mut FEntry>::try_from(program).and_then(|p| p.attach().map(LinkId::FEntry))
+        }
+        Side::Exit => <&mut FExit>::try_from(program).and_then(|p| p.attach().map(LinkId::FExit)),
     };
     attached.map_err(|e| failed(prog, side, function, "attach", &e))
 }

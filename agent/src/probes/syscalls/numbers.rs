@@ -183,7 +183,6 @@ pub(super) mod tables {
             }
         })
     }
-
 }
 
 #[cfg(test)]
