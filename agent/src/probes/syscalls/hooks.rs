@@ -120,6 +120,9 @@ pub fn fallback_attach_point(attach_point: &str, why: &str) -> String {
     format!("{attach_point} (every syscall of the host runs it; fentry unavailable: {why})")
 }
 
+/// A program and the link it attached with.
+type ProgramLink = (&'static str, LinkId);
+
 /// Entry or exit program of a pair.
 #[derive(Debug, Clone, Copy)]
 enum Side {
@@ -144,7 +147,7 @@ fn attach_fentry(
     ebpf: &mut Ebpf,
     btf: &aya::Btf,
     points: &[EntryPoint],
-) -> Result<(Vec<ProgramStatus>, Vec<(&'static str, LinkId)>), String> {
+) -> Result<(Vec<ProgramStatus>, Vec<ProgramLink>), String> {
     let used: Vec<(&'static str, Side, &str)> = points
         .iter()
         .filter(|p| p.skipped.is_none())
