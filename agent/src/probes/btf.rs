@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use btf_rs::{Btf, Type};
+use btf_rs::{Backend, Btf, Type};
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -39,11 +39,21 @@ pub struct TaskOffsets {
     pub prev_state: u32,
 }
 
+/// The kernel's BTF, mapped (Linux 6.16+ maps it read-only from sysfs) and
+/// read only where a lookup goes: btf-rs's other backend, which parses
+/// every type and name into hash maps up front, holds about 25 MiB while
+/// the offsets are resolved, the largest part of mdiag's peak resident set.
+/// A lookup by name is then a walk over the types (a millisecond or two):
+/// the few dozen made at attach cost less than that parse. Kernels that do
+/// not map it get the parse.
 pub fn load_vmlinux() -> Result<Btf, BtfError> {
-    Btf::from_file(Path::new(VMLINUX_BTF)).map_err(|source| BtfError::Read {
-        path: VMLINUX_BTF.into(),
-        source,
-    })
+    let path = Path::new(VMLINUX_BTF);
+    Btf::from_file_with_backend(path, Backend::Mmap)
+        .or_else(|_| Btf::from_file_with_backend(path, Backend::Cache))
+        .map_err(|source| BtfError::Read {
+            path: VMLINUX_BTF.into(),
+            source,
+        })
 }
 
 impl TaskOffsets {

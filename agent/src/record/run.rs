@@ -488,6 +488,8 @@ impl Session {
                 .as_ref()
                 .map_or(0, |s| s.calls.iter().map(|c| c.count).sum::<u64>());
         self.slices.push(slice);
+        // The symbol pages the families' lookups read leave the resident set.
+        crate::symbols::ObjectCache::global().release_pages();
         events
     }
 }

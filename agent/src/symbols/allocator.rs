@@ -327,7 +327,7 @@ fn evidence(o: &ObjectNames<'_>) -> Vec<(AllocatorKind, Vec<String>)> {
     let mut gperf = Vec::new();
     let mut gperf_thread_cache = Vec::new();
     let mut jemalloc = Vec::new();
-    for &name in &o.names {
+    for name in o.names() {
         if name.starts_with("_ZN8tcmalloc17tcmalloc_internal")
             || name.contains("tcmalloc::tcmalloc_internal::")
             || name.starts_with("TCMallocInternal")
@@ -473,9 +473,7 @@ pub fn match_slow_paths(o: &ObjectNames<'_>, patterns: &[SlowPathPattern]) -> Ve
     let mut out = Vec::new();
     for pat in patterns {
         let mut hits: Vec<&str> = o
-            .names
-            .iter()
-            .copied()
+            .names()
             .filter(|n| pat.all_of.iter().all(|s| n.contains(s)))
             .collect();
         if hits.is_empty() {

@@ -65,6 +65,8 @@ pub fn detect(process: &ProcessSymbols) -> Arc<Detected> {
         allocator: classify_allocator(&names),
         wiredtiger: detect_wiredtiger(&names),
     });
+    drop(names);
+    process.release_pages();
     let mut memo = lock();
     memo.retain(|(k, _)| *k != key);
     memo.push((key, Arc::clone(&found)));

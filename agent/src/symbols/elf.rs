@@ -1,25 +1,39 @@
 //! One ELF object read over `mmap` (never copied): a compact index of its
-//! function symbols (STT_FUNC and STT_GNU_IFUNC from `.symtab` and `.dynsym`),
-//! a few data symbols of interest, PT_LOAD segments, GNU build-id and type.
+//! function symbols (STT_FUNC and STT_GNU_IFUNC from `.symtab` and `.dynsym`,
+//! see [`super::index`]), a few data symbols of interest, PT_LOAD segments,
+//! GNU build-id and type.
 //!
-//! Names are kept as (offset, length) into the mapped file, so a 300 MB
-//! `mongod` with half a million functions costs ~20 MB of index. Malformed
-//! files (truncated, corrupt tables) give [`SymbolError::Elf`], never a panic:
-//! every read goes through the bounds-checked `object` crate. A file truncated
-//! *while mapped* would still raise SIGBUS; object files in use are replaced by
-//! rename in practice, which leaves the mapped inode intact.
+//! Names stay in the mapped file and are read from it when asked for. The
+//! pages read count in mdiag's resident set (mongod 6.0's string tables are
+//! 48 MB), so they are handed back to the page cache (`MADV_DONTNEED`, no
+//! copy lost: the file is read-only) as the index is built, every few
+//! thousand names of a walk over all functions, and after lookups when the
+//! owner asks ([`ElfObject::release_pages`]).
+//!
+//! Malformed files (truncated, corrupt tables) give [`SymbolError::Elf`],
+//! never a panic: every read goes through the bounds-checked `object` crate.
+//! A file truncated *while mapped* would still raise SIGBUS; object files in
+//! use are replaced by rename in practice, which leaves the mapped inode
+//! intact.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use memmap2::Mmap;
+use memmap2::{Mmap, UncheckedAdvice};
 use object::elf;
-use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _, SectionHeader as _, Sym as _};
+use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _, SectionHeader as _};
 use object::{Endianness, FileKind};
 use serde::{Deserialize, Serialize};
 
 use super::address::{self, Segment};
 use super::error::SymbolError;
+use super::index::{self, Every, FuncIndex, RawFunc, StringTables};
+use super::tables;
+
+/// Names read between two releases of the pages read, in a walk over all
+/// of an object's functions (a few MiB of string table at most).
+const RELEASE_EVERY: usize = 16 * 1024;
 
 /// `e_type` of the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,17 +52,6 @@ pub enum ElfType {
 pub struct Tables {
     pub symtab: bool,
     pub dynsym: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct FuncEntry {
-    name_off: usize,
-    name_len: u32,
-    value: u64,
-    size: u64,
-    global: bool,
-    ifunc: bool,
-    tables: Tables,
 }
 
 /// A function symbol of an object, borrowed from its index.
@@ -115,12 +118,11 @@ pub struct ElfObject {
     elf_type: ElfType,
     pie: bool,
     segments: Vec<Segment>,
-    /// Sorted by (value, name).
-    funcs: Vec<FuncEntry>,
-    /// Indices into `funcs`, sorted by (name, local after global).
-    by_name: Vec<u32>,
+    funcs: FuncIndex,
     data: Vec<DataSymbol>,
     counts: SymbolCounts,
+    /// Names were read since the pages were last released.
+    touched: AtomicBool,
 }
 
 impl ElfObject {
@@ -138,15 +140,18 @@ impl ElfObject {
         Self::parse(path, map_file(path, file)?)
     }
 
-    /// Parses a mapping of the file.
+    /// Parses a mapping of the file; the pages read are released as it goes
+    /// and at the end.
     pub(crate) fn parse(path: &Path, map: Mmap) -> Result<ElfObject, SymbolError> {
         let elf_err = |e: object::read::Error| SymbolError::Elf {
             path: path.to_path_buf(),
             reason: e.to_string(),
         };
+        let release_map = || release(&map);
+        let mut pace = Every::new(RELEASE_EVERY, &release_map);
         let parsed = match FileKind::parse(&*map).map_err(elf_err)? {
-            FileKind::Elf32 => parse_elf::<elf::FileHeader32<Endianness>>(&map),
-            FileKind::Elf64 => parse_elf::<elf::FileHeader64<Endianness>>(&map),
+            FileKind::Elf32 => parse_elf::<elf::FileHeader32<Endianness>>(&map, &mut pace),
+            FileKind::Elf64 => parse_elf::<elf::FileHeader64<Endianness>>(&map, &mut pace),
             other => {
                 return Err(SymbolError::Elf {
                     path: path.to_path_buf(),
@@ -155,56 +160,46 @@ impl ElfObject {
             }
         }
         .map_err(elf_err)?;
-        Ok(ElfObject::index(path.to_path_buf(), map, parsed))
-    }
-
-    fn index(path: PathBuf, map: Mmap, p: Parsed) -> ElfObject {
         let Parsed {
             build_id,
             elf_type,
             pie,
             segments,
-            mut funcs,
+            funcs,
+            strings,
             data,
             mut counts,
-        } = p;
-        let name_of = |f: &FuncEntry| &map[f.name_off..f.name_off + f.name_len as usize];
-        funcs.sort_by(|a, b| (a.value, name_of(a)).cmp(&(b.value, name_of(b))));
-        funcs.dedup_by(|later, kept| {
-            let same = later.value == kept.value && name_of(later) == name_of(kept);
-            if same {
-                kept.size = kept.size.max(later.size);
-                kept.global |= later.global;
-                kept.tables.symtab |= later.tables.symtab;
-                kept.tables.dynsym |= later.tables.dynsym;
-            }
-            same
-        });
+        } = parsed;
+        release(&map);
+        let funcs = FuncIndex::build(funcs, strings);
         counts.functions = funcs.len();
-        let mut by_name: Vec<u32> = (0..funcs.len() as u32).collect();
-        by_name.sort_by(|&a, &b| {
-            let (a, b) = (&funcs[a as usize], &funcs[b as usize]);
-            (name_of(a), !a.global).cmp(&(name_of(b), !b.global))
-        });
-        ElfObject {
-            path,
+        Ok(ElfObject {
+            path: path.to_path_buf(),
             map,
             build_id,
             elf_type,
             pie,
             segments,
             funcs,
-            by_name,
             data,
             counts,
+            touched: AtomicBool::new(false),
+        })
+    }
+
+    /// Hands the pages of the file read since the last call back to the
+    /// page cache, when names were read meanwhile: they leave mdiag's
+    /// resident set and are read again (from the cache) when needed.
+    pub fn release_pages(&self) {
+        if self.touched.swap(false, Ordering::Relaxed) {
+            release(&self.map);
         }
     }
 
     /// What the index holds on the heap (the file itself is mapped).
     pub fn index_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.funcs.capacity() * size_of::<FuncEntry>()
-            + self.by_name.capacity() * size_of::<u32>()
+        self.funcs.heap_bytes()
             + self.data.capacity() * size_of::<DataSymbol>()
             + self.segments.capacity() * size_of::<Segment>()
     }
@@ -247,38 +242,62 @@ impl ElfObject {
         self.counts
     }
 
-    fn func(&self, e: &FuncEntry) -> Function<'_> {
-        let bytes = &self.map[e.name_off..e.name_off + e.name_len as usize];
+    fn func(&self, i: usize) -> Function<'_> {
+        self.touched.store(true, Ordering::Relaxed);
+        let flags = self.funcs.flags(i);
         Function {
-            // Validated as UTF-8 when indexed.
-            name: std::str::from_utf8(bytes).unwrap_or_default(),
-            value: e.value,
-            size: e.size,
-            global: e.global,
-            ifunc: e.ifunc,
-            tables: e.tables,
+            name: self.funcs.name(&self.map, i),
+            value: self.funcs.value(i),
+            size: self.funcs.size(i),
+            global: flags & index::GLOBAL != 0,
+            ifunc: flags & index::IFUNC != 0,
+            tables: Tables {
+                symtab: flags & index::SYMTAB != 0,
+                dynsym: flags & index::DYNSYM != 0,
+            },
         }
     }
 
-    /// All function symbols, by address.
+    /// All function symbols, by address. A walk over all of them releases
+    /// the pages read every few thousand names; names read by address are
+    /// spread over the whole string table, though: a walk over all names
+    /// is better made with [`Self::functions_in_file_order`].
     pub fn functions(&self) -> impl ExactSizeIterator<Item = Function<'_>> + '_ {
-        self.funcs.iter().map(|e| self.func(e))
+        (0..self.funcs.len()).map(move |i| {
+            if i % RELEASE_EVERY == RELEASE_EVERY - 1 {
+                release(&self.map);
+            }
+            self.func(i)
+        })
     }
 
-    /// All function names (one per distinct symbol), by address.
+    /// The address and size of every function, by address (as
+    /// [`Self::functions`] gives them), without reading a name.
+    pub fn extents(&self) -> impl ExactSizeIterator<Item = (u64, u64)> + '_ {
+        (0..self.funcs.len()).map(move |i| (self.funcs.value(i), self.funcs.size(i)))
+    }
+
+    /// All function symbols with their position in [`Self::functions`], in
+    /// the order their names are stored: the walk reads the string tables
+    /// front to back and releases the pages read every few thousand names,
+    /// so that it holds little of them resident however large they are.
+    pub fn functions_in_file_order(&self) -> impl Iterator<Item = (usize, Function<'_>)> + '_ {
+        self.funcs
+            .in_name_order()
+            .into_iter()
+            .enumerate()
+            .map(move |(n, i)| {
+                if n % RELEASE_EVERY == RELEASE_EVERY - 1 {
+                    release(&self.map);
+                }
+                (i as usize, self.func(i as usize))
+            })
+    }
+
+    /// All function names (one per distinct symbol), in the order they
+    /// are stored (see [`Self::functions_in_file_order`]).
     pub fn function_names(&self) -> impl Iterator<Item = &str> + '_ {
-        self.functions().map(|f| f.name)
-    }
-
-    fn name_range(&self, name: &str) -> std::ops::Range<usize> {
-        let key = name.as_bytes();
-        let name_at = |i: &u32| {
-            let e = &self.funcs[*i as usize];
-            &self.map[e.name_off..e.name_off + e.name_len as usize]
-        };
-        let lo = self.by_name.partition_point(|i| name_at(i) < key);
-        let hi = lo + self.by_name[lo..].partition_point(|i| name_at(i) == key);
-        lo..hi
+        self.functions_in_file_order().map(|(_, f)| f.name)
     }
 
     /// The function named exactly `name` (a global one first when a local
@@ -289,19 +308,14 @@ impl ElfObject {
 
     /// Every function named exactly `name`.
     pub fn functions_named(&self, name: &str) -> impl Iterator<Item = Function<'_>> + '_ {
-        let range = self.name_range(name);
-        self.by_name[range]
-            .iter()
-            .map(|&i| self.func(&self.funcs[i as usize]))
+        self.touched.store(true, Ordering::Relaxed);
+        let found: Vec<usize> = self.funcs.named(&self.map, name).collect();
+        found.into_iter().map(move |i| self.func(i))
     }
 
     /// Every function whose `st_value` is exactly `value` (aliases).
     pub fn functions_at(&self, value: u64) -> impl Iterator<Item = Function<'_>> + '_ {
-        let lo = self.funcs.partition_point(|e| e.value < value);
-        self.funcs[lo..]
-            .iter()
-            .take_while(move |e| e.value == value)
-            .map(|e| self.func(e))
+        self.funcs.at(value).map(move |i| self.func(i))
     }
 
     /// The function containing virtual address `vaddr` and the offset in it.
@@ -309,22 +323,18 @@ impl ElfObject {
     /// Among aliases at the same address the preferred name is returned (see
     /// [`preferred`]); a symbol of size 0 extends to the next symbol.
     pub fn function_containing(&self, vaddr: u64) -> Option<(Function<'_>, u64)> {
-        let end = self.funcs.partition_point(|e| e.value <= vaddr);
-        let last = self.funcs.get(end.checked_sub(1)?)?;
-        let start = self.funcs[..end].partition_point(|e| e.value < last.value);
-        let group = &self.funcs[start..end];
-        let next_value = self.funcs.get(end).map(|e| e.value);
-        let covers = |e: &FuncEntry| {
-            if e.size > 0 {
-                vaddr - e.value < e.size
+        let (group, next_value) = self.funcs.candidates(vaddr)?;
+        let covers = |i: usize| {
+            let (value, size) = (self.funcs.value(i), self.funcs.size(i));
+            if size > 0 {
+                vaddr - value < size
             } else {
                 next_value.is_none_or(|n| vaddr < n)
             }
         };
         let best = group
-            .iter()
-            .filter(|e| covers(e))
-            .map(|e| self.func(e))
+            .filter(|&i| covers(i))
+            .map(|i| self.func(i))
             .min_by(preferred)?;
         Some((best, vaddr - best.value))
     }
@@ -423,7 +433,8 @@ struct Parsed {
     elf_type: ElfType,
     pie: bool,
     segments: Vec<Segment>,
-    funcs: Vec<FuncEntry>,
+    funcs: Vec<RawFunc>,
+    strings: StringTables,
     data: Vec<DataSymbol>,
     counts: SymbolCounts,
 }
@@ -458,7 +469,12 @@ fn build_id<Elf: FileHeader<Endian = Endianness>>(
     Ok(None)
 }
 
-fn parse_elf<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> object::read::Result<Parsed> {
+/// Headers, segments, build-id, then the symbols ([`read_symbols`]);
+/// `pace` is ticked per symbol read.
+fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
+    data: &[u8],
+    pace: &mut Every<'_>,
+) -> object::read::Result<Parsed> {
     let header = Elf::parse(data)?;
     let endian = header.endian()?;
     let elf_type = match header.e_type(endian) {
@@ -486,96 +502,29 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> object::read:
     }
     pie &= elf_type == ElfType::Dyn;
     let build_id = build_id::<Elf>(data)?;
-
-    let base = data.as_ptr() as usize;
     let sections = header.sections(endian, data)?;
-    let mut funcs = Vec::new();
-    let mut data_syms: Vec<DataSymbol> = Vec::new();
-    let mut counts = SymbolCounts::default();
-    for sh_type in [elf::SHT_SYMTAB, elf::SHT_DYNSYM] {
-        let dynsym = sh_type == elf::SHT_DYNSYM;
-        let table = sections.symbols(endian, data, sh_type)?;
-        let strings = table.strings();
-        let tables = Tables {
-            symtab: !dynsym,
-            dynsym,
-        };
-        for sym in table.iter() {
-            let st_type = sym.st_type();
-            let is_func = st_type == elf::STT_FUNC || st_type == elf::STT_GNU_IFUNC;
-            let is_data = st_type == elf::STT_OBJECT || st_type == elf::STT_TLS;
-            if !(is_func || is_data) || sym.is_undefined(endian) {
-                continue;
-            }
-            let Some(name) = sym
-                .name(endian, strings)
-                .ok()
-                .filter(|n| !n.is_empty() && std::str::from_utf8(n).is_ok())
-            else {
-                counts.skipped += 1;
-                continue;
-            };
-            let global = sym.st_bind() != elf::STB_LOCAL;
-            let value: u64 = sym.st_value(endian).into();
-            let size: u64 = sym.st_size(endian).into();
-            if is_func {
-                let Ok(name_len) = u32::try_from(name.len()) else {
-                    counts.skipped += 1;
-                    continue;
-                };
-                if dynsym {
-                    counts.dynsym_functions += 1;
-                } else {
-                    counts.symtab_functions += 1;
-                }
-                funcs.push(FuncEntry {
-                    // `name` borrows from `data`: its offset in the file.
-                    name_off: name.as_ptr() as usize - base,
-                    name_len,
-                    value,
-                    size,
-                    global,
-                    ifunc: st_type == elf::STT_GNU_IFUNC,
-                    tables,
-                });
-            } else {
-                let name = std::str::from_utf8(name).unwrap_or_default();
-                if !is_interesting_data_symbol(name) {
-                    continue;
-                }
-                let kind = if st_type == elf::STT_TLS {
-                    DataKind::Tls
-                } else {
-                    DataKind::Object
-                };
-                match data_syms
-                    .iter_mut()
-                    .find(|d| d.name == name && d.value == value)
-                {
-                    Some(d) => {
-                        d.tables.symtab |= tables.symtab;
-                        d.tables.dynsym |= tables.dynsym;
-                    }
-                    None => data_syms.push(DataSymbol {
-                        name: name.to_string(),
-                        value,
-                        size,
-                        kind,
-                        tables,
-                    }),
-                }
-            }
-        }
-    }
+    let symbols = tables::read_symbols::<Elf>(data, endian, &sections, pace)?;
     Ok(Parsed {
         build_id,
         elf_type,
         pie,
         segments,
-        funcs,
-        data: data_syms,
-        counts,
+        funcs: symbols.funcs,
+        strings: symbols.strings,
+        data: symbols.data,
+        counts: symbols.counts,
     })
+}
+
+/// Hands the mapped file's resident pages back to the page cache.
+pub(super) fn release(map: &Mmap) {
+    // SAFETY: the mapping is of a file opened read-only and is never
+    // written: MADV_DONTNEED only drops this process's page table entries,
+    // and the next read of a page maps it again from the page cache (or the
+    // file), with the same bytes. References into the mapping stay valid.
+    if let Err(e) = unsafe { map.unchecked_advise(UncheckedAdvice::DontNeed) } {
+        tracing::debug!("symbols: madvise(DONTNEED) failed: {e}");
+    }
 }
 
 #[cfg(test)]

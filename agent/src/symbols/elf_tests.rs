@@ -48,9 +48,26 @@ fn own_executable_is_pie_with_symtab() {
     assert!(me.is_pie(), "rustc links PIE executables by default");
     assert!(me.counts().symtab_functions > 100, "{:?}", me.counts());
     assert!(me.functions().count() == me.counts().functions);
+    // 25 bytes a function (and a few data symbols and segments).
+    let n = me.counts().functions;
+    assert!(
+        me.index_bytes() <= n * 25 + 4096,
+        "{} for {n}",
+        me.index_bytes()
+    );
     // Sorted by address.
     let values: Vec<u64> = me.functions().map(|f| f.value).collect();
     assert!(values.windows(2).all(|w| w[0] <= w[1]));
+    // The same functions in file order, each with its place by address.
+    let mut by_file: Vec<(usize, &str)> = me
+        .functions_in_file_order()
+        .map(|(i, f)| (i, f.name))
+        .collect();
+    by_file.sort_unstable();
+    let by_address: Vec<(usize, &str)> = me.functions().map(|f| f.name).enumerate().collect();
+    assert_eq!(by_file, by_address);
+    let extents: Vec<(u64, u64)> = me.functions().map(|f| (f.value, f.size)).collect();
+    assert_eq!(me.extents().collect::<Vec<_>>(), extents);
 }
 
 #[test]
@@ -103,6 +120,8 @@ fn random_corruption_never_panics() {
         state.wrapping_mul(0x2545_f491_4f6c_dd1d)
     };
     let mut parsed = 0;
+    let nothing = || ();
+    let mut pace = Every::new(64, &nothing);
     for round in 0..300 {
         let mut bad = full.clone();
         for _ in 0..1 + next() % 8 {
@@ -117,11 +136,18 @@ fn random_corruption_never_panics() {
         }
         let _ = peek_build_id(&bad);
         let result = match FileKind::parse(&*bad) {
-            Ok(FileKind::Elf64) => parse_elf::<elf::FileHeader64<Endianness>>(&bad),
-            Ok(FileKind::Elf32) => parse_elf::<elf::FileHeader32<Endianness>>(&bad),
+            Ok(FileKind::Elf64) => parse_elf::<elf::FileHeader64<Endianness>>(&bad, &mut pace),
+            Ok(FileKind::Elf32) => parse_elf::<elf::FileHeader32<Endianness>>(&bad, &mut pace),
             _ => continue,
         };
-        parsed += usize::from(result.is_ok());
+        // The index reads names at the offsets the (corrupt) tables give.
+        if let Ok(p) = result {
+            let index = FuncIndex::build(p.funcs, p.strings);
+            for i in 0..index.len() {
+                let _ = index.name(&bad, i);
+            }
+            parsed += 1;
+        }
     }
     assert!(
         parsed > 0,
@@ -150,4 +176,73 @@ fn preference_among_aliases() {
         ["malloc", "__libc_malloc", "malloc_local"]
     );
     assert_eq!(hex(&[0x0a, 0xff, 0x00]), "0aff00");
+}
+
+/// Resident kB of the mapping that starts at `addr`, from /proc/self/smaps.
+fn resident_kib(addr: usize) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let start = format!("{addr:x}-");
+    let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&start));
+    assert!(lines.next().is_some(), "no mapping at {start}");
+    lines
+        .find_map(|l| l.strip_prefix("Rss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn the_pages_read_leave_the_resident_set() {
+    // This test binary: a large .symtab and .strtab.
+    let exe = std::env::current_exe().unwrap();
+    let me = ElfObject::open(&exe).unwrap();
+    let addr = me.map.as_ptr() as usize;
+    assert_eq!(resident_kib(addr), 0, "released once indexed");
+    // Every name read (a walk releases as it goes; what the last stretch
+    // read stays until the owner releases).
+    let n = me.function_names().count();
+    assert!(n > RELEASE_EVERY, "{n} functions");
+    let (f, _) = me
+        .function_containing(me.function("main").unwrap().value)
+        .unwrap();
+    assert_eq!(f.name, "main");
+    assert!(resident_kib(addr) > 0);
+    me.release_pages();
+    assert_eq!(resident_kib(addr), 0);
+    // Nothing read since: nothing to release, and names still read.
+    me.release_pages();
+    assert_eq!(me.function("main").unwrap().name, "main");
+}
+
+#[test]
+fn lookups_by_name_tell_equal_hashes_apart() {
+    // Built by hand: `free` gets malloc's 32 bits, as if they collided.
+    let strtab = b"\0malloc\0free\0malloc\0";
+    let data: Vec<u8> = strtab.to_vec();
+    let strings = StringTables {
+        symtab: (0, data.len() as u64),
+        dynsym: (0, 0),
+    };
+    let malloc = index::name_hash(b"malloc");
+    let raw = |value, name, hash, flags| RawFunc {
+        value,
+        size: 8,
+        name,
+        hash,
+        flags,
+    };
+    let global = index::SYMTAB | index::GLOBAL;
+    let funcs = vec![
+        raw(0x30, 13, malloc, index::SYMTAB),       // a local malloc
+        raw(0x20, 8, malloc & 0xffff_ffff, global), // free
+        raw(0x10, 1, malloc, global),               // malloc
+        raw(0x10, 1, malloc, index::DYNSYM),        // listed twice
+    ];
+    let index = FuncIndex::build(funcs, strings);
+    assert_eq!(index.len(), 3, "the duplicate merged");
+    assert_eq!(index.flags(0), global | index::DYNSYM);
+    let named = |name| -> Vec<u64> { index.named(&data, name).map(|i| index.value(i)).collect() };
+    assert_eq!(named("malloc"), [0x10, 0x30], "global first");
+    assert!(named("calloc").is_empty());
+    assert_eq!(index.at(0x10), 0..1);
+    assert_eq!(index.candidates(0x25), Some((1..2, Some(0x30))));
 }

@@ -27,12 +27,14 @@ pub mod cache;
 pub mod detected;
 pub mod elf;
 pub mod error;
+mod index;
 pub mod maps;
 pub mod names;
 pub mod process;
 pub mod program;
 pub mod rseq;
 pub mod summary;
+mod tables;
 pub mod wiredtiger;
 
 #[cfg(test)]

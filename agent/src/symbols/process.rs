@@ -179,6 +179,14 @@ impl ProcessSymbols {
         }
     }
 
+    /// Releases the file pages that lookups read in these objects
+    /// ([`ElfObject::release_pages`]).
+    pub fn release_pages(&self) {
+        for o in &self.objects {
+            o.elf.release_pages();
+        }
+    }
+
     /// The main executable, when readable.
     pub fn main(&self) -> Option<&LoadedObject> {
         self.objects.first().filter(|o| o.mapped.is_main)

@@ -68,8 +68,7 @@ pub fn detect_wiredtiger(objects: &[ObjectNames<'_>]) -> WiredTigerReport {
         return WiredTigerReport::default();
     };
     let mut checkpoint_functions: Vec<String> = o
-        .names
-        .iter()
+        .names()
         .filter(|n| is_checkpoint_function(n))
         .map(|n| n.to_string())
         .collect();

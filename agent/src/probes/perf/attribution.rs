@@ -58,6 +58,17 @@ impl TargetSymbols {
             loaded_at: Instant::now(),
         }
     }
+
+    /// Whether `process` maps the very objects these symbols are of, at
+    /// the same addresses.
+    pub(super) fn same_objects(&self, process: &ProcessSymbols) -> bool {
+        let old = &self.process.objects;
+        old.len() == process.objects.len()
+            && old
+                .iter()
+                .zip(&process.objects)
+                .all(|(a, b)| a.mapped == b.mapped && std::sync::Arc::ptr_eq(&a.elf, &b.elf))
+    }
 }
 
 /// Where the allocator's code is (see the module documentation).
@@ -159,16 +170,21 @@ impl AllocatorCode {
     /// address ranges: in C, static helpers are defined (and emitted) before
     /// the exported functions that call them, in the same translation unit.
     fn unnamed_between(&self, o: &crate::symbols::LoadedObject) -> Vec<(u64, u64)> {
+        // Which functions are the allocator's: every name read once, in the
+        // order they are stored (the walk that keeps the fewest pages).
+        let mut alloc = vec![false; o.elf.extents().len()];
+        for (i, f) in o.elf.functions_in_file_order() {
+            alloc[i] = self.is_allocator_name(f.name);
+        }
         // Functions sorted by address, grouped by address (aliases).
         let mut groups: Vec<(u64, u64, bool)> = Vec::new();
-        for f in o.elf.functions() {
-            let alloc = self.is_allocator_name(f.name);
+        for ((value, size), alloc) in o.elf.extents().zip(alloc) {
             match groups.last_mut() {
-                Some(g) if g.0 == f.value => {
-                    g.1 = g.1.max(f.value + f.size);
+                Some(g) if g.0 == value => {
+                    g.1 = g.1.max(value + size);
                     g.2 |= alloc;
                 }
-                _ => groups.push((f.value, f.value + f.size, alloc)),
+                _ => groups.push((value, value + size, alloc)),
             }
         }
         let mut out = Vec::new();

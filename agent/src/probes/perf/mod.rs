@@ -189,6 +189,9 @@ impl PerfReader {
         slice.observed_samples = drained.cpu.observed;
         slice.drops = drained.cpu.drops;
         slice.allocator = code.map(|c| c.alloc.kind);
+        if let Some(c) = code {
+            c.process.release_pages();
+        }
         Ok(slice)
     }
 
@@ -221,6 +224,19 @@ impl PerfReader {
             return;
         }
         match ProcessSymbols::load(pid, ObjectCache::global()) {
+            // The same objects at the same places (an address outside them
+            // all, in [vdso] or anonymous memory, asks for a reload every
+            // time): the allocator's code is where it was.
+            Ok(process)
+                if self
+                    .symbols
+                    .as_ref()
+                    .is_some_and(|s| s.same_objects(&process)) =>
+            {
+                if let Some(s) = self.symbols.as_mut() {
+                    s.loaded_at = Instant::now();
+                }
+            }
             Ok(process) => self.symbols = Some(TargetSymbols::new(process)),
             Err(e) => {
                 tracing::debug!(pid, "perf: symbols unavailable: {e}");
