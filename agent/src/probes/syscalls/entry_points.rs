@@ -193,8 +193,15 @@ mod tests {
         let btf = crate::probes::btf::load_vmlinux().expect("kernel BTF");
         let points = resolve(&btf).expect("entry points");
         assert_eq!(points.len(), WATCHED_SYSCALLS.len());
-        // futex_waitv is in every kernel this suite runs on (5.16+).
-        assert!(points.iter().all(|p| p.skipped.is_none()), "{points:?}");
+        // Only a syscall younger than the oldest supported kernel may be missing.
+        assert!(
+            points
+                .iter()
+                .filter(|p| p.skipped.is_some())
+                .all(|p| LATER.iter().any(|(name, _)| *name == p.syscall.name)),
+            "{points:?}"
+        );
+        assert!(points.iter().any(|p| p.function.ends_with("sys_futex")));
         // Not a wrapper: the syscall's own body takes its arguments.
         assert_eq!(takes_pt_regs(&btf, "do_futex"), Some(false));
         assert_eq!(takes_pt_regs(&btf, "no_such_function_in_any_kernel"), None);

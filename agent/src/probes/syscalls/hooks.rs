@@ -5,9 +5,12 @@
 //! trampolines, so every other syscall of the host runs none of mdiag's
 //! programs and no task is sent through the traced syscall slow path.
 //! Fallback: the `sys_enter`/`sys_exit` BTF tracepoints, which run on every
-//! syscall of the host, where the kernel has no trampolines (arm64 before
-//! 6.0, s390x before 6.3, kernels without direct-call ftrace), when any
-//! fentry program fails to load or attach, or when [`ENV_VIA`] asks for it.
+//! syscall of the host, where the kernel cannot attach them (arm64 before
+//! 6.4 has no ftrace direct calls; x86_64 5.10's verifier refuses to read a
+//! `struct pt_regs` its BTF only declares forward, as for
+//! `__x64_sys_madvise`; kernels locked down against fentry refuse the load),
+//! when any fentry program fails to load or attach, or when [`ENV_VIA`]
+//! asks for it.
 //!
 //! The family's [`ProbeStatus`] tells which: its programs' attach points are
 //! `fentry/<function>` and `fexit/<function>`, or `tp_btf/sys_enter` and
