@@ -98,6 +98,12 @@ pub fn default_target() -> Result<Option<Target>, TargetError> {
     }
 }
 
+/// Whether process `pid` exists (one `stat` of /proc/PID, where
+/// [`ctxt_switches`] reads the status of every thread).
+pub fn exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// Sum of (voluntary, nonvoluntary) context switches over the process's
 /// live threads, from /proc/PID/task/*/status.
 pub fn ctxt_switches(pid: u32) -> Option<(u64, u64)> {
@@ -170,6 +176,8 @@ mod tests {
     fn describes_self_and_rejects_missing() {
         let me = describe(std::process::id(), "pid").unwrap();
         assert_eq!(me.pid, std::process::id());
+        assert!(exists(me.pid));
+        assert!(!exists(u32::MAX - 1));
         assert!(!me.comm.is_empty());
         assert!(me.exe.is_some());
         assert!(!me.cmdline.is_empty());

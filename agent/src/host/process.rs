@@ -70,9 +70,7 @@ pub fn process_facts_in(root: &Path, pid: u32) -> ProcessFacts {
                 soft: limit(l.max_open_files.soft_limit),
                 hard: limit(l.max_open_files.hard_limit),
             }),
-        numa_policy: std::fs::File::open(dir.join("numa_maps"))
-            .ok()
-            .and_then(|f| numa_policy(std::io::BufReader::new(f))),
+        numa_policy: numa_policy_of(&dir, proc.as_ref()),
         cgroup: cgroup_facts(root, pid),
     }
 }
@@ -123,6 +121,39 @@ fn limit(v: LimitValue) -> Option<u64> {
     }
 }
 
+/// Processes whose NUMA policy is remembered.
+const NUMA_POLICIES_KEPT: usize = 16;
+
+/// The NUMA policy of the process in `dir`, read once per process (its
+/// start time tells a process from a later one with the same pid): reading
+/// numa_maps walks the page tables of every mapping it prints, milliseconds
+/// for a large mongod, and the agent asks at every window. A policy is set
+/// when the process starts (`numactl`) and kept.
+fn numa_policy_of(dir: &Path, proc: Option<&Process>) -> Option<String> {
+    type Kept = Vec<(std::path::PathBuf, u64, Option<String>)>;
+    static KEPT: std::sync::Mutex<Kept> = std::sync::Mutex::new(Vec::new());
+    let read = || {
+        std::fs::File::open(dir.join("numa_maps"))
+            .ok()
+            .and_then(|f| numa_policy(std::io::BufReader::new(f)))
+    };
+    let Some(start) = proc.and_then(|p| p.stat().ok()).map(|s| s.starttime) else {
+        return read();
+    };
+    let lock = || KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, _, policy)) = lock().iter().find(|(d, s, _)| d == dir && *s == start) {
+        return policy.clone();
+    }
+    let policy = read();
+    let mut kept = lock();
+    kept.retain(|(d, _, _)| d != dir);
+    kept.push((dir.to_path_buf(), start, policy.clone()));
+    if kept.len() > NUMA_POLICIES_KEPT {
+        kept.remove(0);
+    }
+    policy
+}
+
 /// The policy of the heap's line of numa_maps ("5644d3aa9000 default heap
 /// anon=10 ..."), else the most common policy of the first lines (procfs has
 /// no numa_maps parser).
@@ -150,6 +181,40 @@ mod tests {
 
     use super::*;
     use crate::host::write_tree;
+
+    #[test]
+    fn the_numa_policy_is_read_once_per_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        // A real stat line, with its start time (field 22) replaced.
+        let stat = |start: u64| {
+            let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+            let (head, tail) = me.rsplit_once(") ").unwrap();
+            let mut fields: Vec<String> = tail.split(' ').map(str::to_owned).collect();
+            fields[19] = start.to_string();
+            format!("{head}) {}", fields.join(" "))
+        };
+        let policy = |maps: &str, start: u64| {
+            write_tree(
+                r,
+                &[("proc/7/stat", &stat(start)), ("proc/7/numa_maps", maps)],
+            );
+            process_facts_in(r, 7).numa_policy
+        };
+        let interleave = "55bdb22f4000 interleave:0-1 heap anon=1\n";
+        let default = "55bdb22f4000 default heap anon=1\n";
+        assert_eq!(policy(interleave, 100).as_deref(), Some("interleave:0-1"));
+        assert_eq!(
+            policy(default, 100).as_deref(),
+            Some("interleave:0-1"),
+            "the same process: not read again"
+        );
+        assert_eq!(
+            policy(default, 200).as_deref(),
+            Some("default"),
+            "another process with that pid"
+        );
+    }
 
     #[test]
     fn allow_list() {
