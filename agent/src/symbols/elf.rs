@@ -339,6 +339,14 @@ impl ElfObject {
         Some((best, vaddr - best.value))
     }
 
+    /// Which functions contain `vaddr`, as a key: two addresses with the
+    /// same key are in the same function(s), so [`Self::function_containing`]
+    /// names the same one for both. No name is read. `None` when no function
+    /// contains it (or in the rare case of more than 64 at one address).
+    pub fn containing_key(&self, vaddr: u64) -> Option<(usize, u64)> {
+        self.funcs.covering(vaddr)
+    }
+
     /// A data symbol kept in the index (see [`is_interesting_data_symbol`]).
     pub fn data_symbol(&self, name: &str) -> Option<&DataSymbol> {
         self.data.iter().find(|d| d.name == name)

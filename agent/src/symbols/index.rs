@@ -203,6 +203,31 @@ impl FuncIndex {
         lo..hi
     }
 
+    /// Which functions contain `vaddr` (see [`Self::candidates`]), without
+    /// reading a name: the position of the first function at their address
+    /// and a bit per function there that covers `vaddr` (a size of 0
+    /// reaches the next address). `None` when none covers it, or when more
+    /// than 64 functions share the address.
+    pub(super) fn covering(&self, vaddr: u64) -> Option<(usize, u64)> {
+        let (group, next) = self.candidates(vaddr)?;
+        if group.len() > 64 {
+            return None;
+        }
+        let mut mask = 0u64;
+        for (bit, i) in group.clone().enumerate() {
+            let (value, size) = (self.values[i], self.size(i));
+            let covers = if size > 0 {
+                vaddr - value < size
+            } else {
+                next.is_none_or(|n| vaddr < n)
+            };
+            if covers {
+                mask |= 1 << bit;
+            }
+        }
+        (mask != 0).then_some((group.start, mask))
+    }
+
     /// Positions of the functions that may contain `vaddr` (those at the
     /// highest address not above it), and the next higher address.
     pub(super) fn candidates(&self, vaddr: u64) -> Option<(Range<usize>, Option<u64>)> {

@@ -210,17 +210,34 @@ impl ProcessSymbols {
         self.objects.iter().find_map(|o| o.resolve(name).ok())
     }
 
-    /// The object, symbol and offset at a runtime address.
-    pub fn symbolize(&self, addr: u64) -> Option<Symbolized<'_>> {
-        let object = self
+    /// The object mapping a runtime address (its position and the object)
+    /// and the address as the object's virtual address.
+    fn locate(&self, addr: u64) -> Option<(usize, &LoadedObject, u64)> {
+        let (i, object) = self
             .objects
             .iter()
-            .find(|o| o.mapped.contains_address(addr))?;
+            .enumerate()
+            .find(|(_, o)| o.mapped.contains_address(addr))?;
         let vaddr = address::vaddr_of_runtime_address(
             object.elf.segments(),
             &object.mapped.mappings,
             addr,
         )?;
+        Some((i, object, vaddr))
+    }
+
+    /// Which object and function(s) hold a runtime address, as a key
+    /// (object's position, [`ElfObject::containing_key`]): addresses with
+    /// the same key [`Self::symbolize`] to the same function. No name is read.
+    pub fn function_key(&self, addr: u64) -> Option<(usize, usize, u64)> {
+        let (i, object, vaddr) = self.locate(addr)?;
+        let (group, mask) = object.elf.containing_key(vaddr)?;
+        Some((i, group, mask))
+    }
+
+    /// The object, symbol and offset at a runtime address.
+    pub fn symbolize(&self, addr: u64) -> Option<Symbolized<'_>> {
+        let (_, object, vaddr) = self.locate(addr)?;
         let (f, offset) = object.elf.function_containing(vaddr)?;
         let mut aliases: Vec<Function<'_>> = object.elf.functions_at(f.value).collect();
         aliases.sort_by(preferred);

@@ -33,7 +33,7 @@
 //! Kept apart from the reader (`mod.rs`): these are the rules, the reader
 //! only drains and sums.
 
-use std::{path::PathBuf, time::Instant};
+use std::{collections::HashMap, path::PathBuf, time::Instant};
 
 use mdiag_common::perf::KERNEL_IP;
 
@@ -42,11 +42,26 @@ use crate::symbols::{
     allocator::{SlowPathPattern, entry_candidates, slow_path_patterns},
 };
 
+/// Functions (or, outside every function, addresses) whose attribution is
+/// remembered (the hot ones come back slice after slice; a full memo is
+/// emptied).
+const REMEMBERED: usize = 2048;
+
+/// What an attribution is remembered by: the function(s) an address is in
+/// ([`ProcessSymbols::function_key`]), else the address itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum MemoKey {
+    Function(usize, usize, u64),
+    Address(u64),
+}
+
 /// A target's symbols with its allocator's code rule.
 pub(super) struct TargetSymbols {
     pub(super) process: ProcessSymbols,
     pub(super) alloc: AllocatorCode,
     pub(super) loaded_at: Instant,
+    /// What [`classify`] said of each function seen, while these symbols last.
+    memo: HashMap<MemoKey, Attribution>,
 }
 
 impl TargetSymbols {
@@ -56,7 +71,28 @@ impl TargetSymbols {
             process,
             alloc,
             loaded_at: Instant::now(),
+            memo: HashMap::new(),
         }
+    }
+
+    /// [`classify`] of `ip`, remembered per function: a sampled function is
+    /// symbolized (its names read and matched) once, not at every address
+    /// and in every slice that samples it.
+    pub(super) fn classify_remembered(&mut self, ip: u64) -> Attribution {
+        let key = match self.process.function_key(ip) {
+            _ if ip == KERNEL_IP => MemoKey::Address(ip),
+            Some((object, group, mask)) => MemoKey::Function(object, group, mask),
+            None => MemoKey::Address(ip),
+        };
+        if let Some(a) = self.memo.get(&key) {
+            return a.clone();
+        }
+        let a = classify(Some(self), ip);
+        if self.memo.len() >= REMEMBERED {
+            self.memo.clear();
+        }
+        self.memo.insert(key, a.clone());
+        a
     }
 
     /// Whether `process` maps the very objects these symbols are of, at
@@ -388,7 +424,7 @@ mod tests {
     #[test]
     fn glibc_rule_on_this_process() {
         let process = ProcessSymbols::load(std::process::id(), ObjectCache::global()).unwrap();
-        let t = TargetSymbols::new(process);
+        let mut t = TargetSymbols::new(process);
         assert_eq!(t.alloc.kind, AllocatorKind::Glibc);
         assert!(!t.alloc.whole_object);
         // Stripped libc: malloc.c's static helpers are found between symbols.
@@ -404,5 +440,22 @@ mod tests {
         assert_eq!(a.symbol.as_deref(), Some("qsort"));
         assert!(classify(Some(&t), KERNEL_IP).kernel);
         assert_eq!(classify(Some(&t), 8), Attribution::default());
+        // Remembered per function: the same answers at every address of
+        // libc's text, and no more than REMEMBERED of them.
+        let malloc = addr("malloc");
+        let libc = t.process.object("libc.so.6").unwrap();
+        let text = *libc.mapped.mappings.iter().find(|m| m.perms.exec).unwrap();
+        for ip in (text.start..text.end).step_by(97).take(3 * REMEMBERED) {
+            assert_eq!(t.classify_remembered(ip), classify(Some(&t), ip), "{ip:#x}");
+            assert_eq!(t.classify_remembered(ip), classify(Some(&t), ip), "{ip:#x}");
+            assert!(t.memo.len() <= REMEMBERED);
+        }
+        t.classify_remembered(malloc);
+        let before = t.memo.len();
+        assert_eq!(
+            t.classify_remembered(malloc + 2),
+            classify(Some(&t), malloc + 2)
+        );
+        assert_eq!(t.memo.len(), before, "one entry for all of malloc");
     }
 }

@@ -181,8 +181,11 @@ impl PerfReader {
                 .collect();
             self.refresh_symbols(pid, &target_ips);
         }
+        let mut slice = match self.symbols.as_mut() {
+            Some(code) => summarize(&target_ips, |ip| code.classify_remembered(ip)),
+            None => summarize(&target_ips, |ip| classify(None, ip)),
+        };
         let code = self.symbols.as_ref();
-        let mut slice = summarize(&target_ips, |ip| classify(code, ip));
         slice.freq_hz = SAMPLE_FREQ_HZ;
         slice.samples = drained.cpu.samples;
         slice.idle_samples = drained.cpu.idle;

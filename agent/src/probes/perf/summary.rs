@@ -8,7 +8,7 @@ use super::{Attribution, TOP_SYMBOLS};
 use crate::recording::{PerfSlice, PerfSlowPath, PerfSymbol};
 
 /// Sums the target's samples `(ip, count)` by attribution. Pure, so testable.
-pub fn summarize(ips: &[(u64, u64)], classify: impl Fn(u64) -> Attribution) -> PerfSlice {
+pub fn summarize(ips: &[(u64, u64)], mut classify: impl FnMut(u64) -> Attribution) -> PerfSlice {
     let mut slice = PerfSlice::default();
     // Unsymbolized addresses of one object are split by allocator or not.
     let mut by: HashMap<(Option<String>, Option<String>, bool), PerfSymbol> = HashMap::new();
