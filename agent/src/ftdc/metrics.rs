@@ -102,16 +102,64 @@ pub enum ExtractError {
 
 /// Flattens `doc` into its metrics, in the order of the delta stream.
 pub fn extract(doc: &RawDocument) -> Result<Extracted, ExtractError> {
+    extract_under(doc, &|_| true)
+}
+
+/// As [`extract`], entering only the sub-documents (and arrays) whose path,
+/// with a trailing dot (`wiredTiger.cache.`), `enter` accepts: the metrics of
+/// the others are neither read nor checked.
+pub fn extract_under(
+    doc: &RawDocument,
+    enter: &dyn Fn(&str) -> bool,
+) -> Result<Extracted, ExtractError> {
     let mut out = Extracted::default();
     let mut prefix = String::new();
-    walk(doc, &mut prefix, 0, &mut out)?;
+    walk(doc, &mut prefix, 0, enter, &mut out)?;
     Ok(out)
+}
+
+/// Whether a value of this type is a metric (a number, a boolean, a date
+/// or a timestamp).
+pub fn is_metric_type(t: ElementType) -> bool {
+    matches!(
+        t,
+        ElementType::Double
+            | ElementType::Int32
+            | ElementType::Int64
+            | ElementType::Decimal128
+            | ElementType::Boolean
+            | ElementType::DateTime
+            | ElementType::Timestamp
+    )
+}
+
+/// Whether [`extract`] would find a metric in `doc` (stops at the first).
+pub fn holds_metric(doc: &RawDocument) -> bool {
+    fn holds(doc: &RawDocument, depth: usize) -> bool {
+        depth <= MAX_RECURSION
+            && doc
+                .iter_elements()
+                .flatten()
+                .any(|e| match e.element_type() {
+                    t if is_metric_type(t) => true,
+                    ElementType::EmbeddedDocument | ElementType::Array => match e.value() {
+                        Ok(RawBsonRef::Document(d)) => holds(d, depth + 1),
+                        Ok(RawBsonRef::Array(a)) => {
+                            RawDocument::from_bytes(a.as_bytes()).is_ok_and(|d| holds(d, depth + 1))
+                        }
+                        _ => false,
+                    },
+                    _ => false,
+                })
+    }
+    holds(doc, 0)
 }
 
 fn walk(
     doc: &RawDocument,
     prefix: &mut String,
     depth: usize,
+    enter: &dyn Fn(&str) -> bool,
     out: &mut Extracted,
 ) -> Result<(), ExtractError> {
     if depth > MAX_RECURSION {
@@ -141,7 +189,10 @@ fn walk(
                 let len = prefix.len();
                 prefix.push_str(key);
                 prefix.push('.');
-                let r = walk(sub, prefix, depth + 1, out);
+                let r = match enter(prefix) {
+                    true => walk(sub, prefix, depth + 1, enter, out),
+                    false => Ok(()),
+                };
                 prefix.truncate(len);
                 r?;
                 continue;

@@ -11,12 +11,13 @@
 //! `wiredTiger.transaction` on 7.0 and older; execution tickets in
 //! `wiredTiger.concurrentTransactions` or `queues.execution`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::LazyLock;
 
-use bson::RawDocument;
+use bson::{RawDocument, raw::RawBsonRef};
 use serde::{Deserialize, Serialize};
 
-use crate::ftdc::metrics::{ExtractError, extract};
+use crate::ftdc::metrics::{ExtractError, extract_under, holds_metric, is_metric_type};
 
 /// Declares [`ServerStatusSample`]: one `Option<i64>` per figure, with the
 /// paths it is read from (first present wins).
@@ -139,22 +140,44 @@ pub const COUNTERS: &[&str] = &[
 ];
 
 impl ServerStatusSample {
-    /// Parses a serverStatus reply (a live poll).
+    /// Parses a serverStatus reply (a live poll), every second: only the
+    /// sub-documents on the way to a figure's path are flattened (a reply
+    /// has thousands of metrics, the parser reads about a hundred), and a
+    /// section counts when it holds a metric, as [`extract`] would find.
     pub fn from_document(doc: &RawDocument) -> Result<Self, ExtractError> {
-        let flat = extract(doc)?;
-        let wanted: BTreeSet<&str> = PATHS.iter().copied().collect();
-        let mut values: HashMap<String, i64> = HashMap::new();
+        static ON_THE_WAY: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
+            PATHS
+                .iter()
+                .flat_map(|p| p.match_indices('.').map(|(i, _)| &p[..=i]))
+                .collect()
+        });
+        let wanted: HashSet<&str> = PATHS.iter().copied().collect();
+        let flat = extract_under(doc, &|prefix| ON_THE_WAY.contains(prefix))?;
+        let values: HashMap<&str, i64> = flat
+            .paths
+            .iter()
+            .zip(flat.values.iter())
+            .filter(|(path, _)| wanted.contains(path))
+            .map(|(path, value)| (path, *value))
+            .collect();
         let mut sections = BTreeSet::new();
-        for (path, value) in flat.paths.iter().zip(flat.values.iter()) {
-            if let Some(section) = section_of(path) {
-                sections.insert(section);
-            }
-            if wanted.contains(path) {
-                values.insert(path.to_owned(), *value);
+        for e in doc.iter_elements().flatten() {
+            let holds = is_metric_type(e.element_type())
+                || match e.value() {
+                    Ok(RawBsonRef::Document(d)) => holds_metric(d),
+                    Ok(RawBsonRef::Array(a)) => {
+                        RawDocument::from_bytes(a.as_bytes()).is_ok_and(holds_metric)
+                    }
+                    _ => false,
+                };
+            if let Some(section) = section_of(e.key().as_str()).filter(|_| holds) {
+                sections.insert(section.to_owned());
             }
         }
-        let sections = sections.into_iter().map(str::to_owned).collect();
-        Ok(Self::parse_with(&|p| values.get(p).copied(), sections))
+        Ok(Self::parse_with(
+            &|p| values.get(p).copied(),
+            sections.into_iter().collect(),
+        ))
     }
 
     /// Whether per-CPU caches really work: `usingPerCPUCaches` and
@@ -329,6 +352,40 @@ pub(crate) mod tests {
         assert_eq!(s.tickets_read_available, Some(128));
         assert_eq!(s.mem_resident_mb, Some(123));
         assert!(s.page_faults.is_some());
+    }
+
+    /// What `from_document` gives, from every metric of the document.
+    fn from_every_metric(doc: &RawDocument) -> ServerStatusSample {
+        let flat = crate::ftdc::metrics::extract(doc).unwrap();
+        let values: HashMap<&str, i64> = flat.paths.iter().zip(flat.values).collect();
+        let sections: BTreeSet<String> = flat
+            .paths
+            .iter()
+            .filter_map(section_of)
+            .map(str::to_owned)
+            .collect();
+        ServerStatusSample::parse_with(&|p| values.get(p).copied(), sections.into_iter().collect())
+    }
+
+    #[test]
+    fn only_the_way_to_the_figures_is_flattened_with_the_same_result() {
+        let d42 = json_doc(&fixtures().join("serverStatus/getDiagnosticData-mongod-4.2.8.json"));
+        let d82 = json_doc(&fixtures().join("serverStatus/serverStatus-8.2-shape.json"));
+        let odd = bson::rawdoc! {
+            "ok": 1.0,
+            "host": "h",
+            "empty": {},
+            "strings": { "a": "x", "b": ["y"] },
+            "deep": { "a": { "b": [ { "c": true } ] } },
+            "when": bson::Timestamp { time: 5, increment: 1 },
+            "opcounters": { "insert": 5_i64 },
+        };
+        for doc in [d42.get_document("serverStatus").unwrap(), &d82, &odd] {
+            let s = ServerStatusSample::from_document(doc).unwrap();
+            assert_eq!(s, from_every_metric(doc));
+        }
+        let s = ServerStatusSample::from_document(&odd).unwrap();
+        assert_eq!(s.sections, ["deep", "opcounters", "when"]);
     }
 
     #[test]
