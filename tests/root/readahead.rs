@@ -106,10 +106,17 @@ fn readahead_of_the_wiredtiger_home_disk_matches_sysfs_and_the_rule_follows_it()
     let home = tempfile::tempdir().unwrap();
     let home_path = std::fs::canonicalize(home.path()).unwrap();
     let (majmin, disk) = disk_of(&home_path);
+    // The WiredTiger workload stands in for mongod, started under mongod's
+    // name (a symbolic link: its comm is `mongod`, /proc/PID/exe the real
+    // file), since host.readahead is about mongod's data directory
+    // (applies_to.target) and is not applicable to another process.
+    let names = tempfile::tempdir().unwrap();
+    let as_mongod = names.path().join("mongod");
+    std::os::unix::fs::symlink(&exe, &as_mongod).unwrap();
     // WiredTiger is open (WiredTiger.lock held) once it says so; it then
     // waits on stdin, holding it, while mdiag records.
     let (mut child, _stdout_held_open) =
-        mdiag_tests::spawn_ready(Command::new(&exe).arg("--home").arg(&home_path).args([
+        mdiag_tests::spawn_ready(Command::new(&as_mongod).arg("--home").arg(&home_path).args([
             "--checkpoints",
             "1",
             "--writers",
