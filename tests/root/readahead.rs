@@ -197,6 +197,9 @@ fn spawned_wiredtiger_target_gets_its_data_directory_once_it_opened_it() {
         .unwrap();
     let out = tempfile::tempdir().unwrap();
     let file = out.path().join("r.mdiag");
+    // Spawned under mongod's name, as in the test above.
+    let as_mongod = out.path().join("mongod");
+    std::os::unix::fs::symlink(&exe, &as_mongod).unwrap();
     // 40 checkpoints 100 ms apart: still running (WiredTiger.lock held) when
     // the 2 s recording ends; at its start WiredTiger was not open yet.
     let rec_out = run_mdiag(&[
@@ -206,7 +209,7 @@ fn spawned_wiredtiger_target_gets_its_data_directory_once_it_opened_it() {
         "-o",
         file.to_str().unwrap(),
         "--",
-        exe.to_str().unwrap(),
+        as_mongod.to_str().unwrap(),
         "--home",
         home_path.to_str().unwrap(),
         "--checkpoints",
