@@ -115,13 +115,12 @@ fn readahead_of_the_wiredtiger_home_disk_matches_sysfs_and_the_rule_follows_it()
     std::os::unix::fs::symlink(&exe, &as_mongod).unwrap();
     // WiredTiger is open (WiredTiger.lock held) once it says so; it then
     // waits on stdin, holding it, while mdiag records.
-    let (mut child, _stdout_held_open) =
-        mdiag_tests::spawn_ready(Command::new(&as_mongod).arg("--home").arg(&home_path).args([
-            "--checkpoints",
-            "1",
-            "--writers",
-            "0",
-        ]));
+    let (mut child, _stdout_held_open) = mdiag_tests::spawn_ready(
+        Command::new(&as_mongod)
+            .arg("--home")
+            .arg(&home_path)
+            .args(["--checkpoints", "1", "--writers", "0"]),
+    );
     let pid = child.id().to_string();
 
     // One value on each side of 16 KiB.

@@ -67,20 +67,26 @@ fn legacy_thp_fires_only_on_always_as_mongod_warns_and_reverts_to_the_recorded_v
         "memory.thp_legacy_tcmalloc",
     );
     assert!(
-        f.fix.revert[1].contains("echo always > /sys/kernel/mm/transparent_hugepage/enabled")
-            && f.fix.revert[1]
+        f.fix.revert[2].contains("echo always > /sys/kernel/mm/transparent_hugepage/enabled")
+            && f.fix.revert[2]
                 .contains("echo madvise > /sys/kernel/mm/transparent_hugepage/defrag"),
         "{:?}",
         f.fix.revert
     );
     assert_eq!(txt(&f, "own THP opt-out"), "not set: THP on for mongod");
+    // An 8.0 "enable THP" unit is disabled first, so two units do not race.
+    assert!(
+        f.fix.commands[0].contains("systemctl disable enable-transparent-huge-pages.service"),
+        "{:?}",
+        f.fix.commands
+    );
     // Another recorded pair is restored as recorded, not as madvise.
     let f = fired(
         &legacy_baseline("always", "defer"),
         "memory.thp_legacy_tcmalloc",
     );
     assert!(
-        f.fix.revert[1].contains("echo defer > "),
+        f.fix.revert[2].contains("echo defer > "),
         "{:?}",
         f.fix.revert
     );
