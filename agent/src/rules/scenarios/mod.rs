@@ -298,3 +298,39 @@ fn every_mongosh_of_a_fix_reaches_the_recorded_server() {
         f.fix.revert
     );
 }
+
+#[test]
+fn s390x_priors_follow_the_ibm_z_study_and_aarch64_has_none_without_a_source() {
+    // The IBM Z study: the WiredTiger cache size first; readahead,
+    // swappiness and THP measured no effect there (priors down, not up).
+    // The Graviton2 study measured no setting a rule judges: no aarch64
+    // prior (rules/README.md, "Architecture priors and their sources").
+    let rules = RuleSet::builtin().unwrap();
+    let prior = |id: &str, arch: &str| {
+        rules
+            .rules()
+            .iter()
+            .find(|r| r.id() == id)
+            .and_then(|r| r.arch_priors().get(arch).copied())
+            .unwrap_or(1.0)
+    };
+    let cache = prior("wiredtiger.cache_size", "s390x");
+    for id in rules.rules().iter().map(|r| r.id()) {
+        assert!(
+            prior(id, "s390x") <= cache,
+            "{id} ranks above the cache size on s390x"
+        );
+        assert_eq!(
+            prior(id, "aarch64"),
+            1.0,
+            "{id}: an aarch64 prior needs a source"
+        );
+    }
+    for id in [
+        "host.readahead",
+        "host.swappiness",
+        "memory.thp_legacy_tcmalloc",
+    ] {
+        assert!(prior(id, "s390x") < 1.0, "{id}");
+    }
+}
