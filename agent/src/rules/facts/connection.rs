@@ -5,10 +5,12 @@
 //! authentication. The arguments are built here from what the recording
 //! says of the server: the `--uri` it was polled through (already without
 //! credentials in the recording; the user information and secret options are
-//! dropped again here), else the port on mongod's own command line
-//! (getCmdLineOpts, FTDC, or the target's), else mongod's default 27017 on
-//! 127.0.0.1. When the server wanted credentials (the URI named a user), a
-//! `--username` taken from the `MONGOSH_USER` environment variable is added:
+//! dropped again here), else the port mongod reports (getCmdLineOpts
+//! parsed.net.port, live or FTDC) or has on its command line (its argv, or
+//! the target's), else mongod's default 27017, on 127.0.0.1. When the server
+//! wants credentials (the URI named a user, or getCmdLineOpts says
+//! authorization is on), a `--username` taken from the `MONGOSH_USER`
+//! environment variable is added:
 //! mongosh then asks for the password. Never a secret: the fact holds no
 //! user name, no password, no token.
 //!
@@ -31,29 +33,35 @@ pub const USERNAME_ARGS: &str =
 
 /// The arguments that make `mongosh` reach the recorded server.
 pub fn mongosh_args(rec: &Recording) -> String {
+    let info = rec.mongod.as_ref().and_then(|m| m.info.as_ref());
+    // mongod's own getCmdLineOpts says whether it requires authentication.
+    let server_auth = info.and_then(|i| i.auth) == Some(true);
+    let with_user = |uri: String, auth: bool| {
+        if auth || server_auth {
+            format!("{uri} {USERNAME_ARGS}")
+        } else {
+            uri
+        }
+    };
     let polled = rec
         .mongod
         .as_ref()
         .and_then(|m| m.uri.as_deref())
         .and_then(without_credentials);
     if let Some((uri, auth)) = polled {
-        let uri = shell_word(&uri);
-        return if auth {
-            format!("{uri} {USERNAME_ARGS}")
-        } else {
-            uri
-        };
+        return with_user(shell_word(&uri), auth);
     }
-    let argv = rec
-        .mongod
-        .as_ref()
-        .and_then(|m| m.info.as_ref())
+    let argv = info
         .map(|i| i.argv.as_slice())
         .filter(|a| !a.is_empty())
         .or_else(|| rec.target.as_ref().map(|t| t.cmdline.as_slice()))
         .unwrap_or_default();
-    let port = port_in(argv).unwrap_or(DEFAULT_PORT);
-    format!("mongodb://127.0.0.1:{port}/")
+    let port = info
+        .and_then(|i| i.port)
+        .and_then(|p| u16::try_from(p).ok())
+        .or_else(|| port_in(argv))
+        .unwrap_or(DEFAULT_PORT);
+    with_user(format!("mongodb://127.0.0.1:{port}/"), false)
 }
 
 /// The `--port N` / `--port=N` of a command line.
@@ -103,6 +111,14 @@ mod tests {
         m.info.get_or_insert_with(Default::default).argv =
             vec!["/usr/bin/mongod".into(), "--port".into(), "27020".into()];
         assert_eq!(mongosh_args(&rec), "mongodb://127.0.0.1:27020/");
+        // FTDC's getCmdLineOpts: the configured port, and authentication on.
+        let i = rec.mongod.as_mut().unwrap().info.as_mut().unwrap();
+        i.port = Some(27021);
+        i.auth = Some(true);
+        assert_eq!(
+            mongosh_args(&rec),
+            format!("mongodb://127.0.0.1:27021/ {USERNAME_ARGS}")
+        );
         rec.mongod = None;
         if let Some(t) = rec.target.as_mut() {
             t.cmdline = vec!["mongod".into(), "--port=28017".into()];
