@@ -5,7 +5,8 @@
 //!   setting (read by the test from /sys/kernel/mm/transparent_hugepage and
 //!   /proc/PID/status, outside mdiag): a finding only for "always" with the
 //!   process not opted out; on a `madvise` host, passed. The fix's mongosh
-//!   reaches this mongod's port.
+//!   reaches this mongod's port, from the recording and from its FTDC
+//!   directory alone.
 //! - A CPU spinner named `spin`: every rule that speaks of mongod's own
 //!   settings is not applicable, naming the process; none fires.
 
@@ -100,6 +101,24 @@ fn legacy_thp_rule_says_what_mongod_says_for_this_hosts_setting() {
         "{args} does not name port {}",
         mongod.port()
     );
+    // From FTDC alone (no --uri, no target): the port mongod reports in
+    // its getCmdLineOpts (argv --port here), on 127.0.0.1, no credentials.
+    let ftdc = run_mdiag(&[
+        "explain",
+        "--ftdc",
+        mongod.diagnostic_data().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(ftdc.status.success(), "{ftdc:?}");
+    let ftdc: serde_json::Value = serde_json::from_slice(&ftdc.stdout).unwrap();
+    assert_eq!(
+        ftdc["facts"]["target"]["mongosh_args"],
+        format!("mongodb://127.0.0.1:{}/", mongod.port()),
+        "{}",
+        ftdc["facts"]["target"]
+    );
+    assert_eq!(ftdc["facts"]["target"]["process"], "mongod");
     let (list, entry) = where_is(&report, "memory.thp_legacy_tcmalloc");
     // mongod 6.0 warns (22178) only when enabled is "always"; a process
     // that turned THP off for itself is not affected.
