@@ -106,15 +106,21 @@ fn readahead_of_the_wiredtiger_home_disk_matches_sysfs_and_the_rule_follows_it()
     let home = tempfile::tempdir().unwrap();
     let home_path = std::fs::canonicalize(home.path()).unwrap();
     let (majmin, disk) = disk_of(&home_path);
+    // The WiredTiger workload stands in for mongod, started under mongod's
+    // name (a symbolic link: its comm is `mongod`, /proc/PID/exe the real
+    // file), since host.readahead is about mongod's data directory
+    // (applies_to.target) and is not applicable to another process.
+    let names = tempfile::tempdir().unwrap();
+    let as_mongod = names.path().join("mongod");
+    std::os::unix::fs::symlink(&exe, &as_mongod).unwrap();
     // WiredTiger is open (WiredTiger.lock held) once it says so; it then
     // waits on stdin, holding it, while mdiag records.
-    let (mut child, _stdout_held_open) =
-        mdiag_tests::spawn_ready(Command::new(&exe).arg("--home").arg(&home_path).args([
-            "--checkpoints",
-            "1",
-            "--writers",
-            "0",
-        ]));
+    let (mut child, _stdout_held_open) = mdiag_tests::spawn_ready(
+        Command::new(&as_mongod)
+            .arg("--home")
+            .arg(&home_path)
+            .args(["--checkpoints", "1", "--writers", "0"]),
+    );
     let pid = child.id().to_string();
 
     // One value on each side of 16 KiB.
@@ -190,6 +196,9 @@ fn spawned_wiredtiger_target_gets_its_data_directory_once_it_opened_it() {
         .unwrap();
     let out = tempfile::tempdir().unwrap();
     let file = out.path().join("r.mdiag");
+    // Spawned under mongod's name, as in the test above.
+    let as_mongod = out.path().join("mongod");
+    std::os::unix::fs::symlink(&exe, &as_mongod).unwrap();
     // 40 checkpoints 100 ms apart: still running (WiredTiger.lock held) when
     // the 2 s recording ends; at its start WiredTiger was not open yet.
     let rec_out = run_mdiag(&[
@@ -199,7 +208,7 @@ fn spawned_wiredtiger_target_gets_its_data_directory_once_it_opened_it() {
         "-o",
         file.to_str().unwrap(),
         "--",
-        exe.to_str().unwrap(),
+        as_mongod.to_str().unwrap(),
         "--home",
         home_path.to_str().unwrap(),
         "--checkpoints",

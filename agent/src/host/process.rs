@@ -72,7 +72,23 @@ pub fn process_facts_in(root: &Path, pid: u32) -> ProcessFacts {
             }),
         numa_policy: numa_policy_of(&dir, proc.as_ref()),
         cgroup: cgroup_facts(root, pid),
+        thp_enabled: std::fs::read_to_string(dir.join("status"))
+            .ok()
+            .and_then(|s| thp_enabled(&s)),
     }
+}
+
+/// The `THP_enabled:` line of /proc/PID/status: 1 unless the process set
+/// PR_SET_THP_DISABLE (absent before Linux 5.0).
+fn thp_enabled(status: &str) -> Option<bool> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .and_then(|v| match v.trim() {
+            "1" => Some(true),
+            "0" => Some(false),
+            _ => None,
+        })
 }
 
 /// Keeps only the allow-listed variables; the others are dropped here.
@@ -303,9 +319,17 @@ Max realtime timeout      unlimited            unlimited            us
                     "55bdb22f4000 interleave:0-1 file=/usr/bin/mongod mapped=2 N0=2\n",
                 ),
                 ("proc/42/cgroup", "0::/system.slice/mongod.service\n"),
+                (
+                    "proc/42/status",
+                    "Name:\tmongod\nState:\tS (sleeping)\nTHP_enabled:\t0\nThreads:\t31\n",
+                ),
             ],
         );
         let f = process_facts_in(r, 42);
+        // mongod opted out of THP itself (prctl PR_SET_THP_DISABLE).
+        assert_eq!(f.thp_enabled, Some(false));
+        assert_eq!(thp_enabled("THP_enabled:\t1\n"), Some(true));
+        assert_eq!(thp_enabled("Name:\tx\n"), None);
         assert_eq!(f.pid, 42);
         let env = f.environ.unwrap();
         let names: Vec<&str> = env.keys().map(String::as_str).collect();

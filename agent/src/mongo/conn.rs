@@ -259,6 +259,35 @@ pub fn redact(uri: &str) -> String {
     out
 }
 
+/// A connection string for commands shown to people (mongosh in a fix):
+/// `uri` with no user information at all and without the options whose
+/// value is secret (or was redacted to `***`), and whether it named a user
+/// (the server wants authentication). `None` when `uri` does not parse.
+pub fn without_credentials(uri: &str) -> Option<(String, bool)> {
+    let p = parse(uri).ok()?;
+    let mut out = format!("{}://{}", p.scheme, p.host_text);
+    match p.rest.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|kv| match kv.split_once('=') {
+                    Some((k, v)) => {
+                        v != "***" && !SECRET_OPTIONS.contains(&k.to_ascii_lowercase().as_str())
+                    }
+                    None => !kv.is_empty(),
+                })
+                .collect();
+            if !kept.is_empty() {
+                out.push('?');
+                out.push_str(&kept.join("&"));
+            }
+        }
+        None => out.push_str(p.rest),
+    }
+    Some((out, p.userinfo.is_some()))
+}
+
 /// Removes a connection's secrets from any text (driver errors, logs).
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
@@ -334,6 +363,28 @@ fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_get_the_uri_without_any_credentials() {
+        let (uri, auth) = without_credentials(
+            "mongodb://admin:s3cr%40t@db1:27018,db2/admin?replicaSet=rs0&authMechanismProperties=AWS_SESSION_TOKEN:tok&tls=true",
+        )
+        .unwrap();
+        assert_eq!(uri, "mongodb://db1:27018,db2/admin?replicaSet=rs0&tls=true");
+        assert!(auth);
+        assert!(!uri.contains("s3cr") && !uri.contains("admin:") && !uri.contains("tok"));
+        // A redacted URI gives the same, and no user means no authentication.
+        let redacted = redact("mongodb://u:p@h:1/?authSource=admin");
+        assert_eq!(
+            without_credentials(&redacted),
+            Some(("mongodb://h:1/?authSource=admin".into(), true))
+        );
+        assert_eq!(
+            without_credentials("mongodb://127.0.0.1:27017"),
+            Some(("mongodb://127.0.0.1:27017".into(), false))
+        );
+        assert_eq!(without_credentials("not a uri"), None);
+    }
 
     #[test]
     fn redaction_removes_credentials_and_secret_options() {

@@ -41,6 +41,10 @@ pub fn from_documents(
                 .filter(|name| !name.is_empty())
         });
         info.cluster_role = string(o, &["parsed", "sharding", "clusterRole"]);
+        info.port = int(o, &["parsed", "net", "port"]);
+        let authorization = string(o, &["parsed", "security", "authorization"]);
+        let key_file = string(o, &["parsed", "security", "keyFile"]);
+        info.auth = Some(authorization.as_deref() == Some("enabled") || key_file.is_some());
         info.argv = match o.get_array("argv") {
             Ok(a) => a
                 .iter()
@@ -220,8 +224,24 @@ mod tests {
             let i = from_documents(None, Some(&cli), None);
             assert_eq!(i.replica_set.as_deref(), Some("rs1"), "{given}");
         }
+        assert_eq!((i.port, i.auth), (None, Some(false)));
+        // The port and authentication, as a config file gives them.
+        let secured = doc! { "parsed": { "net": { "port": 27018 },
+        "security": { "authorization": "enabled" } } };
+        let i = from_documents(None, Some(&secured), None);
+        assert_eq!((i.port, i.auth), (Some(27018), Some(true)));
+        let keyed = doc! { "parsed": { "security": { "keyFile": "/etc/mongo.key" } } };
+        assert_eq!(from_documents(None, Some(&keyed), None).auth, Some(true));
         // Missing replies and fields are None, never an error.
-        let empty = from_documents(None, Some(&doc! { "parsed": {} }), None);
+        let empty = from_documents(None, None, None);
         assert_eq!(empty, MongodInfo::default());
+        let no_auth = from_documents(None, Some(&doc! { "parsed": {} }), None);
+        assert_eq!(
+            no_auth,
+            MongodInfo {
+                auth: Some(false),
+                ..MongodInfo::default()
+            }
+        );
     }
 }

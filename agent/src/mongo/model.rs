@@ -74,6 +74,16 @@ pub struct MongodInfo {
     /// (mongodb_exporter's `cl_role`); absent otherwise and in older files.
     #[serde(default)]
     pub cluster_role: Option<String>,
+    /// getCmdLineOpts parsed.net.port: the port mongod listens on (absent
+    /// when mongod runs on its default 27017 without saying so, and in older
+    /// files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i64>,
+    /// Whether mongod requires authentication: getCmdLineOpts
+    /// parsed.security.authorization is "enabled", or a keyFile is set
+    /// (which turns authorization on); `None` without getCmdLineOpts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<bool>,
     /// hostInfo.system.hostname.
     pub host_name: Option<String>,
     /// hostInfo.system.numCores.

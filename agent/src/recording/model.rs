@@ -341,6 +341,12 @@ pub struct ProcessFacts {
     pub numa_policy: Option<String>,
     /// The process's cgroup limits.
     pub cgroup: Option<CgroupFacts>,
+    /// The `THP_enabled` line of /proc/PID/status (Linux 5.0+): `false` when
+    /// the process opted out of transparent huge pages with
+    /// prctl(PR_SET_THP_DISABLE), as mongod before 8.0 does itself in recent
+    /// releases; `None` when the kernel has no such line or it was not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thp_enabled: Option<bool>,
 }
 
 /// A soft/hard resource limit; `None` = unlimited.

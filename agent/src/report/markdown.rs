@@ -91,7 +91,7 @@ fn write_report(out: &mut String, report: &Report) -> std::fmt::Result {
         writeln!(out)?;
     }
     if !report.not_applicable.is_empty() {
-        writeln!(out, "## Not applicable to this host")?;
+        writeln!(out, "## Not applicable to this host or process")?;
         writeln!(out)?;
         for n in &report.not_applicable {
             writeln!(out, "- {} {}: {}", code(&n.rule_id), n.title, n.reason)?;

@@ -145,7 +145,11 @@ fn write_report(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
     }
     if !report.not_applicable.is_empty() {
         writeln!(out)?;
-        writeln!(out, "{}", p.heading("Not applicable to this host"))?;
+        writeln!(
+            out,
+            "{}",
+            p.heading("Not applicable to this host or process")
+        )?;
         for n in &report.not_applicable {
             writeln!(out, "  {}  {}", p.bold(&n.rule_id), n.title)?;
             writeln!(out, "{}", wrap(&n.reason, "      ", WIDTH))?;

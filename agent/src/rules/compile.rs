@@ -192,6 +192,27 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
             );
         }
     }
+    if let Some(t) = &def.applies_to.target
+        && !facts::TARGET_KINDS.contains(&t.as_str())
+    {
+        err(
+            None,
+            format!(
+                "applies_to.target: unknown target {t:?}; use one of {}",
+                facts::TARGET_KINDS.join(", ")
+            ),
+        );
+    }
+    for p in &def.applies_to.page_size {
+        if !p.is_power_of_two() || *p < 4096 {
+            err(
+                None,
+                format!(
+                    "applies_to.page_size: {p} is not a page size (a power of two, 4096 or more)"
+                ),
+            );
+        }
+    }
     for r in &def.references {
         if r.title.trim().is_empty() {
             err(None, "references: title must not be empty".into());

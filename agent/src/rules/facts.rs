@@ -35,6 +35,7 @@ use crate::recording::Window;
 use crate::recording::model::Recording;
 
 pub mod allocator;
+mod connection;
 pub mod contention;
 mod example;
 pub mod filesystem;
@@ -47,7 +48,7 @@ pub mod storage;
 pub mod tuning;
 
 pub(crate) use example::example_recording;
-pub use host::sched_feature_state;
+pub use host::{sched_feature_state, target_process};
 
 /// Every fact group this build can derive, in display order.
 pub const FACT_GROUPS: &[&str] = &[
@@ -64,6 +65,10 @@ pub const FACT_GROUPS: &[&str] = &[
     "storage",
     "filesystem",
 ];
+
+/// The values of a rule's `applies_to.target`: the kinds of process a rule
+/// can be restricted to (see [`host::target_process`]).
+pub const TARGET_KINDS: &[&str] = &["mongod"];
 
 /// One fact value: what a CEL expression sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]

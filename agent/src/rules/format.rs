@@ -123,6 +123,17 @@ pub struct Applicability {
     /// Memory allocator kinds the rule is about (e.g. ["tcmalloc"]); empty = any.
     #[serde(default)]
     pub allocator: Vec<String>,
+    /// The kind of process the rule is about: `"mongod"` for a rule that speaks
+    /// of mongod's own settings. A recording of another process (a target that
+    /// is not a mongod, or a server that answered as a mongos) makes it not
+    /// applicable; `None` = any target.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Kernel base page sizes in bytes the rule is written for (e.g.
+    /// `[4096]`); another known page size makes it not applicable, an
+    /// unknown one (older recordings) does not; empty = any.
+    #[serde(default)]
+    pub page_size: Vec<u64>,
 }
 
 /// What fixing the problem is expected to bring.

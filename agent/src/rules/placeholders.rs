@@ -20,12 +20,20 @@ pub fn names(text: &str) -> Vec<&str> {
     out
 }
 
+/// Facts that are shell fragments of several words, built by mdiag itself
+/// from quoted parts (`target.mongosh_args`: the server's URI as one quoted
+/// word and, when it wants authentication, `--username "$MONGOSH_USER"`);
+/// they are inserted as they are.
+pub const SHELL_FRAGMENTS: &[&str] = &["target.mongosh_args"];
+
 /// A fact as it appears in a command: numbers in plain digits, text as is
 /// when it is a plain word (a disk name, a path), else single-quoted for the
 /// shell, so that a recorded value (a data directory with a space or a `$`)
-/// can never become more than one argument of a fix command.
-fn shown(v: &FactValue) -> Option<String> {
+/// can never become more than one argument of a fix command. The facts of
+/// [`SHELL_FRAGMENTS`] are the exception: mdiag quoted their parts.
+fn shown(name: &str, v: &FactValue) -> Option<String> {
     match v {
+        FactValue::Text(s) if SHELL_FRAGMENTS.contains(&name) => Some(s.clone()),
         FactValue::Text(s) => Some(shell_word(s)),
         FactValue::Int(i) => Some(i.to_string()),
         FactValue::Float(f) => Some(f.to_string()),
@@ -35,7 +43,7 @@ fn shown(v: &FactValue) -> Option<String> {
 }
 
 /// `s` as one POSIX shell word.
-fn shell_word(s: &str) -> String {
+pub(crate) fn shell_word(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "_./:=+-@%,".contains(c));
@@ -56,7 +64,7 @@ pub fn check(name: &str, groups: &[&str], example: &Facts) -> Option<String> {
         ));
     }
     match example.get(name) {
-        Some(v) if shown(v).is_some() => None,
+        Some(v) if shown(name, v).is_some() => None,
         Some(_) => Some(format!("placeholder {{{{{name}}}}} is a map, not a value")),
         None => Some(format!(
             "placeholder {{{{{name}}}}}: no fact named `{name}`"
@@ -72,7 +80,8 @@ pub fn fill(text: &str, facts: &Facts) -> String {
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else { break };
         out.push_str(&rest[..start]);
-        match facts.get(after[..end].trim()).and_then(shown) {
+        let name = after[..end].trim();
+        match facts.get(name).and_then(|v| shown(name, v)) {
             Some(v) => out.push_str(&v),
             None => out.push_str(&rest[start..start + 2 + end + 2]),
         }

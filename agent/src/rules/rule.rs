@@ -1,6 +1,7 @@
 //! A compiled rule ([`Rule`]) and whether it applies to a recording
-//! ([`Applies`]): architecture, kernel, mongod and allocator requirements,
-//! then the fact groups it needs.
+//! ([`Applies`]): the target process (a mongod rule for a mongod), the page
+//! size, architecture, kernel, mongod and allocator requirements, then the
+//! fact groups it needs.
 //!
 //! Kept apart from [`super::compile`], which builds a [`Rule`] from a file,
 //! so that what a loaded rule is and how it is judged read on their own.
@@ -72,9 +73,32 @@ impl Rule {
     }
 
     /// Whether the rule applies to a recording with `facts`, ranked for `arch`
-    /// (normalised). Checked in order: architecture, kernel, mongod, allocator,
-    /// then the required fact groups.
+    /// (normalised). Checked in order: target process, page size,
+    /// architecture, kernel, mongod, allocator, then the required fact groups.
     pub fn applies(&self, facts: &Facts, arch: &str) -> Applies {
+        if let Some(kind) = &self.def.applies_to.target
+            && let Some(other) = other_process(facts, kind)
+        {
+            return Applies::No(format!(
+                "about {kind}'s own settings; {other}, not a {kind}"
+            ));
+        }
+        let sizes = &self.def.applies_to.page_size;
+        if let Some(FactValue::Int(size)) = facts.get("host.page_size")
+            && !sizes.is_empty()
+            && !sizes.iter().any(|s| i64::try_from(*s).ok() == Some(*size))
+        {
+            let kib = |b: i64| format!("{} KiB", b / 1024);
+            return Applies::No(format!(
+                "written for kernels with {} pages; this kernel's page is {}",
+                sizes
+                    .iter()
+                    .map(|s| kib(i64::try_from(*s).unwrap_or(i64::MAX)))
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                kib(*size)
+            ));
+        }
         if !self.arch.is_empty() && facts::unnamed(arch) {
             let why = facts
                 .arch_unknown
@@ -164,6 +188,28 @@ impl Rule {
     }
 }
 
+/// How the recording names a process that is not a `kind` ("the target is
+/// `spin` (pid 42)", "the server is a mongos"), or `None` when it is one. A
+/// host-wide recording without the server's answers names no process: the
+/// host is what was asked about, so the rule applies.
+fn other_process(facts: &Facts, kind: &str) -> Option<String> {
+    let text = |name: &str| match facts.get(name) {
+        Some(FactValue::Text(s)) => s.as_str(),
+        _ => "",
+    };
+    let process = text("target.process");
+    if process.is_empty() || process == kind {
+        return None;
+    }
+    match facts.get("target.pid") {
+        Some(FactValue::Int(pid)) if *pid > 0 => Some(format!(
+            "the target is `{process}` (pid {pid}, known from {})",
+            text("target.process_from")
+        )),
+        _ => Some(format!("the server is a {process}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +271,65 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_mongod_rule_does_not_apply_to_another_process() {
+        let rule = compile_one(&testdata::rule_toml(
+            "t.target",
+            "true",
+            0.5,
+            0.5,
+            "[applies_to]\ntarget = \"mongod\"\n",
+        ));
+        let mut rec = testdata::oversubscribed();
+        assert_eq!(rule.applies(&Facts::derive(&rec), "x86_64"), Applies::Yes);
+        // A CPU spinner named `spin`: not about mongod, and the reason says so.
+        if let Some(t) = rec.target.as_mut() {
+            t.comm = "spin".into();
+            t.exe = Some("/usr/local/bin/spin".into());
+            t.pid = 4242;
+        }
+        match rule.applies(&Facts::derive(&rec), "x86_64") {
+            Applies::No(r) => assert_eq!(
+                r,
+                "about mongod's own settings; the target is `spin` (pid 4242, known from the \
+                 target's executable name), not a mongod"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // A mongod renamed in comm but not in its executable is still a mongod.
+        if let Some(t) = rec.target.as_mut() {
+            t.exe = Some("/opt/mongodb/bin/mongod".into());
+        }
+        assert_eq!(rule.applies(&Facts::derive(&rec), "x86_64"), Applies::Yes);
+        // Host-wide without mongod's answers: the host is judged.
+        rec.target = None;
+        assert_eq!(rule.applies(&Facts::derive(&rec), "x86_64"), Applies::Yes);
+        // A server that answered as a mongos (FTDC or --uri, no target).
+        let mut mongos = testdata::baseline();
+        mongos.target = None;
+        if let Some(i) = mongos.mongod.as_mut().and_then(|m| m.info.as_mut()) {
+            i.process = Some("mongos".into());
+        }
+        assert!(
+            matches!(rule.applies(&Facts::derive(&mongos), "x86_64"), Applies::No(r) if r.ends_with("the server is a mongos, not a mongod"))
+        );
+        // Only known kinds are accepted.
+        let bad = testdata::rule_toml(
+            "t.bad",
+            "true",
+            0.5,
+            0.5,
+            "[applies_to]\ntarget = \"mysqld\"\n",
+        );
+        let e = compile("t.toml", &bad, &Facts::example()).unwrap_err();
+        assert!(
+            e.iter()
+                .any(|e| e.message
+                    == "applies_to.target: unknown target \"mysqld\"; use one of mongod"),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -288,6 +288,7 @@ pub(crate) fn baseline() -> Recording {
             soft: Some(64_000),
             hard: Some(64_000),
         }),
+        thp_enabled: Some(true),
         ..ProcessFacts::default()
     });
     rec.host.net = Some(NetFacts {
@@ -376,6 +377,8 @@ pub(crate) fn healthy_mongod() -> Figures {
             500,
             0,
         ),
+        // 28 GiB resident (MiB): the 24 GiB cache and the rest of mongod.
+        ("mem.resident", 28 * 1024, 0),
     ]
 }
 

@@ -102,6 +102,7 @@ pub(crate) fn example_recording() -> Recording {
                     soft: Some(1024),
                     hard: Some(524_288),
                 }),
+                thp_enabled: Some(true),
                 ..ProcessFacts::default()
             }),
             db_path: Some(crate::recording::DbPathFacts {

@@ -118,7 +118,63 @@ pub(super) fn target_facts(rec: &Recording) -> FactGroup {
         "exited".into(),
         FactValue::Bool(t.is_some_and(|t| t.exit_code.is_some())),
     );
+    let (process, from) = target_process(rec);
+    g.insert("is_mongod".into(), FactValue::Bool(process == "mongod"));
+    g.insert("process".into(), text(process));
+    g.insert("process_from".into(), text(from));
+    g.insert(
+        "mongosh_args".into(),
+        text(super::connection::mongosh_args(rec)),
+    );
     g
+}
+
+/// What the recording is about: `"mongod"`, `"mongos"`, another process's
+/// name, or `""` when nothing says (a host-wide recording without mongod's
+/// answers); and how that is known.
+///
+/// A target process is known by its executable (`/proc/PID/exe`'s file name,
+/// else its `comm`): `mongod` and `mongos` by name; a target found as the
+/// process listening on the `--uri` port is what the server answered
+/// (serverStatus.process). Without a target, the server's own answer
+/// (`--uri` or FTDC) says it.
+pub fn target_process(rec: &Recording) -> (String, &'static str) {
+    let answered = rec
+        .mongod
+        .as_ref()
+        .and_then(|m| m.info.as_ref())
+        .and_then(|i| i.process.as_deref())
+        .filter(|p| !p.trim().is_empty());
+    let Some(t) = rec.target.as_ref() else {
+        return match answered {
+            Some(p) => (p.to_string(), "the server's answers (serverStatus.process)"),
+            None => (
+                String::new(),
+                "nothing: no target and no answer from mongod",
+            ),
+        };
+    };
+    let exe = t
+        .exe
+        .as_deref()
+        .map(|e| e.trim_end_matches(" (deleted)"))
+        .and_then(|e| e.rsplit('/').next())
+        .filter(|e| !e.is_empty());
+    for name in ["mongod", "mongos"] {
+        if t.comm == name || exe == Some(name) {
+            return (name.to_string(), "the target's executable name");
+        }
+    }
+    match answered {
+        Some(p) if t.how == "port" => (
+            p.to_string(),
+            "the server listening on the --uri port (serverStatus.process)",
+        ),
+        _ => (
+            exe.unwrap_or(t.comm.as_str()).to_string(),
+            "the target's executable name",
+        ),
+    }
 }
 
 #[cfg(test)]

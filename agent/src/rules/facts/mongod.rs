@@ -64,6 +64,19 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
             Some(FactValue::Int(max.saturating_mul(2))),
         );
     }
+    // mongod's resident memory (serverStatus mem.resident, MiB) in the
+    // newest sample that has it: what the WiredTiger cache and everything
+    // else of mongod hold now, against its memory limit.
+    let resident = rec
+        .slices
+        .iter()
+        .rev()
+        .filter_map(|sl| sl.mongod.as_ref()?.status.as_ref()?.mem_resident_mb)
+        .next();
+    put(
+        "resident_gb",
+        resident.map(|mb| float((mb as f64 / 1024.0 * 100.0).round() / 100.0)),
+    );
     if let Some(d) = s.dhandles_active_last {
         put(
             "suggested_dhandle_buckets",
@@ -88,7 +101,22 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
         let (smin, smax) = suggested_eviction_threads(tmin, tmax);
         put("suggested_eviction_threads_min", Some(FactValue::Int(smin)));
         put("suggested_eviction_threads_max", Some(FactValue::Int(smax)));
-        if let Some(limit) = i.host_mem_limit_mb.or(i.host_mem_mb).filter(|m| *m > 0) {
+        // The memory mongod may use: its own hostInfo memLimitMB (the cgroup
+        // limit when lower than RAM, mongod 4.4+), lowered by the cgroup
+        // limit mdiag read from the target when that is lower (older mongod).
+        let cgroup_mb = rec
+            .host
+            .target_process
+            .as_ref()
+            .and_then(|p| p.cgroup.as_ref())
+            .and_then(|c| c.memory_limit_bytes())
+            .and_then(|b| i64::try_from(b >> 20).ok());
+        let limit_mb = i
+            .host_mem_limit_mb
+            .or(i.host_mem_mb)
+            .filter(|m| *m > 0)
+            .map(|m| cgroup_mb.map_or(m, |c| m.min(c)));
+        if let Some(limit) = limit_mb {
             let gb = limit as f64 / 1024.0;
             put("mem_limit_gb", Some(float((gb * 100.0).round() / 100.0)));
             put(
@@ -100,7 +128,6 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
                 Some(float(default_cache_size_gb(gb))),
             );
         }
-        let limit_mb = i.host_mem_limit_mb.or(i.host_mem_mb).filter(|m| *m > 0);
         put("host_mem_limit_mb", it(limit_mb));
         put("host_cores", it(i.host_cores.filter(|c| *c > 0)));
         put(

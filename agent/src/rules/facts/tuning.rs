@@ -31,6 +31,42 @@ pub fn dirty_threshold_bytes(
     }
 }
 
+/// The memory mongod may use, in bytes: the host's MemTotal, lowered by the
+/// target's cgroup limit and by the limit mongod itself reports (hostInfo
+/// memLimitMB, which is the cgroup limit when lower than RAM). `None` when
+/// none is known.
+pub fn memory_limit_bytes(rec: &Recording) -> Option<u64> {
+    let total = rec.host.memory.as_ref().and_then(|m| m.mem_total_bytes);
+    let cgroup = rec
+        .host
+        .target_process
+        .as_ref()
+        .and_then(|p| p.cgroup.as_ref())
+        .and_then(|c| c.memory_limit_bytes());
+    let mongod = rec
+        .mongod
+        .as_ref()
+        .and_then(|m| m.info.as_ref())
+        .and_then(|i| i.host_mem_limit_mb)
+        .and_then(|mb| u64::try_from(mb).ok())
+        .filter(|mb| *mb > 0)
+        .map(|mb| mb << 20);
+    [total, cgroup, mongod].into_iter().flatten().min()
+}
+
+/// The dirty-page limits to suggest for `limit` bytes of memory:
+/// vm.dirty_background_bytes and vm.dirty_bytes in the proportion the one
+/// measured study used (64 MiB and 512 MiB on a 128 GiB host, i.e. 1/2048
+/// of memory and 8 times that), scaled linearly with the memory mongod may
+/// use, the background value kept between 16 MiB and 1 GiB and rounded down
+/// to a MiB. A linear scaling of one measured point is an assumption, said
+/// so in the rule.
+pub fn suggested_dirty_bytes(limit: u64) -> (u64, u64) {
+    const MIB: u64 = 1 << 20;
+    let background = (limit / 2048).clamp(16 * MIB, 1024 * MIB) / MIB * MIB;
+    (background, background * 8)
+}
+
 /// Derives the `memory` group; `Err` with the reason when the recording has
 /// no memory facts.
 pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
@@ -117,6 +153,17 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
     put("numa_nodes", nodes.map(int));
 
     let process = rec.host.target_process.as_ref();
+    put(
+        "thp_process_enabled",
+        process.and_then(|p| p.thp_enabled).map(FactValue::Bool),
+    );
+    let limit_bytes = memory_limit_bytes(rec);
+    put("mem_limit_gib", gib(limit_bytes));
+    if let Some(limit) = limit_bytes {
+        let (background, dirty) = suggested_dirty_bytes(limit);
+        put("suggested_dirty_background_bytes", Some(int(background)));
+        put("suggested_dirty_bytes", Some(int(dirty)));
+    }
     put(
         "numa_policy",
         process.and_then(|p| p.numa_policy.clone()).map(text),
@@ -247,6 +294,36 @@ mod tests {
         assert!(!g.contains_key("zone_reclaim_mode"));
         assert!(!g.contains_key("numa_balancing"));
         assert!(!g.contains_key("overcommit_kbytes"));
+    }
+
+    #[test]
+    fn dirty_limits_scale_with_the_memory_mongod_may_use() {
+        const MIB: u64 = 1 << 20;
+        // The study's host: 128 GiB gives its 64 MiB / 512 MiB.
+        assert_eq!(suggested_dirty_bytes(128 << 30), (64 * MIB, 512 * MIB));
+        assert_eq!(suggested_dirty_bytes(512 << 30), (256 * MIB, 2048 * MIB));
+        // Small and huge hosts stay within the bounds.
+        assert_eq!(suggested_dirty_bytes(8 << 30), (16 * MIB, 128 * MIB));
+        assert_eq!(suggested_dirty_bytes(8 << 40), (1024 * MIB, 8192 * MIB));
+        // A cgroup limit below RAM is the memory mongod has.
+        let mut rec = super::super::example_recording();
+        if let Some(m) = rec.host.memory.as_mut() {
+            m.mem_total_bytes = Some(256 << 30);
+        }
+        rec.host.target_process = Some(ProcessFacts {
+            cgroup: Some(crate::recording::model::CgroupFacts {
+                memory_max: Some((32u64 << 30).to_string()),
+                ..Default::default()
+            }),
+            ..ProcessFacts::default()
+        });
+        assert_eq!(memory_limit_bytes(&rec), Some(32 << 30));
+        let g = tuning_facts(&rec).unwrap();
+        assert_eq!(g["mem_limit_gib"], FactValue::Float(32.0));
+        assert_eq!(
+            g["suggested_dirty_background_bytes"],
+            FactValue::Int(16 * 1024 * 1024)
+        );
     }
 
     #[test]

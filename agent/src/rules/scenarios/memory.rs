@@ -2,7 +2,9 @@
 //! and dirty-page writeback; each fires with its evidence and has near misses.
 
 use super::{fired, fix_has, not_applicable, num, passed, tuning, txt};
+use crate::explain::explain;
 use crate::rseq::Verdict;
+use crate::rules::RuleSet;
 use crate::rules::testdata::{GIB, baseline, choice, set_allocator};
 use crate::symbols::AllocatorKind;
 
@@ -16,27 +18,106 @@ fn thp_rules_follow_the_allocator() {
     assert_eq!(txt(&f, "THP enabled"), "madvise");
     assert_eq!(num(&f, "max_ptes_none"), 511.0);
     assert!(fix_has(&f, "echo defer+madvise"), "{:?}", f.fix.commands);
+    // A pre-8.0 "disable THP" unit is disabled first, so two units do not race.
+    assert!(
+        f.fix.commands[0].contains("systemctl disable disable-transparent-huge-pages.service"),
+        "{:?}",
+        f.fix.commands
+    );
     // Near miss: exactly the recommendation.
     passed(&baseline(), "memory.thp_google_tcmalloc");
-    // Legacy TCMalloc: THP must be off; the 8.0 rule does not apply.
-    let mut legacy = baseline();
+    // Legacy TCMalloc: the 8.0 rule does not apply.
+    let legacy = legacy_baseline("always", "always");
+    let f = fired(&legacy, "memory.thp_legacy_tcmalloc");
+    assert_eq!(txt(&f, "THP enabled"), "always");
+    not_applicable(&legacy, "memory.thp_google_tcmalloc");
+    passed(
+        &legacy_baseline("never", "never"),
+        "memory.thp_legacy_tcmalloc",
+    );
+    // Near miss: only `enabled` decides; defrag left at "always" with THP
+    // off makes no huge pages, so it is no finding.
+    passed(
+        &legacy_baseline("never", "always"),
+        "memory.thp_legacy_tcmalloc",
+    );
+}
+
+/// The baseline with mongod on the legacy TCMalloc and THP as given.
+fn legacy_baseline(enabled: &str, defrag: &str) -> crate::recording::model::Recording {
+    let mut rec = baseline();
     set_allocator(
-        &mut legacy,
+        &mut rec,
         AllocatorKind::Gperftools,
         Verdict::AllocatorHasNoPerCpuMode,
         32,
     );
-    let f = fired(&legacy, "memory.thp_legacy_tcmalloc");
-    assert_eq!(txt(&f, "THP enabled"), "always");
-    not_applicable(&legacy, "memory.thp_google_tcmalloc");
-    let t = tuning(&mut legacy);
-    t.thp.as_mut().unwrap().enabled = choice("never");
-    t.thp.as_mut().unwrap().defrag = choice("never");
-    passed(&legacy, "memory.thp_legacy_tcmalloc");
-    // Near miss: only `enabled` decides; defrag left at "always" with THP
-    // off makes no huge pages, so it is no finding.
-    tuning(&mut legacy).thp.as_mut().unwrap().defrag = choice("always");
-    passed(&legacy, "memory.thp_legacy_tcmalloc");
+    let thp = tuning(&mut rec).thp.as_mut().unwrap();
+    thp.enabled = choice(enabled);
+    thp.defrag = choice(defrag);
+    rec
+}
+
+#[test]
+fn legacy_thp_fires_only_on_always_as_mongod_warns_and_reverts_to_the_recorded_values() {
+    // mongod's own check (warning 22178) is "always" only: gperftools never
+    // asks for huge pages, so "madvise" gives mongod none.
+    let f = fired(
+        &legacy_baseline("always", "madvise"),
+        "memory.thp_legacy_tcmalloc",
+    );
+    assert!(
+        f.fix.revert[2].contains("echo always > /sys/kernel/mm/transparent_hugepage/enabled")
+            && f.fix.revert[2]
+                .contains("echo madvise > /sys/kernel/mm/transparent_hugepage/defrag"),
+        "{:?}",
+        f.fix.revert
+    );
+    assert_eq!(txt(&f, "own THP opt-out"), "not set: THP on for mongod");
+    // An 8.0 "enable THP" unit is disabled first, so two units do not race.
+    assert!(
+        f.fix.commands[0].contains("systemctl disable enable-transparent-huge-pages.service"),
+        "{:?}",
+        f.fix.commands
+    );
+    // Another recorded pair is restored as recorded, not as madvise.
+    let f = fired(
+        &legacy_baseline("always", "defer"),
+        "memory.thp_legacy_tcmalloc",
+    );
+    assert!(
+        f.fix.revert[2].contains("echo defer > "),
+        "{:?}",
+        f.fix.revert
+    );
+    // Near miss: madvise, the real mongod 6.0.5 host's setting.
+    passed(
+        &legacy_baseline("madvise", "madvise"),
+        "memory.thp_legacy_tcmalloc",
+    );
+    // Near miss: "always", but mongod opted out for itself (THP_enabled: 0).
+    let mut opted_out = legacy_baseline("always", "always");
+    opted_out.host.target_process.as_mut().unwrap().thp_enabled = Some(false);
+    passed(&opted_out, "memory.thp_legacy_tcmalloc");
+    // Not read (older kernel, FTDC): judged on the host setting.
+    let mut unknown = legacy_baseline("always", "always");
+    unknown.host.target_process.as_mut().unwrap().thp_enabled = None;
+    let f = fired(&unknown, "memory.thp_legacy_tcmalloc");
+    assert_eq!(txt(&f, "own THP opt-out"), "not read");
+    // s390x: the IBM Z study measured no effect of THP, the prior is below 1.
+    let r = explain(
+        &legacy_baseline("always", "always"),
+        &RuleSet::builtin().unwrap(),
+        Some("s390x"),
+        None,
+    )
+    .unwrap();
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule_id == "memory.thp_legacy_tcmalloc")
+        .unwrap();
+    assert!(f.arch_prior <= 1.0, "{}", f.arch_prior);
 }
 
 #[test]
@@ -52,11 +133,16 @@ fn dirty_writeback_fires_on_a_large_host_with_ratios() {
     let f = fired(&rec, "memory.dirty_writeback");
     assert_eq!(num(&f, "background writeback threshold"), 20.0);
     assert_eq!(num(&f, "dirty throttling threshold"), 40.0);
+    // Scaled to the memory mongod may use: hostInfo's 64 GiB limit here
+    // (the study's 64 MiB / 512 MiB were for 128 GiB).
+    assert_eq!(num(&f, "memory mongod may use"), 64.0);
     assert!(
-        fix_has(&f, "vm.dirty_bytes = 536870912"),
+        fix_has(&f, "vm.dirty_background_bytes = 33554432")
+            && fix_has(&f, "vm.dirty_bytes = 268435456"),
         "{:?}",
         f.fix.commands
     );
+    assert_eq!(num(&f, "suggested vm.dirty_bytes (MiB)"), 256.0);
     // Near miss: the same ratios on an 8 GiB host are small thresholds.
     let t = tuning(&mut rec);
     t.mem_total_bytes = Some(8 * GIB);
@@ -67,30 +153,37 @@ fn dirty_writeback_fires_on_a_large_host_with_ratios() {
 }
 
 #[test]
-fn thp_google_rule_includes_overcommit_reverts_to_the_recorded_values_and_skips_large_pages() {
-    // Everything as MongoDB's unit sets it but overcommit_memory = 0.
+fn thp_google_rule_reverts_to_the_recorded_values_and_skips_large_pages() {
+    // overcommit_memory = 0 alone is no THP finding: mongod warns only at 2
+    // (host.overcommit judges that).
     let mut rec = baseline();
     tuning(&mut rec).vm.overcommit_memory = Some(0);
+    passed(&rec, "memory.thp_google_tcmalloc");
+    // THP off as well: it fires, and the unit sets MongoDB's four values.
+    tuning(&mut rec)
+        .thp
+        .as_mut()
+        .unwrap()
+        .khugepaged_max_ptes_none = Some(0);
+    tuning(&mut rec).thp.as_mut().unwrap().enabled = choice("always");
+    tuning(&mut rec).thp.as_mut().unwrap().defrag = choice("madvise");
     let f = fired(&rec, "memory.thp_google_tcmalloc");
     assert!(
         fix_has(&f, "echo 1 > /proc/sys/vm/overcommit_memory"),
         "{:?}",
         f.fix.commands
     );
-    // The revert puts back what was recorded, not 511 or madvise.
+    // The revert puts back what was recorded, not 511 or a default.
+    let revert = f.fix.revert.last().unwrap();
+    assert!(revert.contains("echo always >"), "{:?}", f.fix.revert);
+    assert!(revert.contains("echo madvise > /sys/kernel/mm/transparent_hugepage/defrag"));
     assert!(
-        f.fix.revert[1].contains("echo always >"),
-        "{:?}",
-        f.fix.revert
+        revert.contains("echo 0 > /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none")
     );
-    assert!(f.fix.revert[1].contains("echo defer+madvise >"));
-    assert!(
-        f.fix.revert[1]
-            .contains("echo 0 > /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none")
-    );
-    assert!(f.fix.revert[1].contains("sysctl -w vm.overcommit_memory=0"));
-    assert!(!f.fix.revert[1].contains("511"));
-    // A 64 KiB-page aarch64 kernel is not judged by 4 KiB values.
+    assert!(revert.contains("sysctl -w vm.overcommit_memory=0"));
+    assert!(!revert.contains("511"));
+    // A 64 KiB-page aarch64 kernel is not judged by 4 KiB values: not
+    // applicable (not passed), with the reason.
     let mut big = rec.clone();
     big.host.page_size = Some(65_536);
     tuning(&mut big)
@@ -98,5 +191,32 @@ fn thp_google_rule_includes_overcommit_reverts_to_the_recorded_values_and_skips_
         .as_mut()
         .unwrap()
         .khugepaged_max_ptes_none = Some(8191);
-    passed(&big, "memory.thp_google_tcmalloc");
+    let why = not_applicable(&big, "memory.thp_google_tcmalloc");
+    assert_eq!(
+        why,
+        "written for kernels with 4 KiB pages; this kernel's page is 64 KiB"
+    );
+}
+
+#[test]
+fn thp_google_rule_honours_mongods_own_opt_out() {
+    // The host is set as MongoDB says, but mongod was started with THP
+    // disabled for its process (PR_SET_THP_DISABLE): it gets no huge pages.
+    let mut rec = baseline();
+    rec.host.target_process.as_mut().unwrap().thp_enabled = Some(false);
+    let f = fired(&rec, "memory.thp_google_tcmalloc");
+    assert!(
+        txt(&f, "own THP opt-out").starts_with("set: THP off"),
+        "{:?}",
+        f.evidence
+    );
+    assert!(
+        f.fix.summary.contains("PR_SET_THP_DISABLE"),
+        "{}",
+        f.fix.summary
+    );
+    // Near miss: the opt-out not set (the baseline), or not read.
+    passed(&baseline(), "memory.thp_google_tcmalloc");
+    rec.host.target_process.as_mut().unwrap().thp_enabled = None;
+    passed(&rec, "memory.thp_google_tcmalloc");
 }

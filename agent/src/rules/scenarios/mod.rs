@@ -175,3 +175,162 @@ fn optional_groups_are_empty_when_not_recorded() {
         .to_string();
     assert!(err.contains("optional: \"sched\" is listed twice"), "{err}");
 }
+
+#[test]
+fn mongod_rules_do_not_apply_to_another_process() {
+    // A CPU spinner named `spin` recorded on a host with the same settings
+    // that make the baseline's mongod rules fire.
+    let mut rec = baseline();
+    tuning(&mut rec).vm.swappiness = Some(60);
+    rec.host.target_process.as_mut().unwrap().max_open_files =
+        Some(crate::recording::model::ResourceLimit {
+            soft: Some(1024),
+            hard: Some(4096),
+        });
+    assert!(
+        report(&rec)
+            .findings
+            .iter()
+            .any(|f| f.rule_id == "host.open_files")
+    );
+    if let Some(t) = rec.target.as_mut() {
+        t.comm = "spin".into();
+        t.exe = Some("/usr/local/bin/spin".into());
+        t.cmdline = vec!["spin".into(), "6".into()];
+    }
+    let r = report(&rec);
+    let rules = RuleSet::builtin().unwrap();
+    for rule in rules.rules() {
+        if rule.def.applies_to.target.as_deref() != Some("mongod") {
+            continue;
+        }
+        let n = r
+            .not_applicable
+            .iter()
+            .find(|n| n.rule_id == rule.id())
+            .unwrap_or_else(|| panic!("{} should be not applicable for `spin`", rule.id()));
+        assert!(
+            n.reason
+                .starts_with("about mongod's own settings; the target is `spin` (pid 1000"),
+            "{}: {}",
+            rule.id(),
+            n.reason
+        );
+    }
+    for id in [
+        "host.open_files",
+        "host.swappiness",
+        "memory.thp_google_tcmalloc",
+    ] {
+        assert!(
+            !r.findings.iter().any(|f| f.rule_id == id),
+            "{id} fired for spin"
+        );
+    }
+}
+
+#[test]
+fn every_mongosh_of_a_fix_reaches_the_recorded_server() {
+    // In every builtin rule, each `mongosh` is followed by the server's
+    // connection arguments.
+    for rule in RuleSet::builtin().unwrap().rules() {
+        let fix = &rule.def.fix;
+        let texts = fix
+            .commands
+            .iter()
+            .chain(&fix.revert)
+            .chain(std::iter::once(&fix.verify));
+        for text in texts {
+            for (i, _) in text.match_indices("mongosh") {
+                if text[..i].ends_with("target.") {
+                    continue; // the placeholder's own name
+                }
+                assert!(
+                    text[i..].starts_with("mongosh {{target.mongosh_args}} "),
+                    "{}: bare mongosh in {text:?}",
+                    rule.id()
+                );
+            }
+        }
+    }
+    // Filled in: the recorded URI without credentials, and the user from
+    // the environment when the server wanted authentication.
+    let mut rec = baseline();
+    let evicting = testdata::with_figure(
+        testdata::with_figure(
+            testdata::healthy_mongod(),
+            "wiredTiger.cache.application thread time evicting (usecs)",
+            0,
+            50_000,
+        ),
+        "wiredTiger.cache.pages evicted by application threads",
+        0,
+        300,
+    );
+    testdata::set_mongod(&mut rec, &evicting);
+    rec.mongod.as_mut().unwrap().uri =
+        Some("mongodb://***@db1.example:27018/?authSource=admin&replicaSet=rs0".into());
+    let f = fired(&rec, "wiredtiger.eviction_threads");
+    let cmd = &f.fix.commands[0];
+    assert!(
+        cmd.starts_with(
+            "mongosh 'mongodb://db1.example:27018/?authSource=admin&replicaSet=rs0' \
+             --username \"${MONGOSH_USER:?"
+        ),
+        "{cmd}"
+    );
+    assert!(!cmd.contains("***"), "{cmd}");
+    // No user in the URI: no --username; no URI: mongod's own port.
+    rec.mongod.as_mut().unwrap().uri = Some("mongodb://127.0.0.1:27019".into());
+    let f = fired(&rec, "wiredtiger.eviction_threads");
+    assert!(
+        f.fix.commands[0].starts_with("mongosh mongodb://127.0.0.1:27019 --quiet --eval"),
+        "{}",
+        f.fix.commands[0]
+    );
+    rec.mongod.as_mut().unwrap().uri = None;
+    rec.mongod.as_mut().unwrap().info.as_mut().unwrap().argv =
+        vec!["mongod".into(), "--port".into(), "27030".into()];
+    let f = fired(&rec, "wiredtiger.eviction_threads");
+    assert!(
+        f.fix.revert[0].starts_with("mongosh mongodb://127.0.0.1:27030/ --quiet"),
+        "{:?}",
+        f.fix.revert
+    );
+}
+
+#[test]
+fn s390x_priors_follow_the_ibm_z_study_and_aarch64_has_none_without_a_source() {
+    // The IBM Z study: the WiredTiger cache size first; readahead,
+    // swappiness and THP measured no effect there (priors down, not up).
+    // The Graviton2 study measured no setting a rule judges: no aarch64
+    // prior (rules/README.md, "Architecture priors and their sources").
+    let rules = RuleSet::builtin().unwrap();
+    let prior = |id: &str, arch: &str| {
+        rules
+            .rules()
+            .iter()
+            .find(|r| r.id() == id)
+            .and_then(|r| r.arch_priors().get(arch).copied())
+            .unwrap_or(1.0)
+    };
+    let cache = prior("wiredtiger.cache_size", "s390x");
+    for id in rules.rules().iter().map(|r| r.id()) {
+        assert!(
+            prior(id, "s390x") <= cache,
+            "{id} ranks above the cache size on s390x"
+        );
+        assert_eq!(
+            prior(id, "aarch64"),
+            1.0,
+            "{id}: an aarch64 prior needs a source"
+        );
+    }
+    for id in [
+        "host.readahead",
+        "host.swappiness",
+        "memory.thp_legacy_tcmalloc",
+    ] {
+        assert!(prior(id, "s390x") < 1.0, "{id}");
+    }
+}

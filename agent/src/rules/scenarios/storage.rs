@@ -14,6 +14,16 @@ fn xfs_ilock_rule_reads_the_d_state_signature() {
     let f = fired(&rec, "storage.xfs_ilock");
     assert_eq!(txt(&f, "most common D-state frame"), "xfs_ilock");
     assert!((num(&f, "time asleep there (ms per s)") - 300.0).abs() < 1.0);
+    // The advice spreads the data over more files; directoryPerDB, which
+    // moves the same files into subdirectories, is not advised, nor ext4.
+    assert!(f.fix.files.is_empty(), "{:?}", f.fix.files);
+    assert!(
+        f.fix.summary.contains("more collections"),
+        "{}",
+        f.fix.summary
+    );
+    assert!(f.summary.contains("reads of a file"), "{}", f.summary);
+    assert!(f.fix.risk.contains("not advised"), "{}", f.fix.risk);
     // Near miss: the same time in ordinary block I/O.
     set_contention(&mut rec, 20, 20, "submit_bio_wait", 300);
     passed(&rec, "storage.xfs_ilock");
