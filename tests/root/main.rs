@@ -9,6 +9,7 @@ mod agent_soak;
 mod alloc;
 mod checkpoint_contention;
 mod contention;
+mod cpu_saturation;
 mod dashboards;
 mod duty;
 mod fleet;

@@ -1,0 +1,224 @@
+//! A CPU saturation planted on the real mongod 6.0.5 (`tests/src/mongod.rs`)
+//! under load: more spinning processes than CPUs take the CPUs from it.
+//! `mdiag explain` must rank `sched.cpu_saturation` in its top 3 and name a
+//! spinner as the busiest other process, and its figures must agree with
+//! ground truth outside mdiag: the run-queue wait of mongod's threads with
+//! the kernel's own accounting (`/proc/PID/task/TID/schedstat`, time spent
+//! waiting on a run queue), the host's busy share with `/proc/stat`.
+//!
+//! Near miss: the same mongod and load without the spinners. The machine is
+//! shared (every CPU may be loaded by another process), so the near miss
+//! holds the rule's verdict against the kernel's accounting instead of
+//! expecting silence: when mongod's threads waited less than a quarter of
+//! their runnable time by schedstat, the rule must not fire.
+
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    process::{Child, Command, Stdio},
+    time::Instant,
+};
+
+use mdiag_tests::{
+    mongod::{Load, Mongod},
+    require_root, run_mdiag, start_record_until,
+};
+
+const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
+/// Seconds recorded.
+const SECS: u32 = 8;
+
+/// (run-queue wait, CPU time) of every thread of `pid` now, ns, by tid
+/// (`/proc/PID/task/TID/schedstat`: on-CPU time, run-queue wait, runs).
+fn schedstats(pid: u32) -> BTreeMap<u32, (u64, u64)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("read mongod's tasks")
+        .filter_map(|e| {
+            let tid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+            let v: Vec<u64> = text
+                .split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect();
+            Some((tid, (*v.get(1)?, *v.first()?)))
+        })
+        .collect()
+}
+
+/// Run-queue wait and CPU time of `pid`'s threads between two readings
+/// (threads born in between count from 0), ns.
+fn delta(before: &BTreeMap<u32, (u64, u64)>, after: &BTreeMap<u32, (u64, u64)>) -> (u64, u64) {
+    after.iter().fold((0, 0), |(w, c), (tid, (wait, cpu))| {
+        let (w0, c0) = before.get(tid).copied().unwrap_or((0, 0));
+        (w + wait.saturating_sub(w0), c + cpu.saturating_sub(c0))
+    })
+}
+
+/// `busy` and `total` ticks of the `cpu` line of /proc/stat.
+fn proc_stat_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let v: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let busy = v[0] + v[1] + v[2] + v[5] + v[6];
+    (busy, v.iter().take(8).sum())
+}
+
+/// `n` spinning processes of two threads each, spinning at once.
+fn spinners(n: usize) -> Vec<Child> {
+    (0..n)
+        .map(|_| {
+            let mut c = Command::new(SPIN)
+                .args(["--threads", "2", "--spin-ms", "60000", "--wait-stdin"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("start mdiag-spin");
+            c.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+            c
+        })
+        .collect()
+}
+
+/// What one recording of mongod under load showed, beside the ground truth.
+struct Run {
+    report: serde_json::Value,
+    /// mongod's threads' run-queue wait per second, by schedstat.
+    truth_wait_ms_per_s: f64,
+    /// Their share of runnable time spent waiting, by schedstat.
+    truth_wait_share: f64,
+    /// The host's busy share by /proc/stat.
+    truth_busy_share: f64,
+}
+
+/// Records mongod (its pid) under `load` for [`SECS`], reading schedstat and
+/// /proc/stat right after mdiag attached and right after it ended.
+fn record(server: &Mongod, name: &str) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(format!("{name}.mdiag"));
+    let pid = server.pid();
+    let (child, stderr) = start_record_until(
+        &[
+            "--pid",
+            &pid.to_string(),
+            "--duration",
+            &format!("{SECS}s"),
+            "--uri",
+            &server.uri(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &["probes attached", "mongod answers serverStatus"],
+    );
+    let (t0, s0, p0) = (Instant::now(), schedstats(pid), proc_stat_ticks());
+    let o = child.wait_with_output().unwrap();
+    let (secs, s1, p1) = (t0.elapsed().as_secs_f64(), schedstats(pid), proc_stat_ticks());
+    let err = stderr.join().unwrap();
+    assert!(o.status.success(), "mdiag record failed: {err}");
+    let (wait_ns, cpu_ns) = delta(&s0, &s1);
+    let json = run_mdiag(&["explain", out.to_str().unwrap(), "--format", "json"]);
+    assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
+    Run {
+        report: serde_json::from_slice(&json.stdout).unwrap(),
+        truth_wait_ms_per_s: wait_ns as f64 / 1e6 / secs,
+        truth_wait_share: wait_ns as f64 / (wait_ns + cpu_ns).max(1) as f64,
+        truth_busy_share: (p1.0 - p0.0) as f64 / (p1.1 - p0.1).max(1) as f64,
+    }
+}
+
+fn fact(r: &serde_json::Value, group: &str, name: &str) -> f64 {
+    r["facts"][group][name]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no fact {group}.{name}: {}", r["facts"][group]))
+}
+
+fn rank(r: &serde_json::Value, id: &str) -> Option<usize> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|f| f["rule_id"] == id)
+}
+
+#[test]
+fn a_planted_cpu_saturation_on_the_real_mongod_ranks_in_the_top_three() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let server = Mongod::start();
+    let load = Load::start(&server.uri(), 4);
+    let cpus = mdiag::host::online_cpus() as usize;
+    let mut spin = spinners(cpus + 2);
+    let run = record(&server, "saturated");
+    for c in &mut spin {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    drop(load);
+    let r = &run.report;
+    let ids: Vec<&str> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["rule_id"].as_str())
+        .collect();
+    eprintln!("findings, ranked: {ids:?}");
+    eprintln!(
+        "run-queue wait: mdiag {:.1} ms/s (share {:.3}), schedstat {:.1} ms/s (share {:.3}); busy: mdiag {:.3}, /proc/stat {:.3}",
+        fact(r, "sched", "runq_wait_ms_per_s"),
+        fact(r, "sched", "runq_wait_share"),
+        run.truth_wait_ms_per_s,
+        run.truth_wait_share,
+        fact(r, "cpu", "busy_share"),
+        run.truth_busy_share,
+    );
+    let at = rank(r, "sched.cpu_saturation")
+        .unwrap_or_else(|| panic!("sched.cpu_saturation did not fire: {ids:?}"));
+    assert!(at < 3, "sched.cpu_saturation ranked #{}: {ids:?}", at + 1);
+    // The run-queue wait of mongod's threads against the kernel's own.
+    let ratio = fact(r, "sched", "runq_wait_ms_per_s") / run.truth_wait_ms_per_s;
+    assert!((0.75..=1.25).contains(&ratio), "mdiag / schedstat = {ratio:.3}");
+    let share = fact(r, "sched", "runq_wait_share");
+    assert!(
+        (share - run.truth_wait_share).abs() <= 0.1,
+        "share {share:.3} vs schedstat {:.3}",
+        run.truth_wait_share
+    );
+    // The host's busy share against /proc/stat over nearly the same interval.
+    assert!(
+        (fact(r, "cpu", "busy_share") - run.truth_busy_share).abs() <= 0.05,
+        "{}",
+        r["facts"]["cpu"]
+    );
+    // A spinner is named as the busiest other process, at two CPUs or less
+    // (cpus + 2 of them, two threads each, share the CPUs with mongod).
+    assert_eq!(r["facts"]["cpu"]["top_other"], "mdiag-spin", "{}", r["facts"]["cpu"]);
+    let spinner_pid = r["facts"]["cpu"]["top_other_pid"].as_u64().unwrap() as u32;
+    assert!(spin.iter().any(|c| c.id() == spinner_pid));
+    assert!(fact(r, "cpu", "top_other_cpus") <= 2.05);
+
+    // Near miss: the same server and load, no spinners.
+    let load = Load::start(&server.uri(), 4);
+    let quiet = record(&server, "balanced");
+    drop(load);
+    let q = &quiet.report;
+    eprintln!(
+        "without spinners: schedstat wait share {:.3}, busy {:.3}; findings {:?}",
+        quiet.truth_wait_share,
+        quiet.truth_busy_share,
+        q["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["rule_id"].as_str())
+            .collect::<Vec<_>>()
+    );
+    if quiet.truth_wait_share < 0.2 {
+        assert_eq!(rank(q, "sched.cpu_saturation"), None, "{}", q["facts"]["sched"]);
+    }
+}
