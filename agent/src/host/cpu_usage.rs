@@ -70,13 +70,19 @@ impl CpuSnapshot {
         })
     }
 
-    /// The CPU use from this reading to now.
-    pub fn usage_since(&self) -> Option<HostCpuUsage> {
-        self.usage_until_in(Path::new("/"), Instant::now())
+    /// The CPU use from this reading to now; `target` (a pid) is kept among
+    /// the processes even when it is not one of the busiest.
+    pub fn usage_since(&self, target: Option<u32>) -> Option<HostCpuUsage> {
+        self.usage_until_in(Path::new("/"), Instant::now(), target)
     }
 
     /// The CPU use from this reading to a reading of ROOT/proc taken at `now`.
-    pub fn usage_until_in(&self, root: &Path, now: Instant) -> Option<HostCpuUsage> {
+    pub fn usage_until_in(
+        &self,
+        root: &Path,
+        now: Instant,
+        target: Option<u32>,
+    ) -> Option<HostCpuUsage> {
         let end = stat_ticks(root)?;
         let d = |a: u64, b: u64| b.saturating_sub(a);
         let mut rows: Vec<ProcessRow> = process_rows(root);
@@ -89,7 +95,12 @@ impl CpuSnapshot {
         }
         let process_ticks = rows.iter().map(|r| r.ticks).sum();
         rows.sort_by(|a, b| b.ticks.cmp(&a.ticks).then(a.pid.cmp(&b.pid)));
-        rows.truncate(HostCpuUsage::TOP);
+        // The busiest, and the target wherever it ranks.
+        let mut rank = 0;
+        rows.retain(|r| {
+            rank += 1;
+            rank <= HostCpuUsage::TOP || Some(r.pid) == target
+        });
         let busy_ticks = d(self.stat.busy, end.busy);
         let idle_ticks = d(self.stat.idle, end.idle);
         let iowait_ticks = d(self.stat.iowait, end.iowait);
@@ -106,7 +117,7 @@ impl CpuSnapshot {
             steal_ticks,
             top: rows
                 .into_iter()
-                .filter(|r| r.ticks > 0)
+                .filter(|r| r.ticks > 0 || Some(r.pid) == target)
                 .map(|r| ProcessCpu {
                     pid: r.pid,
                     comm: r.comm,
@@ -208,7 +219,7 @@ mod tests {
                 (40, "born", 3, 0, 100),
             ],
         );
-        let u = start.usage_until_in(root, Instant::now()).unwrap();
+        let u = start.usage_until_in(root, Instant::now(), None).unwrap();
         assert_eq!(u.busy_ticks, 170 + 20 + 5);
         assert_eq!(u.idle_ticks, 10);
         assert_eq!(u.iowait_ticks, 2);
@@ -231,8 +242,9 @@ mod tests {
     #[test]
     fn this_host_can_be_read() {
         let s = CpuSnapshot::take().expect("/proc/stat");
-        let u = s.usage_since().unwrap();
+        let u = s.usage_since(Some(std::process::id())).unwrap();
         assert!(u.ticks_per_s > 0);
         assert!(u.cpus >= 1);
+        assert!(u.top.iter().any(|p| p.pid == std::process::id()));
     }
 }

@@ -82,10 +82,13 @@ fn clock_facts(comms: &[(u32, String)]) -> Option<ClockFacts> {
         .collect();
     services.sort();
     services.dedup();
+    // c_long: i64 here, i32 on 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let max_error_us = i64::from(tx.maxerror);
     Some(ClockFacts {
         unsynchronised: tx.status & libc::STA_UNSYNC != 0,
         state,
-        max_error_us: i64::from(tx.maxerror),
+        max_error_us,
         services,
     })
 }

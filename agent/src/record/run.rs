@@ -132,7 +132,10 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     session.mongo_plan = plan.mongo.clone();
     let started_at = clock.utc;
     let outcome = rt.block_on(session.record(plan, &clock, child.as_mut()));
-    host.cpu_usage = clock.cpu.as_ref().and_then(host::CpuSnapshot::usage_since);
+    host.cpu_usage = clock
+        .cpu
+        .as_ref()
+        .and_then(|c| c.usage_since(target.as_ref().map(|t| t.pid)));
     session.finish_code();
     let ended_at = Utc::now();
     // A target that was just started opens its data files later: look again

@@ -29,7 +29,7 @@ pub struct HostCpuUsage {
     /// Time the hypervisor ran something else while a CPU wanted to run.
     pub steal_ticks: u64,
     /// The busiest processes over the interval, most CPU first (at most
-    /// [`HostCpuUsage::TOP`]), the target among them when it is one.
+    /// [`HostCpuUsage::TOP`]), and the target wherever it ranks.
     pub top: Vec<ProcessCpu>,
     /// CPU time of every process seen at the end, all of them together.
     pub process_ticks: u64,
