@@ -20,6 +20,7 @@ mod html;
 mod mongo_poll;
 mod mongod_agent;
 mod mongod_ftdc;
+mod mongod_rules;
 mod perf;
 mod physics;
 mod readahead;
