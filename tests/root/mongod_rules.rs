@@ -3,7 +3,10 @@
 //! connection churn, page faults) on the real mongod 6.0.5 under load, live
 //! (`record --uri`): each is assessed, and the figures they read agree with
 //! mongod's own serverStatus read by the test through the driver (outside
-//! mdiag) and with the `--syncdelay` the server was started with.
+//! mdiag) and with the `--syncdelay` the server was started with. The host
+//! checks' figures too: the target's limits against `/proc/PID/limits`, the
+//! kernel's against `/proc/sys`, and every mongod of the host (a second one
+//! started for it) with the cache its command line gives.
 
 use bson::Document;
 use mdiag_tests::{
@@ -15,6 +18,10 @@ use mdiag_tests::{
 const CLIENTS: usize = 150;
 
 const RULES: &[&str] = &[
+    "host.memlock",
+    "host.processes_limit",
+    "host.kernel_task_limits",
+    "host.several_mongod",
     "mongod.queued_operations",
     "mongod.connections_limit",
     "mongod.connection_churn",
@@ -22,6 +29,23 @@ const RULES: &[&str] = &[
     "wiredtiger.checkpoint_duration",
     "wiredtiger.cache_pressure",
 ];
+
+/// The soft limit of `name` in /proc/PID/limits (the largest integer when
+/// unlimited, as facts hold it).
+fn soft_limit(pid: u32, name: &str) -> i64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with(name)).unwrap();
+    let soft = line[name.len()..].split_whitespace().next().unwrap();
+    if soft == "unlimited" {
+        i64::MAX
+    } else {
+        soft.parse().unwrap()
+    }
+}
+
+fn sysctl(path: &str) -> i64 {
+    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
 
 fn int(d: &Document, path: &[&str]) -> i64 {
     let mut cur = d;
@@ -45,6 +69,7 @@ fn mongod_figure_rules_are_assessed_live_and_read_mongods_own_numbers() {
         sync_delay: Some(5),
         ..Options::default()
     });
+    let second = Mongod::start();
     let load = Load::start(&server.uri(), 4);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("live.mdiag");
@@ -130,4 +155,30 @@ fn mongod_figure_rules_are_assessed_live_and_read_mongods_own_numbers() {
     let share = m["queued_share"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&share));
     assert!(m["queue_mean"].as_f64().unwrap() <= m["queue_max"].as_f64().unwrap() + 1e-9);
+
+    // The host checks' figures against /proc.
+    let t = &r["facts"]["tuning"];
+    let pid = server.pid();
+    assert_eq!(t["nproc_soft"].as_i64(), Some(soft_limit(pid, "Max processes")), "{t}");
+    assert_eq!(
+        t["memlock_soft"].as_i64(),
+        Some(soft_limit(pid, "Max locked memory")),
+        "{t}"
+    );
+    assert_eq!(t["pid_max"].as_i64(), Some(sysctl("/proc/sys/kernel/pid_max")));
+    assert_eq!(t["threads_max"].as_i64(), Some(sysctl("/proc/sys/kernel/threads-max")));
+    assert_eq!(t["file_max"].as_i64(), Some(sysctl("/proc/sys/fs/file-max")));
+    // Both mongods of this test (other tests' may run too), each with the
+    // cache its command line gives (--wiredTigerCacheSizeGB 0.25).
+    let rec = mdiag::recording::read_file(&out).unwrap();
+    let mongods = rec.host.system.unwrap().mongods.unwrap();
+    for p in [server.pid(), second.pid()] {
+        let m = mongods
+            .iter()
+            .find(|m| m.pid == p)
+            .unwrap_or_else(|| panic!("mongod {p} not listed: {mongods:?}"));
+        assert_eq!(m.cache_size_mb, Some(256), "{m:?}");
+        assert_eq!(m.cache_from, "--wiredTigerCacheSizeGB");
+    }
+    assert!(t["mongod_instances"].as_i64().unwrap() >= 2, "{t}");
 }
