@@ -154,6 +154,7 @@ fn record(server: &Mongod, name: &str, watched: &[u32]) -> Run {
     let err = stderr.join().unwrap();
     assert!(o.status.success(), "mdiag record failed: {err}");
     let (wait_ns, cpu_ns) = delta(&s0, &s1);
+    crate::physics::assert_physical(&mdiag::recording::read_file(&out).unwrap());
     let json = run_mdiag(&["explain", out.to_str().unwrap(), "--format", "json"]);
     assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
     Run {
