@@ -395,6 +395,48 @@ mod tests {
     }
 
     #[test]
+    fn the_processes_limit_a_fix_writes_never_lowers_the_current_one() {
+        assert_eq!(nproc_fix_value(Some(4096)), "64000");
+        assert_eq!(nproc_fix_value(Some(64_000)), "64000");
+        assert_eq!(nproc_fix_value(Some(200_000)), "200000");
+        assert_eq!(nproc_fix_value(None), "infinity");
+    }
+
+    #[test]
+    fn several_mongod_caches_are_summed_with_each_ones_default() {
+        let mut rec = super::super::example_recording();
+        // 64 GiB: the default for one instance is 31.5 GB; the second one
+        // is in an 8 GiB cgroup (default 3.5 GB), the third was given 2 GB.
+        if let Some(m) = rec.host.memory.as_mut() {
+            m.mem_total_bytes = Some(64 << 30);
+        }
+        let mongod = |pid, mb, from: &str, limit| crate::recording::MongodProcess {
+            pid,
+            cache_size_mb: mb,
+            cache_from: from.into(),
+            memory_limit_bytes: limit,
+        };
+        rec.host.system.as_mut().unwrap().mongods = Some(vec![
+            mongod(1, None, "default", None),
+            mongod(2, None, "default", Some(8 << 30)),
+            mongod(3, Some(2048), "--wiredTigerCacheSizeGB", None),
+        ]);
+        let g = tuning_facts(&rec).unwrap();
+        assert_eq!(g["mongod_instances"], FactValue::Int(3));
+        assert_eq!(g["mongod_cache_sum_gib"], FactValue::Float(31.5 + 3.5 + 2.0));
+        assert_eq!(g["mongod_default_cache_gb"], FactValue::Float(31.5));
+        // 31.5 / 3 = 10.5.
+        assert_eq!(g["mongod_suggested_cache_gb"], FactValue::Float(10.5));
+        assert_eq!(
+            g["mongod_caches"],
+            FactValue::Text(
+                "pid 1: 31.5 GB (default); pid 2: 3.5 GB (default); pid 3: 2.0 GB (--wiredTigerCacheSizeGB)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
     fn absent_without_memory_facts() {
         let mut rec = super::super::example_recording();
         rec.host.memory = None;
