@@ -406,6 +406,8 @@ fn unobserved_syscalls_run_no_program() {
     if let Hooks::Tracepoints(why) = hooks_of(family) {
         assert!(fentry_or_refused(family), "{family:?}");
         eprintln!("SKIPPED unobserved_syscalls_run_no_program: this kernel refused fentry: {why}");
+        let _ = target.kill();
+        let _ = target.wait();
         return;
     }
 
