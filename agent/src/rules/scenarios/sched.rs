@@ -126,10 +126,26 @@ fn cpu_saturation_near_misses_idle_balanced_and_self_inflicted() {
     let mut balanced = testdata::near_miss();
     balanced.host.cpu_usage = Some(usage(10, 8, 7.6, &[(1000, "mongod", 0.8), (9, "batch", 6.7)]));
     passed(&balanced, "sched.cpu_saturation");
-    // mongod alone fills the CPUs: a sizing question, not CPUs taken by others.
+    // mongod alone fills the CPUs: a sizing question, not CPUs taken by
+    // others; its own rule fires instead.
     let mut alone = cpu_saturated();
     alone.host.cpu_usage = Some(usage(10, 2, 2.0, &[(1000, "mongod", 1.95), (77, "sshd", 0.02)]));
     passed(&alone, "sched.cpu_saturation");
+    let f = fired(&alone, "sched.cpu_oversubscribed");
+    assert!((num(&f, "CPUs used by the target") - 1.95).abs() < 1e-9);
+    assert!(f.fix.commands.is_empty());
+    // The two never fire together.
+    passed(&cpu_saturated(), "sched.cpu_oversubscribed");
+    passed(&testdata::baseline(), "sched.cpu_oversubscribed");
+    // Host-wide there is no "itself": not assessed.
+    let mut host_wide = alone.clone();
+    host_wide.target = None;
+    let r = super::report(&host_wide);
+    assert!(
+        r.not_assessed.iter().any(|n| n.rule_id == "sched.cpu_oversubscribed"),
+        "{:?}",
+        r.not_assessed
+    );
     // 22 % of runnable time waiting: under the 25 % threshold, in the band.
     let mut hovering = cpu_saturated();
     for s in &mut hovering.slices {
