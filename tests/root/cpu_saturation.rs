@@ -290,3 +290,67 @@ fn a_planted_cpu_saturation_on_the_real_mongod_ranks_in_the_top_three() {
         assert!(rank(q, "sched.cpu_saturation").is_some(), "{}", q["facts"]);
     }
 }
+
+/// The case: six spinning threads on two CPUs (three per CPU), the
+/// spinner recorded as the target. The CPUs are saturated by the target
+/// itself, or by it and the rest of this shared machine: exactly one of
+/// the two CPU rules fires, and which one follows the share of the CPUs
+/// other processes used by `/proc/stat` less the spinner's own time.
+#[test]
+fn a_target_with_more_spinning_threads_than_cpus_gets_a_cpu_finding() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let cpus = mdiag::host::online_cpus() as usize;
+    let mut child = Command::new(SPIN)
+        .args([
+            "--threads",
+            &(3 * cpus).to_string(),
+            "--spin-ms",
+            "600000",
+            "--wait-stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start mdiag-spin");
+    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let spinner = Spinners(vec![child]);
+    let pid = spinner.0[0].id();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("spin.mdiag");
+    let (rec, stderr) = start_record_until(
+        &["--pid", &pid.to_string(), "--duration", "6s", "-o", out.to_str().unwrap()],
+        &["probes attached"],
+    );
+    let (t0, p0, c0) = (Instant::now(), proc_stat_ticks(), process_cpu_s(pid));
+    let o = rec.wait_with_output().unwrap();
+    let (secs, p1, c1) = (t0.elapsed().as_secs_f64(), proc_stat_ticks(), process_cpu_s(pid));
+    drop(spinner);
+    assert!(o.status.success(), "{}", stderr.join().unwrap());
+    let json = run_mdiag(&["explain", out.to_str().unwrap(), "--format", "json"]);
+    let r: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let busy = (p1.0 - p0.0) as f64 / (p1.1 - p0.1).max(1) as f64;
+    let other = (busy * cpus as f64 - (c1 - c0) / secs) / cpus as f64;
+    let (saturation, oversubscribed) = (
+        rank(&r, "sched.cpu_saturation"),
+        rank(&r, "sched.cpu_oversubscribed"),
+    );
+    eprintln!(
+        "others' share by /proc {other:.3} (mdiag {:.3}); saturation {saturation:?}, oversubscribed {oversubscribed:?}",
+        fact(&r, "cpu", "other_share")
+    );
+    // Everything but the spinner, against /proc/stat less its own time.
+    assert!((fact(&r, "cpu", "other_share") - other).abs() <= 0.1, "{}", r["facts"]["cpu"]);
+    assert!(
+        saturation.is_some() != oversubscribed.is_some(),
+        "exactly one CPU finding: {}",
+        r["facts"]["cpu"]
+    );
+    assert!(saturation.or(oversubscribed).unwrap() < 3, "{}", r["findings"]);
+    // Away from the 25 % threshold, the right one.
+    if other < 0.2 {
+        assert!(oversubscribed.is_some());
+    } else if other > 0.3 {
+        assert!(saturation.is_some());
+    }
+}

@@ -4,8 +4,10 @@
 //!
 //! The scheduler probe sees only the target's threads when there is a
 //! target; this group says whether the CPUs were saturated and who else
-//! used them, which a CPU-saturation finding names. "Other" processes are
-//! every process but the target (host-wide: every process).
+//! used them, which a CPU-saturation finding names. "Other" is every busy
+//! tick that is not the target's: other processes (also those that exited
+//! before the end, which the list of processes cannot name) and the
+//! kernel's own time (host-wide: all of it).
 
 use super::{FactGroup, float, int, ratio, text};
 use crate::recording::model::Recording;
@@ -36,7 +38,9 @@ pub(super) fn cpu_facts(rec: &Recording) -> Result<FactGroup, String> {
         .and_then(|pid| u.top.iter().find(|p| p.pid == pid))
         .map_or(0, |p| p.ticks);
     let others: Vec<&ProcessCpu> = u.top.iter().filter(|p| Some(p.pid) != target).collect();
-    let other_ticks = u.process_ticks.saturating_sub(target_ticks);
+    // Every busy tick that is not the target's: other processes, those that
+    // exited during the recording and the kernel's own time included.
+    let other_ticks = u.busy_ticks.saturating_sub(target_ticks);
 
     let mut g = FactGroup::new();
     g.insert("duration_s".into(), float(secs));
@@ -152,8 +156,9 @@ mod tests {
         assert_eq!(get("top_other"), FactValue::Text("spin".into()));
         assert_eq!(get("top_other_pid"), FactValue::Int(900));
         assert_eq!(get("top_other_cpus"), FactValue::Float(1.2));
+        // The busy time less the target's: 1.98 - 0.6.
         let other = get("other_cpus").as_f64().unwrap();
-        assert!((other - 1.3).abs() < 1e-9, "{other}");
+        assert!((other - 1.38).abs() < 1e-9, "{other}");
         assert_eq!(
             get("top_others"),
             FactValue::Text("spin (pid 900): 1.20 CPUs; sshd (pid 901): 0.10 CPUs".into())
