@@ -74,8 +74,35 @@ fn rows_of(rec: &Recording, state: &str, tid: u32) -> Vec<(usize, u64, u64)> {
     out
 }
 
+/// The host's CPU time over the recording (`HostFacts::cpu_usage`) adds
+/// up: its states sum to the whole, which is about every CPU for the
+/// interval, and no process used more CPU time than that.
+fn assert_cpu_usage_physical(rec: &Recording) {
+    let Some(u) = &rec.host.cpu_usage else {
+        return;
+    };
+    let states = u.busy_ticks + u.idle_ticks + u.iowait_ticks + u.steal_ticks;
+    assert!(states <= u.total_ticks, "CPU states above the total: {u:?}");
+    // Every CPU for the interval, in ticks; /proc/stat counts in whole
+    // ticks per CPU, so allow a tick per CPU and 5 % for the two clocks.
+    let wall = u64::from(u.cpus) * u.interval_ms * u.ticks_per_s / 1000;
+    let slack = wall / 20 + u64::from(u.cpus);
+    assert!(
+        u.total_ticks.abs_diff(wall) <= slack,
+        "CPU time {} ticks for {wall} of wall time on {} CPUs: {u:?}",
+        u.total_ticks,
+        u.cpus
+    );
+    for p in &u.top {
+        assert!(p.ticks <= wall + slack, "process {p:?} above every CPU: {u:?}");
+    }
+    let top: u64 = u.top.iter().map(|p| p.ticks).sum();
+    assert!(top <= u.process_ticks, "the busiest above all processes: {u:?}");
+}
+
 /// Panics with what broke physics, naming the slice, thread or CPU.
 pub fn assert_physical(rec: &Recording) {
+    assert_cpu_usage_physical(rec);
     let covered_ns: u64 = rec.slices.iter().map(|s| s.duration_ms * 1_000_000).sum();
     let cpus = u64::from(rec.host.cpu_count.max(1));
     let mut totals = Totals::default();

@@ -50,6 +50,9 @@ pub struct Watch {
     pub totals: super::totals::Totals,
     /// The build the target runs (GNU build-id, hex).
     pub build_id: Option<String>,
+    /// The host's and every process's CPU time when the window started
+    /// (the window's `HostFacts::cpu_usage`).
+    cpu_since: Option<crate::host::CpuSnapshot>,
 }
 
 impl Watch {
@@ -96,6 +99,7 @@ impl Watch {
             coverage: None,
             totals: super::totals::Totals::default(),
             build_id: pid.and_then(super::targets::build_id),
+            cpu_since: crate::host::CpuSnapshot::take(),
         })
     }
 
@@ -232,7 +236,8 @@ impl Watch {
     }
 
     /// The slices of the window that just ended, as a recording (host facts
-    /// read now); the next window starts empty. What the allocator probes
+    /// read now, the host's CPU time since the last window); the next window
+    /// starts empty. What the allocator probes
     /// cost in it is kept for `/metrics`.
     pub fn take_window(&mut self, requested: Duration) -> Recording {
         let slices: Vec<Slice> = std::mem::take(&mut self.session.slices);
@@ -241,6 +246,12 @@ impl Watch {
             .mongo
             .as_mut()
             .map(crate::mongo::MongoSession::take_window);
+        let mut host = crate::host::collect(self.pid());
+        host.cpu_usage = self
+            .cpu_since
+            .as_ref()
+            .and_then(|c| c.usage_since(self.pid()));
+        self.cpu_since = crate::host::CpuSnapshot::take();
         let recording = self.session.recording(
             slices,
             RecordingFrame {
@@ -248,7 +259,7 @@ impl Watch {
                 ended_at: Utc::now(),
                 requested_duration_ms: requested.as_millis() as u64,
                 stop_reason: "window".into(),
-                host: crate::host::collect(self.pid()),
+                host,
                 target: self.target.clone(),
                 checks: crate::recording::Checks::default(),
                 mongod,

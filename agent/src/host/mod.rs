@@ -9,12 +9,14 @@
 
 mod cgroup;
 mod cpu;
+mod cpu_usage;
 mod dbpath;
 mod glibc;
 mod memory;
 mod net;
 mod process;
 mod storage;
+mod system;
 
 use std::{
     path::{Path, PathBuf},
@@ -25,6 +27,7 @@ use procfs::CurrentSI;
 
 pub use cgroup::cgroup_facts;
 pub use cpu::{cpu_topology, sched_class};
+pub use cpu_usage::CpuSnapshot;
 pub use dbpath::{DATA_FILES, db_path_facts, db_path_facts_in};
 pub use glibc::glibc_version_of;
 pub use memory::{memory_facts, numa_nodes};
@@ -33,6 +36,7 @@ pub use process::{
     ENV_ALLOW_LIST, ENV_ALLOW_PREFIXES, env_allowed, process_facts, process_facts_in,
 };
 pub use storage::{StorageFacts, storage_facts, storage_facts_in};
+pub use system::system_facts;
 
 use crate::recording::{HostFacts, SysfsChoice};
 
@@ -95,6 +99,9 @@ pub fn collect(target: Option<u32>) -> HostFacts {
         tcp_keepalive_time: std::fs::read_to_string("/proc/sys/net/ipv4/tcp_keepalive_time")
             .ok()
             .and_then(|s| s.trim().parse().ok()),
+        // Filled in at the end of the recording (`CpuSnapshot::usage_since`).
+        cpu_usage: None,
+        system: Some(system_facts(root)),
     }
 }
 

@@ -56,6 +56,11 @@ pub fn process_facts_in(root: &Path, pid: u32) -> ProcessFacts {
         wait_for_exec(p);
     }
     let libc = proc.as_ref().and_then(mapped_libc);
+    let limits = proc.as_ref().and_then(|p| p.limits().ok());
+    let pair = |l: &procfs::process::Limit| ResourceLimit {
+        soft: limit(l.soft_limit),
+        hard: limit(l.hard_limit),
+    };
     ProcessFacts {
         pid,
         environ: proc.as_ref().and_then(|p| p.environ().ok()).map(allowed),
@@ -63,13 +68,9 @@ pub fn process_facts_in(root: &Path, pid: u32) -> ProcessFacts {
             .as_ref()
             .and_then(|l| mapped_glibc_version(root, &dir, l)),
         libc_path: libc.map(|l| l.path.to_string_lossy().into_owned()),
-        max_open_files: proc
-            .as_ref()
-            .and_then(|p| p.limits().ok())
-            .map(|l| ResourceLimit {
-                soft: limit(l.max_open_files.soft_limit),
-                hard: limit(l.max_open_files.hard_limit),
-            }),
+        max_open_files: limits.as_ref().map(|l| pair(&l.max_open_files)),
+        max_processes: limits.as_ref().map(|l| pair(&l.max_processes)),
+        max_locked_memory: limits.as_ref().map(|l| pair(&l.max_locked_memory)),
         numa_policy: numa_policy_of(&dir, proc.as_ref()),
         cgroup: cgroup_facts(root, pid),
         thp_enabled: std::fs::read_to_string(dir.join("status"))

@@ -32,6 +32,7 @@ pub fn from_documents(
         let engine = ["parsed", "storage", "wiredTiger", "engineConfig"];
         info.cache_size_gb = float(o, &[&engine[..], &["cacheSizeGB"]].concat());
         info.wt_config_string = string(o, &[&engine[..], &["configString"]].concat());
+        info.sync_period_secs = float(o, &["parsed", "storage", "syncPeriodSecs"]);
         // A config file says `replication.replSetName`; `--replSet NAME`
         // arrives as `replication.replSet`, possibly with the old seed list
         // ("rs0/host1:27017,host2:27017").

@@ -64,6 +64,10 @@ pub struct MongodInfo {
     pub cache_size_gb: Option<f64>,
     /// parsed.storage.wiredTiger.engineConfig.configString (eviction settings, ...).
     pub wt_config_string: Option<String>,
+    /// parsed.storage.syncPeriodSecs: seconds between checkpoints (`--syncdelay`);
+    /// `None` when not set (mongod's default is 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_period_secs: Option<f64>,
     /// The command line mongod was started with (getCmdLineOpts.argv).
     pub argv: Vec<String>,
     /// parsed.replication.replSetName: the replica set (mongodb_exporter's

@@ -64,6 +64,18 @@ pub struct MongodSummary {
     pub connections_max: Option<i64>,
     /// Most operations queued (globalLock.currentQueue.total) in a sample.
     pub queue_max: Option<i64>,
+    /// Operations queued, mean over the samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_mean: Option<f64>,
+    /// Share of the samples with at least one operation queued (0..1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_share: Option<f64>,
+    /// Connections opened per second (connections.totalCreated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_created_per_s: Option<f64>,
+    /// Major page faults of mongod per second (extra_info.page_faults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_faults_per_s: Option<f64>,
     /// Fewest execution tickets available in a sample.
     pub read_tickets_available_min: Option<i64>,
     pub write_tickets_available_min: Option<i64>,
@@ -82,6 +94,9 @@ pub struct MongodSummary {
     pub checkpoints: Option<i64>,
     pub checkpoint_most_recent_ms: Option<i64>,
     pub checkpoint_max_ms: Option<i64>,
+    /// Mean duration of the checkpoints completed during the samples, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_mean_ms: Option<f64>,
     /// Application threads' wait on WiredTiger's checkpoint / dhandle locks, ms per second.
     pub checkpoint_lock_wait_ms_per_s: Option<f64>,
     pub dhandle_lock_wait_ms_per_s: Option<f64>,
@@ -233,6 +248,14 @@ impl MongodSummary {
         self.connections_last = newest(&|s| s.connections_current);
         self.connections_max = max(&|s| s.connections_current);
         self.queue_max = max(&|s| s.queue_total);
+        let queues: Vec<i64> = samples.iter().filter_map(|(_, s)| s.queue_total).collect();
+        if !queues.is_empty() {
+            let n = queues.len() as f64;
+            self.queue_mean = Some(queues.iter().sum::<i64>() as f64 / n);
+            self.queued_share = Some(queues.iter().filter(|q| **q > 0).count() as f64 / n);
+        }
+        self.connections_created_per_s = rate(delta(&|s| s.connections_total_created), 1.0);
+        self.page_faults_per_s = rate(delta(&|s| s.page_faults), 1.0);
         self.read_tickets_available_min = min(&|s| s.tickets_read_available);
         self.write_tickets_available_min = min(&|s| s.tickets_write_available);
         self.cache_max_bytes = newest(&|s| s.cache_max_bytes);
@@ -258,6 +281,10 @@ impl MongodSummary {
         self.checkpoints = delta(&|s| s.checkpoints);
         self.checkpoint_most_recent_ms = newest(&|s| s.checkpoint_most_recent_ms);
         self.checkpoint_max_ms = newest(&|s| s.checkpoint_max_ms);
+        self.checkpoint_mean_ms = delta(&|s| s.checkpoint_total_ms)
+            .zip(self.checkpoints)
+            .filter(|(_, n)| *n > 0)
+            .map(|(ms, n)| ms as f64 / n as f64);
         self.checkpoint_lock_wait_ms_per_s = rate(delta(&|s| s.lock_checkpoint_wait_us), 1000.0);
         self.dhandle_lock_wait_ms_per_s = rate(delta(&|s| s.lock_dhandle_wait_us), 1000.0);
         self.dhandles_active_last = newest(&|s| s.dhandles_active);

@@ -132,6 +132,10 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     session.mongo_plan = plan.mongo.clone();
     let started_at = clock.utc;
     let outcome = rt.block_on(session.record(plan, &clock, child.as_mut()));
+    host.cpu_usage = clock
+        .cpu
+        .as_ref()
+        .and_then(|c| c.usage_since(target.as_ref().map(|t| t.pid)));
     session.finish_code();
     let ended_at = Utc::now();
     // A target that was just started opens its data files later: look again
@@ -212,6 +216,8 @@ struct Clock {
     utc: chrono::DateTime<Utc>,
     proc_stat_ctxt: Option<u64>,
     target_ctxt: Option<(u64, u64)>,
+    /// The host's and every process's CPU time (`HostFacts::cpu_usage`).
+    cpu: Option<host::CpuSnapshot>,
 }
 
 impl Clock {
@@ -228,6 +234,7 @@ impl Clock {
             utc,
             proc_stat_ctxt: host::proc_stat_ctxt(),
             target_ctxt: target.and_then(target::ctxt_switches),
+            cpu: host::CpuSnapshot::take(),
         }
     }
 }

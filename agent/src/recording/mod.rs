@@ -4,6 +4,7 @@
 //! family's section types are in `<family>.rs` (re-exported by both).
 pub mod alloc;
 pub mod contention;
+pub mod host_cpu;
 pub mod io;
 pub mod model;
 pub mod perf;

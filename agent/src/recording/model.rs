@@ -21,6 +21,7 @@ pub use super::alloc::{
     AllocCalibration, AllocDrops, AllocFunctionWindow, AllocOverhead, AllocRecord,
     AllocSizeClassWindow, AllocSlice, AllocWindow,
 };
+pub use super::host_cpu::{HostCpuUsage, ProcessCpu};
 pub use super::perf::{PerfSlice, PerfSlowPath, PerfSymbol};
 pub use super::sched::{SchedDrops, SchedSlice, ThreadSlice};
 pub use super::softirq::{HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector};
@@ -140,6 +141,80 @@ pub struct HostFacts {
     /// when unreadable or in older recordings.
     #[serde(default)]
     pub tcp_keepalive_time: Option<u64>,
+    /// The host's CPU time and the busiest processes between the start and
+    /// the end of the recording (`/proc`); `None` when unreadable or in
+    /// older recordings.
+    #[serde(default)]
+    pub cpu_usage: Option<HostCpuUsage>,
+    /// Kernel-wide limits, clock synchronisation, the tuned profile and the
+    /// mongod processes of the host; `None` in older recordings.
+    #[serde(default)]
+    pub system: Option<SystemFacts>,
+}
+
+/// Host-wide settings a MongoDB support engineer checks first, read when
+/// recording; each `None` when it could not be read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SystemFacts {
+    /// fs.file-max: file handles the kernel allocates at most.
+    pub file_max: Option<u64>,
+    /// File handles allocated now (first field of fs.file-nr).
+    pub file_handles: Option<u64>,
+    /// kernel.pid_max: the highest process / thread id, so the most tasks.
+    pub pid_max: Option<u64>,
+    /// kernel.threads-max: the most threads (tasks) the kernel creates.
+    pub threads_max: Option<u64>,
+    /// Tasks (processes and threads) on the host now (/proc/loadavg).
+    pub tasks: Option<u64>,
+    pub clock: Option<ClockFacts>,
+    pub tuned: Option<TunedFacts>,
+    /// Every process named mongod on the host.
+    pub mongods: Option<Vec<MongodProcess>>,
+}
+
+/// The kernel's clock discipline (adjtimex(2)) and the time services running.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClockFacts {
+    /// STA_UNSYNC is set in the kernel's clock status: no time service has
+    /// told the kernel the clock is synchronised.
+    pub unsynchronised: bool,
+    /// adjtimex's return: the clock state (5 = TIME_ERROR, unsynchronised).
+    pub state: i32,
+    /// The kernel's maximum error estimate, µs.
+    pub max_error_us: i64,
+    /// Time services running (process names: chronyd, ntpd, systemd-timesyncd, ...).
+    pub services: Vec<String>,
+}
+
+/// The tuned daemon's active profile and what it sets that mongod cares about.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TunedFacts {
+    /// /etc/tuned/active_profile (profiles separated by spaces).
+    pub profile: String,
+    /// `[vm] transparent_hugepages` of the profile (its includes followed).
+    pub thp: Option<String>,
+    /// `[disk] readahead` of the profile (its includes followed).
+    pub readahead: Option<String>,
+    /// A tuned process is running.
+    pub running: bool,
+}
+
+/// One mongod process of the host and the WiredTiger cache it is sized for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MongodProcess {
+    pub pid: u32,
+    /// The cache size it was given (`--wiredTigerCacheSizeGB`, or
+    /// `cacheSizeGB` in its config file), MB; `None` = mongod's default.
+    pub cache_size_mb: Option<u64>,
+    /// Where `cache_size_mb` comes from ("--wiredTigerCacheSizeGB",
+    /// "config file /etc/mongod.conf", "default").
+    pub cache_from: String,
+    /// Its cgroup's memory limit, bytes (`None`: no limit).
+    pub memory_limit_bytes: Option<u64>,
 }
 
 /// The target's data directory (mongod's dbPath, or the directory of the
@@ -336,6 +411,11 @@ pub struct ProcessFacts {
     pub glibc_version: Option<String>,
     /// "Max open files" of /proc/PID/limits.
     pub max_open_files: Option<ResourceLimit>,
+    /// "Max processes" of /proc/PID/limits (RLIMIT_NPROC: processes and
+    /// threads of the user).
+    pub max_processes: Option<ResourceLimit>,
+    /// "Max locked memory" of /proc/PID/limits (RLIMIT_MEMLOCK), bytes.
+    pub max_locked_memory: Option<ResourceLimit>,
     /// NUMA memory policy from /proc/PID/numa_maps: the heap's, else the most
     /// common one ("default", "interleave:0-1", "bind:0", ...).
     pub numa_policy: Option<String>,

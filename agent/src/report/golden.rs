@@ -79,6 +79,7 @@ fn report(rec: &Recording, arch: Option<&str>, file: &str) -> Report {
 /// - `vm.swappiness` 60 with swap, percentage-based writeback on 256 GiB;
 /// - `nofile` soft limit 1024;
 /// - the allocator is hot in the perf samples (20 %, slow path 40 % of that);
+/// - the CPUs busy 99 % of the time, 5 of the 8 by another process;
 ///
 /// and with evidence groups absent: mongod was not polled (the rules that
 /// need it are not assessed; the ones that can use it say they did without)
@@ -114,6 +115,13 @@ pub(crate) fn busy() -> Recording {
         32,
     );
     set_contention(&mut rec, 400, 20, "submit_bio_wait", 5);
+    // The 8 CPUs busy 99 % of the time: mongod's 2 CPUs and a batch job's 5.
+    rec.host.cpu_usage = Some(crate::rules::facts::cpu::usage(
+        10,
+        8,
+        7.92,
+        &[(1000, "mongod", 2.0), (4242, "batch-report", 5.1), (77, "sshd", 0.02)],
+    ));
     // The calls behind those waits, and the allocator returning memory.
     let call = |name: &str, count: u64, each_ns: u64, bytes: u64, bucket: usize| SyscallCalls {
         name: name.into(),

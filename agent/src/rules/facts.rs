@@ -2,7 +2,7 @@
 //!
 //! Rules never read the recording directly; they read a small, documented set
 //! of named numbers grouped by where they come from (`host`, `recording`,
-//! `target`, `sched`, `softirq`, `net`, later allocator, WiredTiger, ...). Deriving them in one
+//! `target`, `sched`, `cpu`, `softirq`, `net`, later allocator, WiredTiger, ...). Deriving them in one
 //! place keeps the arithmetic (sums over slices, percentiles, rates) tested
 //! once, and lets a rule say which groups it `requires`: a group that was not
 //! recorded is *absent* with a reason, so the rule is reported as "not
@@ -37,6 +37,7 @@ use crate::recording::model::Recording;
 pub mod allocator;
 mod connection;
 pub mod contention;
+pub mod cpu;
 mod example;
 pub mod filesystem;
 mod host;
@@ -56,6 +57,7 @@ pub const FACT_GROUPS: &[&str] = &[
     "recording",
     "target",
     "sched",
+    "cpu",
     "softirq",
     "net",
     "tuning",
@@ -182,6 +184,7 @@ impl Facts {
             );
         }
         facts.insert_or_absent("sched", sched::sched_facts(rec, whole));
+        facts.insert_or_absent("cpu", cpu::cpu_facts(rec));
         facts.insert_or_absent("softirq", softirq::softirq_facts(rec, whole));
         facts.insert_or_absent(
             "net",
@@ -238,9 +241,15 @@ impl Facts {
     /// whose THP unit in MongoDB's documentation sets vm.overcommit_memory =
     /// 1), else the kernel's default heuristic 0.
     fn add_overcommit_advice(&mut self) {
-        let want = i64::from(self.allocator.as_deref() == Some("google_tcmalloc"));
+        let google = self.allocator.as_deref() == Some("google_tcmalloc");
         if let Some(t) = self.groups.get_mut("tuning") {
-            t.insert("overcommit_recommended".into(), FactValue::Int(want));
+            t.insert("overcommit_recommended".into(), FactValue::Int(i64::from(google)));
+            // MongoDB's THP advice: on (`always`) for mongod 8's Google
+            // TCMalloc, off (`never`) before it.
+            t.insert(
+                "thp_recommended".into(),
+                FactValue::Text(if google { "always" } else { "never" }.into()),
+            );
         }
     }
 

@@ -289,8 +289,17 @@ pub(crate) fn baseline() -> Recording {
             hard: Some(64_000),
         }),
         thp_enabled: Some(true),
+        max_processes: Some(ResourceLimit {
+            soft: Some(64_000),
+            hard: Some(64_000),
+        }),
+        max_locked_memory: Some(ResourceLimit {
+            soft: None,
+            hard: None,
+        }),
         ..ProcessFacts::default()
     });
+    rec.host.system = Some(baseline_system());
     rec.host.net = Some(NetFacts {
         rps_sock_flow_entries: 32_768,
         interfaces: vec![NetInterface {
@@ -312,7 +321,39 @@ pub(crate) fn baseline() -> Recording {
     set_perf(&mut rec, 1_000, 40, 10);
     set_contention(&mut rec, 20, 20, "submit_bio_wait", 5);
     set_mongod(&mut rec, &healthy_mongod());
+    // A fifth of the 8 CPUs busy: mongod's 0.8 CPUs and a little else.
+    rec.host.cpu_usage = Some(crate::rules::facts::cpu::usage(
+        10,
+        8,
+        1.6,
+        &[(1000, "mongod", 0.8), (2000, "sshd", 0.05)],
+    ));
     rec
+}
+
+/// The baseline host's kernel limits (systemd's), a clock kept by chronyd,
+/// no tuned, and the one mongod (the target) with the default cache.
+pub(crate) fn baseline_system() -> crate::recording::SystemFacts {
+    crate::recording::SystemFacts {
+        file_max: Some(9_223_372_036_854_775_807),
+        file_handles: Some(2_144),
+        pid_max: Some(4_194_304),
+        threads_max: Some(513_000),
+        tasks: Some(812),
+        clock: Some(crate::recording::ClockFacts {
+            unsynchronised: false,
+            state: 0,
+            max_error_us: 12_000,
+            services: vec!["chronyd".into()],
+        }),
+        tuned: None,
+        mongods: Some(vec![crate::recording::MongodProcess {
+            pid: 1000,
+            cache_size_mb: None,
+            cache_from: "default".into(),
+            memory_limit_bytes: None,
+        }]),
+    }
 }
 
 /// serverStatus figures: (path, value in the first slice, change per slice).
@@ -329,6 +370,15 @@ pub(crate) fn healthy_mongod() -> Figures {
         ("opcounters.update", 0, 0),
         ("opcounters.delete", 0, 0),
         ("opcounters.command", 0, 0),
+        // Nothing queued, 50 connections of the 51200 that 64000 open files
+        // allow, pooled (none opened during the recording), few page
+        // faults, sub-second checkpoints.
+        ("globalLock.currentQueue.total", 0, 0),
+        ("connections.current", 50, 0),
+        ("connections.available", 51_150, 0),
+        ("connections.totalCreated", 1_000, 0),
+        ("extra_info.page_faults", 5_000, 0),
+        ("wiredTiger.checkpoint.most recent time (msecs)", 800, 0),
         ("tcmalloc.usingPerCPUCaches", 1, 0),
         ("tcmalloc.tcmalloc.cpu_free", 200_000_000, 0),
         ("tcmalloc.maxPerCPUCacheSizeBytes", 67_108_864, 0),

@@ -31,6 +31,16 @@ const DIFFER: &[(&str, &str)] = &[
         "a maximum over samples: the newest is kept",
     ),
     ("mongod.queue_max", "a maximum over samples"),
+    ("mongod.queue_mean", "a mean over samples"),
+    ("mongod.queued_share", "a share of samples"),
+    (
+        "mongod.checkpoint_mean_ms",
+        "a counter's increase needs two samples",
+    ),
+    (
+        "mongod.connections_limit_share",
+        "from a maximum over samples",
+    ),
     (
         "mongod.read_tickets_available_min",
         "a minimum over samples",

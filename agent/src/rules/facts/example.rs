@@ -103,6 +103,14 @@ pub(crate) fn example_recording() -> Recording {
                     hard: Some(524_288),
                 }),
                 thp_enabled: Some(true),
+                max_processes: Some(ResourceLimit {
+                    soft: Some(4096),
+                    hard: Some(63_000),
+                }),
+                max_locked_memory: Some(ResourceLimit {
+                    soft: Some(8 << 20),
+                    hard: Some(8 << 20),
+                }),
                 ..ProcessFacts::default()
             }),
             db_path: Some(crate::recording::DbPathFacts {
@@ -128,6 +136,45 @@ pub(crate) fn example_recording() -> Recording {
             }),
             page_size: Some(4096),
             tcp_keepalive_time: Some(7200),
+            cpu_usage: Some(super::cpu::usage(
+                1,
+                2,
+                1.5,
+                &[(100, "mongod", 1.0), (200, "other", 0.5)],
+            )),
+            system: Some(crate::recording::SystemFacts {
+                file_max: Some(1 << 20),
+                file_handles: Some(2000),
+                pid_max: Some(32_768),
+                threads_max: Some(63_000),
+                tasks: Some(500),
+                clock: Some(crate::recording::ClockFacts {
+                    unsynchronised: true,
+                    state: 5,
+                    max_error_us: 16_000_000,
+                    services: vec!["chronyd".into()],
+                }),
+                tuned: Some(crate::recording::TunedFacts {
+                    profile: "throughput-performance".into(),
+                    thp: Some("always".into()),
+                    readahead: Some(">4096".into()),
+                    running: true,
+                }),
+                mongods: Some(vec![
+                    crate::recording::MongodProcess {
+                        pid: 100,
+                        cache_size_mb: None,
+                        cache_from: "default".into(),
+                        memory_limit_bytes: None,
+                    },
+                    crate::recording::MongodProcess {
+                        pid: 101,
+                        cache_size_mb: Some(2048),
+                        cache_from: "--wiredTigerCacheSizeGB".into(),
+                        memory_limit_bytes: Some(8 << 30),
+                    },
+                ]),
+            }),
             ..HostFacts::default()
         },
         target: Some(Target {

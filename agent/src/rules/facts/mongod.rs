@@ -9,6 +9,9 @@ use crate::mongo::model::MongodInfo;
 use crate::mongo::summary::MongodSummary;
 use crate::recording::Recording;
 
+/// mongod's `storage.syncPeriodSecs` default: a checkpoint every 60 s.
+pub const DEFAULT_SYNC_PERIOD_S: f64 = 60.0;
+
 /// Why the group is absent when mongod was not polled.
 pub const NOT_POLLED: &str = "mongod was not polled: give record --uri (or MDIAG_MONGODB_URI, or [mongodb] uri in /etc/mdiag/mdiag.toml), or explain --ftdc DIR";
 
@@ -58,6 +61,12 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
     if let Some(st) = newest {
         let max = st.connections_current.unwrap_or(0) + st.connections_available.unwrap_or(0);
         put("max_incoming_connections", Some(FactValue::Int(max)));
+        if let (Some(most), true) = (s.connections_max, max > 0) {
+            put(
+                "connections_limit_share",
+                Some(float(most as f64 / max as f64)),
+            );
+        }
         // mongod's own startup check wants at least two mappings per connection.
         put(
             "max_map_count_wanted",
@@ -96,6 +105,24 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
             threads("eviction.threads_max").unwrap_or(4),
         );
         put("config_string", Some(text(config.clone())));
+        // WiredTiger's eviction triggers as percentages of the cache: 95 and
+        // 20 unless configString sets them (a value above 100 is a size in
+        // bytes, which these facts do not express: left out).
+        let percent = |key: &str, default: f64| match crate::rules::wt_config::get(&config, key) {
+            None => Some(default),
+            Some(v) => v.parse::<f64>().ok().filter(|p| *p <= 100.0),
+        };
+        put("eviction_trigger", percent("eviction_trigger", 95.0).map(float));
+        put(
+            "eviction_dirty_trigger",
+            percent("eviction_dirty_trigger", 20.0).map(float),
+        );
+        // Seconds between checkpoints: storage.syncPeriodSecs (--syncdelay),
+        // else mongod's default of 60.
+        put(
+            "checkpoint_interval_s",
+            Some(float(i.sync_period_secs.unwrap_or(DEFAULT_SYNC_PERIOD_S))),
+        );
         put("eviction_threads_min", Some(FactValue::Int(tmin)));
         put("eviction_threads_max", Some(FactValue::Int(tmax)));
         let (smin, smax) = suggested_eviction_threads(tmin, tmax);
@@ -156,6 +183,11 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
         ("checkpoints", it(s.checkpoints)),
         ("checkpoint_most_recent_ms", it(s.checkpoint_most_recent_ms)),
         ("checkpoint_max_ms", it(s.checkpoint_max_ms)),
+        ("checkpoint_mean_ms", fl(s.checkpoint_mean_ms)),
+        ("queue_mean", fl(s.queue_mean)),
+        ("queued_share", fl(s.queued_share)),
+        ("connections_created_per_s", fl(s.connections_created_per_s)),
+        ("page_faults_per_s", fl(s.page_faults_per_s)),
         ("dhandles_active", it(s.dhandles_active_last)),
         ("cache_fill", fl(s.cache_fill_last)),
         ("cache_fill_max", fl(s.cache_fill_max)),

@@ -166,6 +166,19 @@ pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, 
         "runq_mean_us".into(),
         float(ratio(thread_delay_ns as f64, thread_delays as f64) / 1000.0),
     );
+    // Time the observed threads spent runnable but waiting for a CPU, per
+    // second, and as a share of the time they wanted a CPU (waiting + running).
+    g.insert(
+        "runq_wait_ms_per_s".into(),
+        float(ratio(thread_delay_ns as f64 / 1e6, duration_s)),
+    );
+    g.insert(
+        "runq_wait_share".into(),
+        float(ratio(
+            thread_delay_ns as f64,
+            thread_delay_ns.saturating_add(oncpu_ns) as f64,
+        )),
+    );
     g.insert("threads".into(), int(threads.len() as u64));
     g.insert("processes".into(), int(processes.len() as u64));
     g.insert("oncpu_s".into(), float(oncpu_s));

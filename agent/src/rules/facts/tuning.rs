@@ -81,6 +81,12 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
     put("mem_total_gib", gib(m.mem_total_bytes));
     put("mem_available_gib", gib(m.mem_available_bytes));
     put("swap_total_gib", gib(m.swap_total_bytes));
+    // A swap file for a host without swap: an eighth of memory, 1 to 8 GiB.
+    put(
+        "suggested_swap_gib",
+        m.mem_total_bytes
+            .map(|b| int(((b as f64 / GIB) / 8.0).ceil().clamp(1.0, 8.0) as u64)),
+    );
     put(
         "swap_present",
         m.swap_total_bytes.map(|s| FactValue::Bool(s > 0)),
@@ -197,7 +203,146 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
             .and_then(|p| p.max_open_files.as_ref())
             .map(|l| limit(l.hard)),
     );
+    let nproc = process.and_then(|p| p.max_processes.as_ref());
+    put("nproc_soft", nproc.map(|l| limit(l.soft)));
+    put("nproc_hard", nproc.map(|l| limit(l.hard)));
+    put("nproc_fix_value", nproc.map(|l| text(nproc_fix_value(l.soft))));
+    let memlock = process.and_then(|p| p.max_locked_memory.as_ref());
+    put("memlock_soft", memlock.map(|l| limit(l.soft)));
+    put("memlock_hard", memlock.map(|l| limit(l.hard)));
+    let page = rec.host.page_size.unwrap_or(4096);
+    put(
+        "memlock_min_bytes",
+        Some(int(MEMLOCK_MIN_PAGES.saturating_mul(page))),
+    );
+    system_facts(rec, &mut put);
     Ok(g)
+}
+
+/// mongod's startup check (warning 22188): the soft locked-memory limit
+/// must hold at least 16 pages for its secure allocator.
+pub const MEMLOCK_MIN_PAGES: u64 = 16;
+/// MongoDB's recommended processes / threads limit (the ulimit page's `-u`).
+pub const NPROC_RECOMMENDED: u64 = 64_000;
+/// Kernel-wide task limits below which the recommended per-user limit of
+/// 64000 processes / threads cannot be reached.
+pub const KERNEL_TASKS_WANTED: u64 = 64_000;
+/// The largest pid_max of 64-bit kernels (PID_MAX_LIMIT), what systemd sets.
+pub const PID_MAX_LIMIT: u64 = 4_194_304;
+/// fs.file-max below which the host cannot give the recommended 64000 open
+/// files to mongod and still have handles for everything else: twice that.
+pub const FILE_MAX_WANTED: u64 = 128_000;
+
+/// The LimitNPROC= value a fix writes: the recommended 64000, or the
+/// target's current soft limit when that is higher ("infinity" when
+/// unlimited), so that the fix never lowers it.
+pub fn nproc_fix_value(soft: Option<u64>) -> String {
+    match soft {
+        None => "infinity".into(),
+        Some(n) => n.max(NPROC_RECOMMENDED).to_string(),
+    }
+}
+
+/// The host-wide facts of [`crate::recording::SystemFacts`]: kernel limits,
+/// the clock, tuned, and every mongod of the host.
+fn system_facts(rec: &Recording, put: &mut dyn FnMut(&str, Option<FactValue>)) {
+    let Some(sys) = rec.host.system.as_ref() else {
+        return;
+    };
+    put("file_max", sys.file_max.map(int));
+    put("file_handles", sys.file_handles.map(int));
+    put("pid_max", sys.pid_max.map(int));
+    put("threads_max", sys.threads_max.map(int));
+    put("tasks", sys.tasks.map(int));
+    put(
+        "suggested_pid_max",
+        sys.pid_max.map(|v| int(v.max(PID_MAX_LIMIT))),
+    );
+    put(
+        "suggested_threads_max",
+        sys.threads_max.map(|v| int(v.max(KERNEL_TASKS_WANTED * 2))),
+    );
+    put(
+        "suggested_file_max",
+        sys.file_max.map(|v| int(v.max(FILE_MAX_WANTED * 8))),
+    );
+    if let Some(c) = &sys.clock {
+        put("clock_unsynchronised", Some(FactValue::Bool(c.unsynchronised)));
+        put("clock_state", Some(FactValue::Int(i64::from(c.state))));
+        put("clock_max_error_ms", Some(float(c.max_error_us as f64 / 1000.0)));
+        put("clock_services", Some(text(c.services.join(", "))));
+        // timedatectl's NTP setting as it most likely was: on when a time
+        // service ran (what the fix's revert restores).
+        put(
+            "clock_ntp_setting",
+            Some(text(if c.services.is_empty() { "false" } else { "true" })),
+        );
+    }
+    let tuned = sys.tuned.as_ref();
+    put(
+        "tuned_profile",
+        Some(text(tuned.map_or("", |t| t.profile.as_str()))),
+    );
+    put(
+        "tuned_thp",
+        Some(text(tuned.and_then(|t| t.thp.as_deref()).unwrap_or(""))),
+    );
+    put(
+        "tuned_readahead",
+        Some(text(tuned.and_then(|t| t.readahead.as_deref()).unwrap_or(""))),
+    );
+    put(
+        "tuned_running",
+        Some(FactValue::Bool(tuned.is_some_and(|t| t.running))),
+    );
+    if let Some(mongods) = &sys.mongods {
+        mongod_instances(rec, mongods, put);
+    }
+}
+
+/// `mongod_instances`, the sum of their WiredTiger caches (each the size it
+/// was given, else mongod's default for its memory limit: the host's memory
+/// or its cgroup's limit, whichever is lower), and a size that lets them
+/// all fit in mongod's default share of the host's memory.
+fn mongod_instances(
+    rec: &Recording,
+    mongods: &[crate::recording::MongodProcess],
+    put: &mut dyn FnMut(&str, Option<FactValue>),
+) {
+    let total = rec
+        .host
+        .memory
+        .as_ref()
+        .and_then(|m| m.mem_total_bytes)
+        .map(|b| b as f64 / GIB);
+    put("mongod_instances", Some(int(mongods.len() as u64)));
+    let Some(total) = total else { return };
+    let mut sum = 0.0;
+    let mut parts = Vec::new();
+    for m in mongods {
+        let limit = m
+            .memory_limit_bytes
+            .map_or(total, |b| (b as f64 / GIB).min(total));
+        let gb = m.cache_size_mb.map_or_else(
+            || crate::rules::facts::mongod::default_cache_size_gb(limit),
+            |mb| mb as f64 / 1024.0,
+        );
+        sum += gb;
+        parts.push(format!("pid {}: {gb:.1} GB ({})", m.pid, m.cache_from));
+    }
+    put("mongod_cache_sum_gib", Some(float(sum)));
+    put(
+        "mongod_default_cache_gb",
+        Some(float(crate::rules::facts::mongod::default_cache_size_gb(total))),
+    );
+    put("mongod_caches", Some(text(parts.join("; "))));
+    let n = mongods.len().max(1) as f64;
+    put(
+        "mongod_suggested_cache_gb",
+        Some(float(
+            ((crate::rules::facts::mongod::default_cache_size_gb(total) / n * 10.0).floor() / 10.0).max(0.25),
+        )),
+    );
 }
 
 #[cfg(test)]
@@ -323,6 +468,48 @@ mod tests {
         assert_eq!(
             g["suggested_dirty_background_bytes"],
             FactValue::Int(16 * 1024 * 1024)
+        );
+    }
+
+    #[test]
+    fn the_processes_limit_a_fix_writes_never_lowers_the_current_one() {
+        assert_eq!(nproc_fix_value(Some(4096)), "64000");
+        assert_eq!(nproc_fix_value(Some(64_000)), "64000");
+        assert_eq!(nproc_fix_value(Some(200_000)), "200000");
+        assert_eq!(nproc_fix_value(None), "infinity");
+    }
+
+    #[test]
+    fn several_mongod_caches_are_summed_with_each_ones_default() {
+        let mut rec = super::super::example_recording();
+        // 64 GiB: the default for one instance is 31.5 GB; the second one
+        // is in an 8 GiB cgroup (default 3.5 GB), the third was given 2 GB.
+        if let Some(m) = rec.host.memory.as_mut() {
+            m.mem_total_bytes = Some(64 << 30);
+        }
+        let mongod = |pid, mb, from: &str, limit| crate::recording::MongodProcess {
+            pid,
+            cache_size_mb: mb,
+            cache_from: from.into(),
+            memory_limit_bytes: limit,
+        };
+        rec.host.system.as_mut().unwrap().mongods = Some(vec![
+            mongod(1, None, "default", None),
+            mongod(2, None, "default", Some(8 << 30)),
+            mongod(3, Some(2048), "--wiredTigerCacheSizeGB", None),
+        ]);
+        let g = tuning_facts(&rec).unwrap();
+        assert_eq!(g["mongod_instances"], FactValue::Int(3));
+        assert_eq!(g["mongod_cache_sum_gib"], FactValue::Float(31.5 + 3.5 + 2.0));
+        assert_eq!(g["mongod_default_cache_gb"], FactValue::Float(31.5));
+        // 31.5 / 3 = 10.5.
+        assert_eq!(g["mongod_suggested_cache_gb"], FactValue::Float(10.5));
+        assert_eq!(
+            g["mongod_caches"],
+            FactValue::Text(
+                "pid 1: 31.5 GB (default); pid 2: 3.5 GB (default); pid 3: 2.0 GB (--wiredTigerCacheSizeGB)"
+                    .into()
+            )
         );
     }
 

@@ -228,3 +228,148 @@ fn tcp_keepalive_follows_mongodbs_faq() {
             .any(|n| n.rule_id == "host.tcp_keepalive")
     );
 }
+
+fn system(rec: &mut crate::recording::Recording) -> &mut crate::recording::SystemFacts {
+    rec.host.system.as_mut().unwrap()
+}
+
+#[test]
+fn memlock_and_processes_limits_never_lower_a_higher_value() {
+    // 8 KiB of locked memory: below mongod's 16 pages (64 KiB).
+    let mut rec = baseline();
+    rec.host.target_process.as_mut().unwrap().max_locked_memory = Some(ResourceLimit {
+        soft: Some(8192),
+        hard: Some(8192),
+    });
+    let f = fired(&rec, "host.memlock");
+    assert_eq!(num(&f, "mongod's minimum"), 65536.0);
+    assert!(fix_has(&f, "LimitMEMLOCK=infinity"));
+    // Near miss: 64 KiB is enough.
+    rec.host.target_process.as_mut().unwrap().max_locked_memory = Some(ResourceLimit {
+        soft: Some(65536),
+        hard: Some(65536),
+    });
+    passed(&rec, "host.memlock");
+
+    // 4096 processes / threads.
+    let mut low = baseline();
+    low.host.target_process.as_mut().unwrap().max_processes = Some(ResourceLimit {
+        soft: Some(4096),
+        hard: Some(4096),
+    });
+    let f = fired(&low, "host.processes_limit");
+    assert!(fix_has(&f, "LimitNPROC=64000"), "{:?}", f.fix.commands);
+    // Above 64000 but under half the open files (mongod's own check): the
+    // fix keeps the current, higher value.
+    let mut half = baseline();
+    let p = half.host.target_process.as_mut().unwrap();
+    p.max_open_files = Some(ResourceLimit {
+        soft: Some(200_000),
+        hard: Some(200_000),
+    });
+    p.max_processes = Some(ResourceLimit {
+        soft: Some(80_000),
+        hard: Some(80_000),
+    });
+    let f = fired(&half, "host.processes_limit");
+    assert!(fix_has(&f, "LimitNPROC=80000"), "{:?}", f.fix.commands);
+    // The open-files fix writes the same, never lowering LimitNPROC.
+    let p = half.host.target_process.as_mut().unwrap();
+    p.max_open_files = Some(ResourceLimit {
+        soft: Some(1024),
+        hard: Some(4096),
+    });
+    p.max_processes = None;
+    p.max_processes = Some(ResourceLimit {
+        soft: None,
+        hard: None,
+    });
+    let f = fired(&half, "host.open_files");
+    assert!(fix_has(&f, "LimitNPROC=infinity"), "{:?}", f.fix.commands);
+    passed(&half, "host.processes_limit");
+    // Near miss: the baseline's 64000.
+    passed(&baseline(), "host.processes_limit");
+}
+
+#[test]
+fn kernel_task_limits_and_their_revert() {
+    let mut rec = baseline();
+    system(&mut rec).pid_max = Some(32_768);
+    let f = fired(&rec, "host.kernel_task_limits");
+    assert!(fix_has(&f, "kernel.pid_max = 4194304"), "{:?}", f.fix.commands);
+    // threads-max and file-max stay at this host's higher values.
+    assert!(fix_has(&f, "kernel.threads-max = 513000"));
+    assert!(fix_has(&f, "fs.file-max = 9223372036854775807"));
+    assert!(f.fix.revert[0].ends_with(
+        "sysctl -w kernel.pid_max=32768 kernel.threads-max=513000 fs.file-max=9223372036854775807"
+    ));
+    // A host close to its task limit.
+    let mut busy = baseline();
+    system(&mut busy).threads_max = Some(100_000);
+    system(&mut busy).tasks = Some(90_000);
+    fired(&busy, "host.kernel_task_limits");
+    // Near miss: the same host with few tasks.
+    system(&mut busy).tasks = Some(9_000);
+    passed(&busy, "host.kernel_task_limits");
+}
+
+#[test]
+fn clock_swap_tuned_and_several_mongod() {
+    let mut rec = baseline();
+    let clock = system(&mut rec).clock.as_mut().unwrap();
+    clock.unsynchronised = true;
+    clock.state = 5;
+    clock.services.clear();
+    let f = fired(&rec, "host.clock_sync");
+    assert_eq!(txt(&f, "time services running"), "none found");
+    assert_eq!(f.fix.revert, ["timedatectl set-ntp false"]);
+    passed(&baseline(), "host.clock_sync");
+
+    let mut noswap = baseline();
+    tuning(&mut noswap).swap_total_bytes = Some(0);
+    let f = fired(&noswap, "host.swap");
+    // 64 GiB: an 8 GiB swap file.
+    assert!(fix_has(&f, "fallocate -l 8G /swapfile.mdiag"), "{:?}", f.fix.commands);
+    passed(&baseline(), "host.swap");
+
+    // tuned's throughput-performance: THP always and a readahead, on a
+    // mongod 8 host (MongoDB advises THP always there): the readahead fires.
+    let mut tuned = baseline();
+    system(&mut tuned).tuned = Some(crate::recording::TunedFacts {
+        profile: "throughput-performance".into(),
+        thp: Some("always".into()),
+        readahead: Some(">4096".into()),
+        running: true,
+    });
+    let f = fired(&tuned, "host.tuned_override");
+    assert!(fix_has(&f, "include=throughput-performance"));
+    assert!(fix_has(&f, "transparent_hugepages=always"));
+    assert_eq!(
+        f.fix.revert,
+        ["tuned-adm profile throughput-performance && rm -rf /etc/tuned/mdiag-mongodb"]
+    );
+    // Near miss: a profile that agrees with MongoDB's THP advice and sets no
+    // readahead; and tuned not running.
+    system(&mut tuned).tuned.as_mut().unwrap().readahead = None;
+    passed(&tuned, "host.tuned_override");
+    system(&mut tuned).tuned.as_mut().unwrap().readahead = Some("4096".into());
+    system(&mut tuned).tuned.as_mut().unwrap().running = false;
+    passed(&tuned, "host.tuned_override");
+
+    // Two mongod with the default cache on a 64 GiB host: 2 × 31.5 GB.
+    let mut two = baseline();
+    let mongods = system(&mut two).mongods.as_mut().unwrap();
+    let mut second = mongods[0].clone();
+    second.pid = 2000;
+    mongods.push(second);
+    let f = fired(&two, "host.several_mongod");
+    assert_eq!(num(&f, "caches together"), 63.0);
+    assert_eq!(num(&f, "cache per instance the fix sets"), 15.7);
+    assert!(f.fix.files[0].content.contains("cacheSizeGB: 15.7"));
+    // Near miss: the two sized to share the host.
+    for m in system(&mut two).mongods.as_mut().unwrap() {
+        m.cache_size_mb = Some(15 * 1024);
+        m.cache_from = "config file /etc/mongod.conf".into();
+    }
+    passed(&two, "host.several_mongod");
+}

@@ -348,3 +348,100 @@ fn config_fragments_render_as_file_content_in_every_format() {
     assert_eq!(f["fix"]["files"][0]["language"], "yaml");
     assert_eq!(f["fix"]["files"][0]["content"], yaml);
 }
+
+#[test]
+fn cache_pressure_fires_at_either_eviction_trigger_read_from_config_string() {
+    let mut rec = baseline();
+    // 23 of 24 GiB filled (95.8 %): at the default eviction_trigger of 95.
+    let full = with_figure(
+        healthy_mongod(),
+        "wiredTiger.cache.bytes currently in the cache",
+        23 * GIB as i64,
+        0,
+    );
+    set_mongod(&mut rec, &full);
+    let f = fired(&rec, "wiredtiger.cache_pressure");
+    assert_eq!(num(&f, "eviction_trigger"), 95.0);
+    assert_eq!(num(&f, "eviction_dirty_trigger"), 20.0);
+    // A configString that raises the trigger to 97: not reached.
+    rec.mongod.as_mut().unwrap().info.as_mut().unwrap().wt_config_string =
+        Some("eviction_trigger=97,eviction_target=90".into());
+    passed(&rec, "wiredtiger.cache_pressure");
+    // Dirty data at 21 % of the cache (the default dirty trigger is 20 %).
+    let mut dirty = baseline();
+    let figures = with_figure(
+        healthy_mongod(),
+        "wiredTiger.cache.tracked dirty bytes in the cache",
+        (24 * GIB as i64) * 21 / 100,
+        0,
+    );
+    set_mongod(&mut dirty, &figures);
+    fired(&dirty, "wiredtiger.cache_pressure");
+    // Balanced: a busy cache at 80 % (eviction_target), 8 % dirty.
+    let mut balanced = baseline();
+    let figures = with_figure(
+        with_figure(
+            healthy_mongod(),
+            "wiredTiger.cache.bytes currently in the cache",
+            (24 * GIB as i64) * 8 / 10,
+            0,
+        ),
+        "wiredTiger.cache.tracked dirty bytes in the cache",
+        (24 * GIB as i64) * 8 / 100,
+        0,
+    );
+    set_mongod(&mut balanced, &figures);
+    passed(&balanced, "wiredtiger.cache_pressure");
+}
+
+#[test]
+fn checkpoint_duration_is_held_against_the_recorded_interval() {
+    // 40 s checkpoints at mongod's default 60 s interval.
+    let mut rec = baseline();
+    let long = with_figure(
+        healthy_mongod(),
+        "wiredTiger.checkpoint.most recent time (msecs)",
+        40_000,
+        0,
+    );
+    set_mongod(&mut rec, &long);
+    let f = fired(&rec, "wiredtiger.checkpoint_duration");
+    assert_eq!(num(&f, "newest checkpoint"), 40_000.0);
+    assert_eq!(num(&f, "checkpoint interval"), 60.0);
+    // The same checkpoints with --syncdelay 120: a third of the interval.
+    rec.mongod.as_mut().unwrap().info.as_mut().unwrap().sync_period_secs = Some(120.0);
+    passed(&rec, "wiredtiger.checkpoint_duration");
+    // Mean of the checkpoints completed during the recording: 5 of 3.5 s
+    // each at a 5 s interval (the newest one was short).
+    let mut mean = baseline();
+    let figures = with_figure(
+        with_figure(
+            with_figure(
+                healthy_mongod(),
+                "wiredTiger.checkpoint.most recent time (msecs)",
+                100,
+                0,
+            ),
+            "wiredTiger.transaction.transaction checkpoints",
+            0,
+            1,
+        ),
+        "wiredTiger.transaction.transaction checkpoint total time (msecs)",
+        0,
+        3_500,
+    );
+    set_mongod(&mut mean, &figures);
+    mean.mongod.as_mut().unwrap().info.as_mut().unwrap().sync_period_secs = Some(5.0);
+    let f = fired(&mean, "wiredtiger.checkpoint_duration");
+    assert_eq!(txt(&f, "mean checkpoint during the recording"), "3500");
+    // Idle: short checkpoints.
+    let mut idle = baseline();
+    let figures = with_figure(
+        healthy_mongod(),
+        "wiredTiger.checkpoint.most recent time (msecs)",
+        800,
+        0,
+    );
+    set_mongod(&mut idle, &figures);
+    passed(&idle, "wiredtiger.checkpoint_duration");
+}
