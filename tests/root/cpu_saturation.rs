@@ -87,17 +87,19 @@ fn process_cpu_s(pid: u32) -> f64 {
 /// minutes: they are killed when the recording is done). They run at the
 /// test's own nice value, as mongod does.
 fn spinners(n: usize) -> Spinners {
-    Spinners((0..n)
-        .map(|_| {
-            let mut cmd = Command::new(SPIN);
-            cmd.args(["--threads", "2", "--spin-ms", "600000", "--wait-stdin"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped());
-            let mut c = cmd.spawn().expect("start mdiag-spin");
-            c.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
-            c
-        })
-        .collect())
+    Spinners(
+        (0..n)
+            .map(|_| {
+                let mut cmd = Command::new(SPIN);
+                cmd.args(["--threads", "2", "--spin-ms", "600000", "--wait-stdin"])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped());
+                let mut c = cmd.spawn().expect("start mdiag-spin");
+                c.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+                c
+            })
+            .collect(),
+    )
 }
 
 /// The spinning processes, killed when dropped (also when a test fails).
@@ -148,7 +150,12 @@ fn record(server: &Mongod, name: &str, watched: &[u32]) -> Run {
         &["probes attached", "mongod answers serverStatus"],
     );
     let cpu_now = || -> Vec<f64> { watched.iter().map(|p| process_cpu_s(*p)).collect() };
-    let (t0, s0, p0, c0) = (Instant::now(), schedstats(pid), proc_stat_ticks(), cpu_now());
+    let (t0, s0, p0, c0) = (
+        Instant::now(),
+        schedstats(pid),
+        proc_stat_ticks(),
+        cpu_now(),
+    );
     let o = child.wait_with_output().unwrap();
     let (secs, s1, p1, c1) = (
         t0.elapsed().as_secs_f64(),
@@ -161,7 +168,11 @@ fn record(server: &Mongod, name: &str, watched: &[u32]) -> Run {
     let (wait_ns, cpu_ns) = delta(&s0, &s1);
     crate::physics::assert_physical(&mdiag::recording::read_file(&out).unwrap());
     let json = run_mdiag(&["explain", out.to_str().unwrap(), "--format", "json"]);
-    assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
     Run {
         truth_cpus: watched
             .iter()
@@ -229,7 +240,10 @@ fn a_planted_cpu_saturation_on_the_real_mongod_ranks_in_the_top_three() {
     assert!(at < 3, "sched.cpu_saturation ranked #{}: {ids:?}", at + 1);
     // The run-queue wait of mongod's threads against the kernel's own.
     let ratio = fact(r, "sched", "runq_wait_ms_per_s") / run.truth_wait_ms_per_s;
-    assert!((0.75..=1.25).contains(&ratio), "mdiag / schedstat = {ratio:.3}");
+    assert!(
+        (0.75..=1.25).contains(&ratio),
+        "mdiag / schedstat = {ratio:.3}"
+    );
     let share = fact(r, "sched", "runq_wait_share");
     assert!(
         (share - run.truth_wait_share).abs() <= 0.1,
@@ -253,7 +267,10 @@ fn a_planted_cpu_saturation_on_the_real_mongod_ranks_in_the_top_three() {
         Some(truth) => {
             assert_eq!(cpu["top_other"], "mdiag-spin", "{cpu}");
             eprintln!("busiest spinner: mdiag {named:.3} CPUs, /proc/{top_pid}/stat {truth:.3}");
-            assert!((named - truth).abs() <= 0.05 + 0.1 * truth, "{cpu} vs /proc {truth}");
+            assert!(
+                (named - truth).abs() <= 0.05 + 0.1 * truth,
+                "{cpu} vs /proc {truth}"
+            );
         }
         None => assert!(
             named + 0.05 >= busiest_spinner,
@@ -283,9 +300,16 @@ fn a_planted_cpu_saturation_on_the_real_mongod_ranks_in_the_top_three() {
     // The verdict follows the kernel's accounting, on either side of the
     // thresholds (a margin around them, where the two clocks may disagree).
     if quiet.truth_wait_share < 0.2 {
-        assert_eq!(rank(q, "sched.cpu_saturation"), None, "{}", q["facts"]["sched"]);
+        assert_eq!(
+            rank(q, "sched.cpu_saturation"),
+            None,
+            "{}",
+            q["facts"]["sched"]
+        );
     }
-    if quiet.truth_wait_share > 0.3 && quiet.truth_busy_share > 0.95 && quiet.truth_other_share > 0.3
+    if quiet.truth_wait_share > 0.3
+        && quiet.truth_busy_share > 0.95
+        && quiet.truth_other_share > 0.3
     {
         assert!(rank(q, "sched.cpu_saturation").is_some(), "{}", q["facts"]);
     }
@@ -319,12 +343,23 @@ fn a_target_with_more_spinning_threads_than_cpus_gets_a_cpu_finding() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("spin.mdiag");
     let (rec, stderr) = start_record_until(
-        &["--pid", &pid.to_string(), "--duration", "6s", "-o", out.to_str().unwrap()],
+        &[
+            "--pid",
+            &pid.to_string(),
+            "--duration",
+            "6s",
+            "-o",
+            out.to_str().unwrap(),
+        ],
         &["probes attached"],
     );
     let (t0, p0, c0) = (Instant::now(), proc_stat_ticks(), process_cpu_s(pid));
     let o = rec.wait_with_output().unwrap();
-    let (secs, p1, c1) = (t0.elapsed().as_secs_f64(), proc_stat_ticks(), process_cpu_s(pid));
+    let (secs, p1, c1) = (
+        t0.elapsed().as_secs_f64(),
+        proc_stat_ticks(),
+        process_cpu_s(pid),
+    );
     drop(spinner);
     assert!(o.status.success(), "{}", stderr.join().unwrap());
     let json = run_mdiag(&["explain", out.to_str().unwrap(), "--format", "json"]);
@@ -340,13 +375,21 @@ fn a_target_with_more_spinning_threads_than_cpus_gets_a_cpu_finding() {
         fact(&r, "cpu", "other_share")
     );
     // Everything but the spinner, against /proc/stat less its own time.
-    assert!((fact(&r, "cpu", "other_share") - other).abs() <= 0.1, "{}", r["facts"]["cpu"]);
+    assert!(
+        (fact(&r, "cpu", "other_share") - other).abs() <= 0.1,
+        "{}",
+        r["facts"]["cpu"]
+    );
     assert!(
         saturation.is_some() != oversubscribed.is_some(),
         "exactly one CPU finding: {}",
         r["facts"]["cpu"]
     );
-    assert!(saturation.or(oversubscribed).unwrap() < 3, "{}", r["findings"]);
+    assert!(
+        saturation.or(oversubscribed).unwrap() < 3,
+        "{}",
+        r["findings"]
+    );
     // Away from the 25 % threshold, the right one.
     if other < 0.2 {
         assert!(oversubscribed.is_some());

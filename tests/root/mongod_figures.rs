@@ -44,13 +44,19 @@ fn soft_limit(pid: u32, name: &str) -> i64 {
 }
 
 fn sysctl(path: &str) -> i64 {
-    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 fn int(d: &Document, path: &[&str]) -> i64 {
     let mut cur = d;
     for key in &path[..path.len() - 1] {
-        cur = cur.get_document(key).unwrap_or_else(|e| panic!("{key}: {e}"));
+        cur = cur
+            .get_document(key)
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
     }
     let last = path[path.len() - 1];
     match cur.get(last) {
@@ -120,7 +126,8 @@ fn mongod_figure_rules_are_assessed_live_and_read_mongods_own_numbers() {
     // The interval is the server's --syncdelay.
     assert_eq!(m["checkpoint_interval_s"].as_f64(), Some(5.0), "{m}");
     // The limit mongod reports: current + available, as the driver reads it.
-    let limit = int(&after, &["connections", "current"]) + int(&after, &["connections", "available"]);
+    let limit =
+        int(&after, &["connections", "current"]) + int(&after, &["connections", "available"]);
     assert_eq!(m["max_incoming_connections"].as_i64(), Some(limit), "{m}");
     // Connections opened: mongod's own totalCreated around the churn against
     // mdiag's rate over its samples' span (the load's pool was open before;
@@ -147,10 +154,13 @@ fn mongod_figure_rules_are_assessed_live_and_read_mongods_own_numbers() {
     assert_eq!(m["eviction_trigger"].as_f64(), Some(95.0));
     assert_eq!(m["eviction_dirty_trigger"].as_f64(), Some(20.0));
     // Page faults: mongod's own counter, never more than it counted.
-    let faults = int(&after, &["extra_info", "page_faults"])
-        - int(&before, &["extra_info", "page_faults"]);
+    let faults =
+        int(&after, &["extra_info", "page_faults"]) - int(&before, &["extra_info", "page_faults"]);
     let fault_rate = m["page_faults_per_s"].as_f64().unwrap();
-    assert!(fault_rate * span <= faults as f64 + 1.0, "{fault_rate} vs {faults}");
+    assert!(
+        fault_rate * span <= faults as f64 + 1.0,
+        "{fault_rate} vs {faults}"
+    );
     // The queue figures are a mean and a share of the samples.
     let share = m["queued_share"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&share));
@@ -159,15 +169,28 @@ fn mongod_figure_rules_are_assessed_live_and_read_mongods_own_numbers() {
     // The host checks' figures against /proc.
     let t = &r["facts"]["tuning"];
     let pid = server.pid();
-    assert_eq!(t["nproc_soft"].as_i64(), Some(soft_limit(pid, "Max processes")), "{t}");
+    assert_eq!(
+        t["nproc_soft"].as_i64(),
+        Some(soft_limit(pid, "Max processes")),
+        "{t}"
+    );
     assert_eq!(
         t["memlock_soft"].as_i64(),
         Some(soft_limit(pid, "Max locked memory")),
         "{t}"
     );
-    assert_eq!(t["pid_max"].as_i64(), Some(sysctl("/proc/sys/kernel/pid_max")));
-    assert_eq!(t["threads_max"].as_i64(), Some(sysctl("/proc/sys/kernel/threads-max")));
-    assert_eq!(t["file_max"].as_i64(), Some(sysctl("/proc/sys/fs/file-max")));
+    assert_eq!(
+        t["pid_max"].as_i64(),
+        Some(sysctl("/proc/sys/kernel/pid_max"))
+    );
+    assert_eq!(
+        t["threads_max"].as_i64(),
+        Some(sysctl("/proc/sys/kernel/threads-max"))
+    );
+    assert_eq!(
+        t["file_max"].as_i64(),
+        Some(sysctl("/proc/sys/fs/file-max"))
+    );
     // Both mongods of this test (other tests' may run too), each with the
     // cache its command line gives (--wiredTigerCacheSizeGB 0.25).
     let rec = mdiag::recording::read_file(&out).unwrap();

@@ -94,10 +94,16 @@ fn assert_cpu_usage_physical(rec: &Recording) {
         u.cpus
     );
     for p in &u.top {
-        assert!(p.ticks <= wall + slack, "process {p:?} above every CPU: {u:?}");
+        assert!(
+            p.ticks <= wall + slack,
+            "process {p:?} above every CPU: {u:?}"
+        );
     }
     let top: u64 = u.top.iter().map(|p| p.ticks).sum();
-    assert!(top <= u.process_ticks, "the busiest above all processes: {u:?}");
+    assert!(
+        top <= u.process_ticks,
+        "the busiest above all processes: {u:?}"
+    );
 }
 
 /// Panics with what broke physics, naming the slice, thread or CPU.

@@ -134,11 +134,9 @@ impl CpuSnapshot {
 fn stat_ticks(root: &Path) -> Option<StatTicks> {
     let path = root.join("proc/stat");
     let file = std::fs::File::open(path).ok()?;
-    let stat = KernelStats::from_buf_read(
-        std::io::BufReader::new(file),
-        procfs::current_system_info(),
-    )
-    .ok()?;
+    let stat =
+        KernelStats::from_buf_read(std::io::BufReader::new(file), procfs::current_system_info())
+            .ok()?;
     let t = stat.total;
     Some(StatTicks {
         busy: t.user + t.nice + t.system + t.irq.unwrap_or(0) + t.softirq.unwrap_or(0),
@@ -205,7 +203,11 @@ mod tests {
         write_proc(
             root,
             "cpu  100 0 50 1000 10 0 0 5 0 0",
-            &[(10, "spin", 100, 0, 7), (20, "mongod", 50, 10, 8), (30, "old", 9, 0, 9)],
+            &[
+                (10, "spin", 100, 0, 7),
+                (20, "mongod", 50, 10, 8),
+                (30, "old", 9, 0, 9),
+            ],
         );
         let start = CpuSnapshot::take_in(root).unwrap();
         write_proc(
@@ -232,7 +234,12 @@ mod tests {
             .collect();
         assert_eq!(
             top,
-            [(10, "spin", 150), (20, "mongod", 20), (30, "new", 4), (40, "born", 3)]
+            [
+                (10, "spin", 150),
+                (20, "mongod", 20),
+                (30, "new", 4),
+                (40, "born", 3)
+            ]
         );
         assert_eq!(u.process_ticks, 177);
         assert_eq!(u.top[0].nice, 5);

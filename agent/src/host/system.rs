@@ -30,7 +30,9 @@ const MAX_INCLUDES: usize = 8;
 /// The host's settings under `root`; adjtimex of this kernel when `root` is "/".
 pub fn system_facts(root: &Path) -> SystemFacts {
     let comms = process_names(root);
-    let clock = (root == Path::new("/")).then(|| clock_facts(&comms)).flatten();
+    let clock = (root == Path::new("/"))
+        .then(|| clock_facts(&comms))
+        .flatten();
     SystemFacts {
         file_max: read_parsed(under(root, "/proc/sys/fs/file-max")),
         file_handles: read_trimmed(under(root, "/proc/sys/fs/file-nr"))
@@ -246,7 +248,10 @@ mod tests {
                 ("proc/sys/kernel/threads-max", "127000\n"),
                 ("proc/loadavg", "0.50 0.40 0.30 3/812 4242\n"),
                 ("proc/10/comm", "mongod\n"),
-                ("proc/10/cmdline", "mongod\0--wiredTigerCacheSizeGB\x002.5\0--port\x0027018\0"),
+                (
+                    "proc/10/cmdline",
+                    "mongod\0--wiredTigerCacheSizeGB\x002.5\0--port\x0027018\0",
+                ),
                 ("proc/11/comm", "mongod\n"),
                 ("proc/11/cmdline", "/usr/bin/mongod\0-f\0/etc/mongod.conf\0"),
                 (

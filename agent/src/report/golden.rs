@@ -120,7 +120,11 @@ pub(crate) fn busy() -> Recording {
         10,
         8,
         7.92,
-        &[(1000, "mongod", 2.0), (4242, "batch-report", 5.1), (77, "sshd", 0.02)],
+        &[
+            (1000, "mongod", 2.0),
+            (4242, "batch-report", 5.1),
+            (77, "sshd", 0.02),
+        ],
     ));
     // The calls behind those waits, and the allocator returning memory.
     let call = |name: &str, count: u64, each_ns: u64, bytes: u64, bucket: usize| SyscallCalls {

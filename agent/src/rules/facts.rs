@@ -243,7 +243,10 @@ impl Facts {
     fn add_overcommit_advice(&mut self) {
         let google = self.allocator.as_deref() == Some("google_tcmalloc");
         if let Some(t) = self.groups.get_mut("tuning") {
-            t.insert("overcommit_recommended".into(), FactValue::Int(i64::from(google)));
+            t.insert(
+                "overcommit_recommended".into(),
+                FactValue::Int(i64::from(google)),
+            );
             // MongoDB's THP advice: on (`always`) for mongod 8's Google
             // TCMalloc, off (`never`) before it.
             t.insert(

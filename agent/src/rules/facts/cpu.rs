@@ -73,10 +73,7 @@ pub(super) fn cpu_facts(rec: &Recording) -> Result<FactGroup, String> {
         "top_other_nice".into(),
         super::FactValue::Int(top.map_or(0, |p| p.nice)),
     );
-    g.insert(
-        "top_others".into(),
-        text(describe(&others, &cpus_of)),
-    );
+    g.insert("top_others".into(), text(describe(&others, &cpus_of)));
     Ok(g)
 }
 

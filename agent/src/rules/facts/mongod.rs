@@ -112,7 +112,10 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
             None => Some(default),
             Some(v) => v.parse::<f64>().ok().filter(|p| *p <= 100.0),
         };
-        put("eviction_trigger", percent("eviction_trigger", 95.0).map(float));
+        put(
+            "eviction_trigger",
+            percent("eviction_trigger", 95.0).map(float),
+        );
         put(
             "eviction_dirty_trigger",
             percent("eviction_dirty_trigger", 20.0).map(float),

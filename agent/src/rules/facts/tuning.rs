@@ -206,7 +206,10 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
     let nproc = process.and_then(|p| p.max_processes.as_ref());
     put("nproc_soft", nproc.map(|l| limit(l.soft)));
     put("nproc_hard", nproc.map(|l| limit(l.hard)));
-    put("nproc_fix_value", nproc.map(|l| text(nproc_fix_value(l.soft))));
+    put(
+        "nproc_fix_value",
+        nproc.map(|l| text(nproc_fix_value(l.soft))),
+    );
     let memlock = process.and_then(|p| p.max_locked_memory.as_ref());
     put("memlock_soft", memlock.map(|l| limit(l.soft)));
     put("memlock_hard", memlock.map(|l| limit(l.hard)));
@@ -267,15 +270,25 @@ fn system_facts(rec: &Recording, put: &mut dyn FnMut(&str, Option<FactValue>)) {
         sys.file_max.map(|v| int(v.max(FILE_MAX_WANTED * 8))),
     );
     if let Some(c) = &sys.clock {
-        put("clock_unsynchronised", Some(FactValue::Bool(c.unsynchronised)));
+        put(
+            "clock_unsynchronised",
+            Some(FactValue::Bool(c.unsynchronised)),
+        );
         put("clock_state", Some(FactValue::Int(i64::from(c.state))));
-        put("clock_max_error_ms", Some(float(c.max_error_us as f64 / 1000.0)));
+        put(
+            "clock_max_error_ms",
+            Some(float(c.max_error_us as f64 / 1000.0)),
+        );
         put("clock_services", Some(text(c.services.join(", "))));
         // timedatectl's NTP setting as it most likely was: on when a time
         // service ran (what the fix's revert restores).
         put(
             "clock_ntp_setting",
-            Some(text(if c.services.is_empty() { "false" } else { "true" })),
+            Some(text(if c.services.is_empty() {
+                "false"
+            } else {
+                "true"
+            })),
         );
     }
     let tuned = sys.tuned.as_ref();
@@ -289,7 +302,9 @@ fn system_facts(rec: &Recording, put: &mut dyn FnMut(&str, Option<FactValue>)) {
     );
     put(
         "tuned_readahead",
-        Some(text(tuned.and_then(|t| t.readahead.as_deref()).unwrap_or(""))),
+        Some(text(
+            tuned.and_then(|t| t.readahead.as_deref()).unwrap_or(""),
+        )),
     );
     put(
         "tuned_running",
@@ -333,14 +348,17 @@ fn mongod_instances(
     put("mongod_cache_sum_gib", Some(float(sum)));
     put(
         "mongod_default_cache_gb",
-        Some(float(crate::rules::facts::mongod::default_cache_size_gb(total))),
+        Some(float(crate::rules::facts::mongod::default_cache_size_gb(
+            total,
+        ))),
     );
     put("mongod_caches", Some(text(parts.join("; "))));
     let n = mongods.len().max(1) as f64;
     put(
         "mongod_suggested_cache_gb",
         Some(float(
-            ((crate::rules::facts::mongod::default_cache_size_gb(total) / n * 10.0).floor() / 10.0).max(0.25),
+            ((crate::rules::facts::mongod::default_cache_size_gb(total) / n * 10.0).floor() / 10.0)
+                .max(0.25),
         )),
     );
 }
@@ -500,7 +518,10 @@ mod tests {
         ]);
         let g = tuning_facts(&rec).unwrap();
         assert_eq!(g["mongod_instances"], FactValue::Int(3));
-        assert_eq!(g["mongod_cache_sum_gib"], FactValue::Float(31.5 + 3.5 + 2.0));
+        assert_eq!(
+            g["mongod_cache_sum_gib"],
+            FactValue::Float(31.5 + 3.5 + 2.0)
+        );
         assert_eq!(g["mongod_default_cache_gb"], FactValue::Float(31.5));
         // 31.5 / 3 = 10.5.
         assert_eq!(g["mongod_suggested_cache_gb"], FactValue::Float(10.5));

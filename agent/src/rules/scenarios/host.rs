@@ -296,7 +296,11 @@ fn kernel_task_limits_and_their_revert() {
     let mut rec = baseline();
     system(&mut rec).pid_max = Some(32_768);
     let f = fired(&rec, "host.kernel_task_limits");
-    assert!(fix_has(&f, "kernel.pid_max = 4194304"), "{:?}", f.fix.commands);
+    assert!(
+        fix_has(&f, "kernel.pid_max = 4194304"),
+        "{:?}",
+        f.fix.commands
+    );
     // threads-max and file-max stay at this host's higher values.
     assert!(fix_has(&f, "kernel.threads-max = 513000"));
     assert!(fix_has(&f, "fs.file-max = 9223372036854775807"));
@@ -329,7 +333,11 @@ fn clock_swap_tuned_and_several_mongod() {
     tuning(&mut noswap).swap_total_bytes = Some(0);
     let f = fired(&noswap, "host.swap");
     // 64 GiB: an 8 GiB swap file.
-    assert!(fix_has(&f, "fallocate -l 8G /swapfile.mdiag"), "{:?}", f.fix.commands);
+    assert!(
+        fix_has(&f, "fallocate -l 8G /swapfile.mdiag"),
+        "{:?}",
+        f.fix.commands
+    );
     passed(&baseline(), "host.swap");
 
     // tuned's throughput-performance: THP always and a readahead, on a

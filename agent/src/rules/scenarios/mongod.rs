@@ -41,23 +41,35 @@ fn queued_operations_need_a_queue_most_of_the_time_not_few_tickets() {
     ]);
     passed(&busy, "mongod.queued_operations");
     // Idle: nothing queued.
-    passed(&with(&[("globalLock.currentQueue.total", 0, 0)]), "mongod.queued_operations");
+    passed(
+        &with(&[("globalLock.currentQueue.total", 0, 0)]),
+        "mongod.queued_operations",
+    );
 }
 
 #[test]
 fn connections_near_the_limit_and_churn() {
     // 850 open, 150 available: 85 % of what mongod accepts.
-    let near = with(&[("connections.current", 850, 0), ("connections.available", 150, 0)]);
+    let near = with(&[
+        ("connections.current", 850, 0),
+        ("connections.available", 150, 0),
+    ]);
     let f = fired(&near, "mongod.connections_limit");
     assert_eq!(num(&f, "connections mongod accepts"), 1000.0);
     assert!((num(&f, "share of the limit reached") - 85.0).abs() < 1e-9);
     assert_eq!(txt(&f, "open-files limit"), "64000");
     // Balanced: 500 of 1000.
-    let half = with(&[("connections.current", 500, 0), ("connections.available", 500, 0)]);
+    let half = with(&[
+        ("connections.current", 500, 0),
+        ("connections.available", 500, 0),
+    ]);
     passed(&half, "mongod.connections_limit");
 
     // 25 new connections every second.
-    let churn = with(&[("connections.totalCreated", 1000, 25), ("connections.current", 40, 0)]);
+    let churn = with(&[
+        ("connections.totalCreated", 1000, 25),
+        ("connections.current", 40, 0),
+    ]);
     let f = fired(&churn, "mongod.connection_churn");
     assert_eq!(num(&f, "connections opened per second"), 25.0);
     // A pooled application: one new connection in the whole recording.
@@ -72,5 +84,8 @@ fn page_faults_need_a_sustained_rate() {
     assert_eq!(num(&f, "major page faults per second"), 120.0);
     assert_eq!(txt(&f, "swap configured"), "4");
     // A few faults per second: no concern.
-    passed(&with(&[("extra_info.page_faults", 10_000, 3)]), "mongod.page_faults");
+    passed(
+        &with(&[("extra_info.page_faults", 10_000, 3)]),
+        "mongod.page_faults",
+    );
 }

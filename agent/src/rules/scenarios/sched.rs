@@ -86,7 +86,11 @@ fn cpu_saturated() -> crate::recording::Recording {
         10,
         2,
         1.98,
-        &[(1000, "mongod", 1.0), (4242, "spin", 0.9), (77, "sshd", 0.02)],
+        &[
+            (1000, "mongod", 1.0),
+            (4242, "spin", 0.9),
+            (77, "sshd", 0.02),
+        ],
     ));
     rec
 }
@@ -125,12 +129,22 @@ fn cpu_saturation_near_misses_idle_balanced_and_self_inflicted() {
     // Balanced: the CPUs busy with other work, but mongod's threads get a
     // CPU when they want one (2 % of their runnable time waiting).
     let mut balanced = testdata::near_miss();
-    balanced.host.cpu_usage = Some(usage(10, 8, 7.6, &[(1000, "mongod", 0.8), (9, "batch", 6.7)]));
+    balanced.host.cpu_usage = Some(usage(
+        10,
+        8,
+        7.6,
+        &[(1000, "mongod", 0.8), (9, "batch", 6.7)],
+    ));
     passed(&balanced, "sched.cpu_saturation");
     // mongod alone fills the CPUs: a sizing question, not CPUs taken by
     // others; its own rule fires instead.
     let mut alone = cpu_saturated();
-    alone.host.cpu_usage = Some(usage(10, 2, 2.0, &[(1000, "mongod", 1.95), (77, "sshd", 0.02)]));
+    alone.host.cpu_usage = Some(usage(
+        10,
+        2,
+        2.0,
+        &[(1000, "mongod", 1.95), (77, "sshd", 0.02)],
+    ));
     passed(&alone, "sched.cpu_saturation");
     let f = fired(&alone, "sched.cpu_oversubscribed");
     assert!((num(&f, "CPUs used by the target") - 1.95).abs() < 1e-9);
@@ -143,7 +157,9 @@ fn cpu_saturation_near_misses_idle_balanced_and_self_inflicted() {
     host_wide.target = None;
     let r = super::report(&host_wide);
     assert!(
-        r.not_assessed.iter().any(|n| n.rule_id == "sched.cpu_oversubscribed"),
+        r.not_assessed
+            .iter()
+            .any(|n| n.rule_id == "sched.cpu_oversubscribed"),
         "{:?}",
         r.not_assessed
     );

@@ -364,8 +364,13 @@ fn cache_pressure_fires_at_either_eviction_trigger_read_from_config_string() {
     assert_eq!(num(&f, "eviction_trigger"), 95.0);
     assert_eq!(num(&f, "eviction_dirty_trigger"), 20.0);
     // A configString that raises the trigger to 97: not reached.
-    rec.mongod.as_mut().unwrap().info.as_mut().unwrap().wt_config_string =
-        Some("eviction_trigger=97,eviction_target=90".into());
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .wt_config_string = Some("eviction_trigger=97,eviction_target=90".into());
     passed(&rec, "wiredtiger.cache_pressure");
     // Dirty data at 21 % of the cache (the default dirty trigger is 20 %).
     let mut dirty = baseline();
@@ -409,7 +414,13 @@ fn checkpoint_duration_is_held_against_the_recorded_interval() {
     assert_eq!(num(&f, "newest checkpoint"), 40_000.0);
     assert_eq!(num(&f, "checkpoint interval"), 60.0);
     // The same checkpoints with --syncdelay 120: a third of the interval.
-    rec.mongod.as_mut().unwrap().info.as_mut().unwrap().sync_period_secs = Some(120.0);
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .sync_period_secs = Some(120.0);
     passed(&rec, "wiredtiger.checkpoint_duration");
     // Mean of the checkpoints completed during the recording: 5 of 3.5 s
     // each at a 5 s interval (the newest one was short).
@@ -431,7 +442,13 @@ fn checkpoint_duration_is_held_against_the_recorded_interval() {
         3_500,
     );
     set_mongod(&mut mean, &figures);
-    mean.mongod.as_mut().unwrap().info.as_mut().unwrap().sync_period_secs = Some(5.0);
+    mean.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .sync_period_secs = Some(5.0);
     let f = fired(&mean, "wiredtiger.checkpoint_duration");
     assert_eq!(txt(&f, "mean checkpoint during the recording"), "3500");
     // Idle: short checkpoints.
