@@ -23,7 +23,8 @@
 //! group is derived in its own submodule: one per probe family (`sched`,
 //! `softirq`, `contention`), the always-bound `host`/`recording`/`target`
 //! groups in `host`, and the host-fact groups (`net`, `tuning`, `allocator`,
-//! `mongod`, `storage`, `filesystem`); `example` is the made-up recording
+//! `mongod`, `storage`, `filesystem`, and mongod's view of its replica set
+//! and host: `replication`, `system`); `example` is the made-up recording
 //! rules are checked against.
 
 use std::collections::BTreeMap;
@@ -41,9 +42,11 @@ pub mod filesystem;
 mod host;
 pub mod mongod;
 pub mod net;
+pub mod replication;
 mod sched;
 pub mod softirq;
 pub mod storage;
+pub mod system;
 pub mod tuning;
 
 pub(crate) use example::example_recording;
@@ -63,6 +66,8 @@ pub const FACT_GROUPS: &[&str] = &[
     "mongod",
     "storage",
     "filesystem",
+    "replication",
+    "system",
 ];
 
 /// One fact value: what a CEL expression sees.
@@ -193,6 +198,8 @@ impl Facts {
         facts.insert_or_absent("mongod", mongod::mongod_facts(rec));
         facts.insert_or_absent("storage", storage::storage_facts(rec));
         facts.insert_or_absent("filesystem", filesystem::filesystem_facts(rec));
+        facts.insert_or_absent("replication", replication::replication_facts(rec));
+        facts.insert_or_absent("system", system::system_facts(rec));
         if let Some(info) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) {
             facts.mongod_version = info
                 .version
