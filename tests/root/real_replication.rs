@@ -136,7 +136,14 @@ fn replication_and_host_figures_of_a_real_replica_set_live_and_from_ftdc() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("repl.mdiag");
     let (child, stderr) = start_record_until(
-        &["--duration", "12s", "--uri", &uri, "-o", out.to_str().unwrap()],
+        &[
+            "--duration",
+            "12s",
+            "--uri",
+            &uri,
+            "-o",
+            out.to_str().unwrap(),
+        ],
         &["probes attached", "mongod answers serverStatus"],
     );
     let o = child.wait_with_output().unwrap();
@@ -169,7 +176,11 @@ fn replication_and_host_figures_of_a_real_replica_set_live_and_from_ftdc() {
         assert_eq!(m.name.as_deref(), Some(name.as_str()));
         assert!(m.is_self && m.healthy(), "{m:?}");
         assert_eq!(r.oplog_max_bytes, Some(max_size));
-        assert_eq!(r.oplog_first_s, Some(first_ts), "the oplog is not full: its first entry stays");
+        assert_eq!(
+            r.oplog_first_s,
+            Some(first_ts),
+            "the oplog is not full: its first entry stays"
+        );
         assert!(r.oplog_last_s.unwrap() <= last_ts);
         assert!(r.oplog_size_bytes.unwrap() <= size_after);
     }

@@ -21,10 +21,10 @@ use chrono::{DateTime, Utc};
 
 use super::ftdc_extra::ExtraColumns;
 use super::info;
-use super::repl::ReplSample;
-use super::system::SystemSample;
 use super::model::{FtdcSource, MongodInfo, MongodRecording, MongodSlice};
+use super::repl::ReplSample;
 use super::status::{FtdcColumns, ServerStatusSample};
+use super::system::SystemSample;
 use crate::ftdc::{FtdcDir, FtdcDoc, FtdcError};
 use crate::recording::model::{CgroupFacts, DbPathFacts, MemoryFacts};
 use crate::recording::{FORMAT_NAME, FORMAT_VERSION, HostFacts, Recording, Slice};

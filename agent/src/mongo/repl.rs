@@ -260,7 +260,10 @@ mod tests {
         assert_eq!((old.at_ms, old.repl, old.system), (Some(7), None, None));
         // And a recording without them writes none.
         let plain = serde_json::to_string(&MongodSlice::default()).unwrap();
-        assert!(!plain.contains("repl") && !plain.contains("system"), "{plain}");
+        assert!(
+            !plain.contains("repl") && !plain.contains("system"),
+            "{plain}"
+        );
     }
 
     #[test]

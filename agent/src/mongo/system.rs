@@ -118,7 +118,13 @@ pub fn is_ftdc_path(path: &str) -> bool {
         return f.ends_with("_ms") || f == "num_cpus";
     }
     if let Some(f) = rest.strip_prefix("memory.") {
-        return ["MemTotal_kb", "MemAvailable_kb", "SwapTotal_kb", "SwapFree_kb"].contains(&f);
+        return [
+            "MemTotal_kb",
+            "MemAvailable_kb",
+            "SwapTotal_kb",
+            "SwapFree_kb",
+        ]
+        .contains(&f);
     }
     if let Some(f) = rest.strip_prefix("vmstat.") {
         return ["pswpin", "pswpout", "pgmajfault"].contains(&f);
@@ -173,7 +179,8 @@ impl SystemSample {
                     "pgmajfault" => s.pgmajfault = Some(v),
                     _ => {}
                 }
-            } else if let Some((disk, f)) = rest.strip_prefix("disks.").and_then(|d| d.rsplit_once('.'))
+            } else if let Some((disk, f)) =
+                rest.strip_prefix("disks.").and_then(|d| d.rsplit_once('.'))
             {
                 if !s.disks.contains_key(disk) && s.disks.len() >= MAX_DEVICES {
                     continue;
@@ -187,8 +194,9 @@ impl SystemSample {
                     "io_time_ms" => d.io_time_ms = v,
                     _ => {}
                 }
-            } else if let Some((mount, f)) =
-                rest.strip_prefix("mounts.").and_then(|m| m.rsplit_once('.'))
+            } else if let Some((mount, f)) = rest
+                .strip_prefix("mounts.")
+                .and_then(|m| m.rsplit_once('.'))
             {
                 if !s.mounts.contains_key(mount) && s.mounts.len() >= MAX_DEVICES {
                     continue;
@@ -248,7 +256,9 @@ pub fn read_live(data_path: Option<(&Path, &str)>, disk: Option<&str>) -> System
         for d in disks {
             let keep = match disk {
                 Some(name) => d.name == name,
-                None => !["loop", "ram", "zram"].iter().any(|p| d.name.starts_with(p)),
+                None => !["loop", "ram", "zram"]
+                    .iter()
+                    .any(|p| d.name.starts_with(p)),
             };
             if !keep || s.disks.len() >= MAX_DEVICES {
                 continue;
@@ -270,7 +280,11 @@ pub fn read_live(data_path: Option<(&Path, &str)>, disk: Option<&str>) -> System
         && let Ok(st) = nix::sys::statvfs::statvfs(path)
     {
         let frsize = st.fragment_size() as i64;
-        let bytes = |blocks: u64| i64::try_from(blocks).unwrap_or(i64::MAX).saturating_mul(frsize);
+        let bytes = |blocks: u64| {
+            i64::try_from(blocks)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(frsize)
+        };
         s.mounts.insert(
             mount.to_owned(),
             MountSpace {

@@ -427,7 +427,10 @@ pub(crate) fn set_mongod(rec: &mut Recording, figures: &Figures) {
         ..Default::default()
     });
     set_repl(rec, healthy_repl);
-    set_system(rec, &crate::rules::facts::system::example_samples(20, 0, 10, 1));
+    set_system(
+        rec,
+        &crate::rules::facts::system::example_samples(20, 0, 10, 1),
+    );
 }
 
 /// A healthy three-member replica set seen from its primary `i` seconds in:
@@ -450,7 +453,10 @@ pub(crate) fn healthy_repl(i: i64) -> crate::mongo::repl::ReplSample {
 }
 
 /// Replication figures in every slice with a mongod sample: `sample(i)` for slice `i`.
-pub(crate) fn set_repl(rec: &mut Recording, sample: impl Fn(i64) -> crate::mongo::repl::ReplSample) {
+pub(crate) fn set_repl(
+    rec: &mut Recording,
+    sample: impl Fn(i64) -> crate::mongo::repl::ReplSample,
+) {
     for (i, slice) in rec.slices.iter_mut().enumerate() {
         if let Some(m) = slice.mongod.as_mut() {
             m.repl = Some(sample(i as i64));

@@ -69,7 +69,10 @@ pub fn replication_facts(rec: &Recording) -> Result<FactGroup, String> {
             m.health.map_or_else(|| "?".into(), |h| h.to_string())
         )
     });
-    put("unhealthy_member", Some(text(first_bad.unwrap_or_default())));
+    put(
+        "unhealthy_member",
+        Some(text(first_bad.unwrap_or_default())),
+    );
 
     // Lag: the primary's optime less each secondary's, per sample.
     let mut lag_max = (0.0_f64, String::new());
@@ -128,9 +131,18 @@ fn oplog_facts(samples: &[(u64, &ReplSample)], put: &mut dyn FnMut(&str, Option<
     };
     let max = newest.oplog_max_bytes.unwrap_or(0) as f64;
     let size = newest.oplog_size_bytes.map(|b| b as f64);
-    put("oplog_max_bytes", newest.oplog_max_bytes.map(FactValue::Int));
-    put("oplog_max_mb", Some(FactValue::Int((max / MIB).round() as i64)));
-    put("oplog_size_bytes", newest.oplog_size_bytes.map(FactValue::Int));
+    put(
+        "oplog_max_bytes",
+        newest.oplog_max_bytes.map(FactValue::Int),
+    );
+    put(
+        "oplog_max_mb",
+        Some(FactValue::Int((max / MIB).round() as i64)),
+    );
+    put(
+        "oplog_size_bytes",
+        newest.oplog_size_bytes.map(FactValue::Int),
+    );
     let fill = size.filter(|_| max > 0.0).map(|s| s / max);
     put("oplog_fill", fill.map(float));
     // Bytes written: the counter's increases (a decrease is a restart).
@@ -282,7 +294,9 @@ mod tests {
         assert!((rate - 1_048_576.0).abs() < 1.0, "{rate}");
         let hours = g["oplog_window_hours"].as_f64().unwrap();
         assert!((hours - 1024.0 / 3600.0).abs() < 1e-6, "{hours}");
-        assert!(matches!(&g["oplog_window_source"], FactValue::Text(t) if t.contains("write rate")));
+        assert!(
+            matches!(&g["oplog_window_source"], FactValue::Text(t) if t.contains("write rate"))
+        );
         assert_eq!(g["oplog_max_mb"], FactValue::Int(1024));
         // 24 h at 1 MiB/s, a quarter more (108 000 MB), in whole GiB: 106 GiB.
         assert_eq!(g["suggested_oplog_size_mb"], FactValue::Int(108_544));
@@ -309,10 +323,7 @@ mod tests {
         assert_eq!(g["oplog_first_to_last_hours"], float(2.0));
         assert!(!g.contains_key("oplog_window_hours"));
         // A standalone: absent with the reason.
-        assert_eq!(
-            replication_facts(&rec(vec![])).unwrap_err(),
-            NOT_RECORDED
-        );
+        assert_eq!(replication_facts(&rec(vec![])).unwrap_err(), NOT_RECORDED);
         let mut none = rec(vec![]);
         none.mongod = None;
         assert!(replication_facts(&none).is_err());

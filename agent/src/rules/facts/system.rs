@@ -8,9 +8,11 @@
 //! have the figure (counters since boot); gauges (memory, space) are the
 //! newest. The data disk and mount are the ones under mongod's dbPath when
 //! the recording names them (live: mdiag's own mount table; FTDC: hostInfo's
-//! mountInfo), else the only one there is; with several and none named they
-//! are not bound, so the disk rules are not assessed rather than judged on
-//! another disk.
+//! mountInfo), else the only one there is; the mount, else, is the longest
+//! mount point dbPath is under (mongod lists every mount's space in
+//! systemMetrics). A disk that cannot be told apart from others is not
+//! bound, so the disk rules are not assessed rather than judged on another
+//! disk.
 
 use super::{FactGroup, FactValue, float, int, text};
 use crate::host::StorageFacts;
@@ -44,7 +46,11 @@ pub fn system_facts(rec: &Recording) -> Result<FactGroup, String> {
     memory_facts(&samples, newest, &mut put);
     let data = data_storage(rec);
     disk_facts(&samples, newest, data.as_ref(), &mut put);
-    space_facts(newest, data.as_ref(), &mut put);
+    let db_path = rec
+        .mongod
+        .as_ref()
+        .and_then(|m| m.info.as_ref()?.db_path.as_deref());
+    space_facts(newest, data.as_ref(), db_path, &mut put);
     Ok(g)
 }
 
@@ -78,20 +84,28 @@ fn cpu_facts(samples: &[(u64, &SystemSample)], put: &mut Put) {
         Some(float(((f(b) - f(a)) as f64 / total).max(0.0)))
     };
     put("user_share", share(|c| c.user_ms + c.nice_ms));
-    put("system_share", share(|c| c.system_ms + c.irq_ms + c.softirq_ms));
+    put(
+        "system_share",
+        share(|c| c.system_ms + c.irq_ms + c.softirq_ms),
+    );
     put("idle_share", share(|c| c.idle_ms));
     put("iowait_share", share(|c| c.iowait_ms));
     put("steal_share", share(|c| c.steal_ms));
     // CPUs' worth of time stolen: steal ms per ms of wall time.
     put(
         "steal_cpus",
-        Some(float(((b.steal_ms - a.steal_ms) as f64 / ms as f64).max(0.0))),
+        Some(float(
+            ((b.steal_ms - a.steal_ms) as f64 / ms as f64).max(0.0),
+        )),
     );
 }
 
 fn memory_facts(samples: &[(u64, &SystemSample)], newest: &SystemSample, put: &mut Put) {
     let kb = |v: Option<i64>| v.map(|k| k.saturating_mul(1024));
-    put("mem_total_bytes", kb(newest.mem_total_kb).map(FactValue::Int));
+    put(
+        "mem_total_bytes",
+        kb(newest.mem_total_kb).map(FactValue::Int),
+    );
     put(
         "mem_available_bytes",
         kb(newest.mem_available_kb).map(FactValue::Int),
@@ -195,25 +209,38 @@ fn disk_facts(
     );
 }
 
-fn space_facts(newest: &SystemSample, data: Option<&StorageFacts>, put: &mut Put) {
+fn space_facts(
+    newest: &SystemSample,
+    data: Option<&StorageFacts>,
+    db_path: Option<&str>,
+    put: &mut Put,
+) {
     let named = data.and_then(|d| d.mount_point.clone());
-    let mount = match named {
-        Some(m) if newest.mounts.contains_key(&m) => Some(m),
-        _ if newest.mounts.len() == 1 => newest.mounts.keys().next().cloned(),
-        _ => data.and_then(|d| {
-            newest
-                .mounts
-                .keys()
-                .filter(|m| std::path::Path::new(&d.path).starts_with(m.as_str()))
-                .max_by_key(|m| m.len())
-                .cloned()
-        }),
+    // Else the mount the data directory is under (longest prefix), from
+    // mongod's dbPath (getCmdLineOpts) or the path mdiag found.
+    let path = db_path.or(data.map(|d| d.path.as_str()));
+    let under = || {
+        let path = std::path::Path::new(path?);
+        newest
+            .mounts
+            .keys()
+            .filter(|m| path.starts_with(m.as_str()))
+            .max_by_key(|m| m.len())
+            .cloned()
     };
-    let Some((mount, space)) = mount.and_then(|m| Some((m.clone(), newest.mounts.get(&m)?)))
-    else {
+    let (mount, found_by) = match named {
+        Some(m) if newest.mounts.contains_key(&m) => (Some(m), "the mount holding dbPath"),
+        _ if newest.mounts.len() == 1 => (
+            newest.mounts.keys().next().cloned(),
+            "the only mount recorded",
+        ),
+        _ => (under(), "the longest mount point dbPath is under"),
+    };
+    let Some((mount, space)) = mount.and_then(|m| Some((m.clone(), newest.mounts.get(&m)?))) else {
         return;
     };
     put("data_mount", Some(text(mount)));
+    put("data_mount_found_by", Some(text(found_by)));
     put(
         "data_fs_capacity_gb",
         Some(float(space.capacity as f64 / GIB)),
@@ -325,5 +352,36 @@ mod tests {
         assert_eq!(pick_disk(names.iter(), Some(&st)).unwrap().0, "sda");
         assert_eq!(pick_disk(names.iter(), None), None);
         assert_eq!(pick_disk(names[..1].iter(), None).unwrap().0, "sda");
+    }
+
+    #[test]
+    fn without_a_named_mount_the_data_directory_is_found_under_the_longest_prefix() {
+        let mut s = example_samples(1, 0, 0, 1).remove(0);
+        let space = s.mounts["/data"].clone();
+        s.mounts.insert(
+            "/".into(),
+            MountSpace {
+                capacity: 1,
+                ..space.clone()
+            },
+        );
+        s.mounts.insert("/dev/shm".into(), space);
+        let mut g = FactGroup::new();
+        let mut put = |k: &str, v: Option<FactValue>| {
+            if let Some(v) = v {
+                g.insert(k.into(), v);
+            }
+        };
+        space_facts(&s, None, Some("/data/db"), &mut put);
+        assert_eq!(g["data_mount"], text("/data"));
+        let mut g2 = FactGroup::new();
+        let mut put = |k: &str, v: Option<FactValue>| {
+            if let Some(v) = v {
+                g2.insert(k.into(), v);
+            }
+        };
+        space_facts(&s, None, Some("/tmp/x/db"), &mut put);
+        assert_eq!(g2["data_mount"], text("/"));
+        assert!(matches!(&g2["data_mount_found_by"], FactValue::Text(t) if t.contains("longest")));
     }
 }

@@ -19,7 +19,9 @@ fn lag_fires_on_a_secondary_far_behind_and_not_on_a_close_one() {
     assert_eq!(txt(&f, "most lagging member"), "db2.example:27017");
     assert!(f.fix.commands.is_empty(), "{:?}", f.fix.commands);
     assert!(
-        f.fix.verify.contains("--host db0.example --port 27017 -u '<user>' -p "),
+        f.fix
+            .verify
+            .contains("--host db0.example --port 27017 -u '<user>' -p "),
         "{}",
         f.fix.verify
     );
@@ -90,11 +92,17 @@ fn a_short_oplog_window_gets_a_computed_resize_and_a_revert_to_the_recorded_size
     assert!(num(&f, "free space on the data file system") > 0.0);
     let cmd = &f.fix.commands[0];
     assert!(
-        cmd.starts_with("mongosh --host db0.example --port 27017 -u '<user>' -p --authenticationDatabase admin"),
+        cmd.starts_with(
+            "mongosh --host db0.example --port 27017 -u '<user>' -p --authenticationDatabase admin"
+        ),
         "{cmd}"
     );
     assert!(fix_has(&f, "size: Double(108544)"), "{cmd}");
-    assert!(f.fix.revert[0].contains("size: Double(990)"), "{:?}", f.fix.revert);
+    assert!(
+        f.fix.revert[0].contains("size: Double(990)"),
+        "{:?}",
+        f.fix.revert
+    );
     // Balanced: the baseline's full 50 GiB oplog spans 72 hours.
     passed(&baseline(), "replication.oplog_window");
     // Idle: no writes and an oplog not yet full: the window is unknown.
