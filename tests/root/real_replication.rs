@@ -11,10 +11,13 @@
 //! - `explain --ftdc` on the server's own `diagnostic.data`: the same
 //!   replica set and oplog from FTDC's replSetGetStatus and
 //!   `local.oplog.rs.stats`, and every replication and system rule
-//!   assessed (found or passed, never "not assessed").
+//!   assessed (found or passed, never "not assessed");
+//! - a two-member set whose secondary is stopped (SIGSTOP): the primary's
+//!   replSetGetStatus says DOWN, health 0, and `replication.member_unhealthy`
+//!   names that member, live and from the primary's FTDC.
 //!
-//! Cost: about 20 s (mongod start and initiate, 12 s of recording, FTDC
-//! read twice), with every CPU loaded too.
+//! Cost: about 40 s and 60 s (mongod starts, initial sync, 12 s and 4 s of
+//! recording, the heartbeat timeout), with every CPU loaded too.
 
 use bson::{Document, doc};
 use mdiag::recording::{Recording, read_file};
@@ -235,4 +238,144 @@ fn replication_and_host_figures_of_a_real_replica_set_live_and_from_ftdc() {
         s["data_disk"],
         s["data_mount"],
     );
+}
+
+/// SIGCONT to a stopped mongod when dropped, so that its own drop (SIGTERM)
+/// is heard even when the test failed while it was stopped.
+struct Resume<'a>(&'a Mongod);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        self.0.signal(libc::SIGCONT);
+    }
+}
+
+/// The primary's view of member `i`: (health, state); the state of a member
+/// it cannot reach is 8 (DOWN; stateStr "(not reachable/healthy)").
+fn member_view(primary: &Mongod, i: usize) -> (f64, i32) {
+    let status = primary.command(doc! { "replSetGetStatus": 1 });
+    let members = status.get_array("members").unwrap();
+    let m = members[i].as_document().unwrap();
+    let health = match m.get("health") {
+        Some(bson::Bson::Double(d)) => *d,
+        Some(bson::Bson::Int32(i)) => f64::from(*i),
+        other => panic!("health: {other:?}"),
+    };
+    (health, m.get_i32("state").unwrap())
+}
+
+/// Waits until the primary sees member `i` in `state`.
+fn wait_member(primary: &Mongod, i: usize, state: i32, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let (_, now) = member_view(primary, i);
+        if now == state {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "member {i} is {now}, not {state}, after {limit:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn a_stopped_secondary_is_an_unhealthy_member_live_and_from_ftdc() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let set = || Options {
+        repl_set: Some("rs1".into()),
+        ..Options::default()
+    };
+    // The primary rewrites metrics.interim every 2 samples, so its FTDC
+    // shows the stopped member within seconds.
+    let primary = Mongod::start_with(Options {
+        extra: vec![
+            "--setParameter".into(),
+            "diagnosticDataCollectionSamplesPerInterimUpdate=2".into(),
+        ],
+        ..set()
+    });
+    let second = Mongod::start_with(Options {
+        join_later: true,
+        ..set()
+    });
+    // Added without a vote, so the primary keeps its majority while the
+    // secondary is stopped.
+    let mut config = primary
+        .command(doc! { "replSetGetConfig": 1 })
+        .get_document("config")
+        .unwrap()
+        .clone();
+    let version = config.get_i32("version").unwrap();
+    config.insert("version", version + 1);
+    let host = format!("127.0.0.1:{}", second.port());
+    let mut members = config.get_array("members").unwrap().clone();
+    members.push(bson::Bson::Document(
+        doc! { "_id": 1, "host": &host, "votes": 0, "priority": 0 },
+    ));
+    config.insert("members", members);
+    primary.command(doc! { "replSetReconfig": config });
+    wait_member(&primary, 1, 2, std::time::Duration::from_secs(90));
+
+    // Stopped: its heartbeats stop and the primary marks it DOWN (after
+    // heartbeatTimeoutSecs, 10 s by default).
+    second.signal(libc::SIGSTOP);
+    let _resume = Resume(&second);
+    wait_member(&primary, 1, 8, std::time::Duration::from_secs(60));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("down.mdiag");
+    let (child, stderr) = start_record_until(
+        &[
+            "--duration",
+            "4s",
+            "--uri",
+            &primary.uri(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &["probes attached", "mongod answers serverStatus"],
+    );
+    let o = child.wait_with_output().unwrap();
+    let err = stderr.join().unwrap();
+    assert!(o.status.success(), "mdiag record failed:\n{err}");
+    // Ground truth: still DOWN, health 0, as the primary says.
+    assert_eq!(member_view(&primary, 1), (0.0, 8));
+
+    let want = format!("{host} (DOWN, health 0)");
+    let unhealthy = |report: &Value| {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["rule_id"] == "replication.member_unhealthy")
+            .map(|f| f["evidence"].to_string())
+    };
+    let live = explain_json(&[out.to_str().unwrap()]);
+    let evidence = unhealthy(&live).unwrap_or_else(|| {
+        panic!(
+            "record --uri: no finding; facts {}",
+            live["facts"]["replication"]
+        )
+    });
+    assert!(evidence.contains(&want), "record --uri: {evidence}");
+    assert_eq!(live["facts"]["replication"]["members"], 2);
+    // FTDC: the samples since the stop reach metrics.interim within seconds.
+    let ftdc = primary.diagnostic_data();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let evidence = loop {
+        let report = explain_json(&["--ftdc", ftdc.to_str().unwrap()]);
+        if let Some(e) = unhealthy(&report) {
+            assert_eq!(report["facts"]["replication"]["source"], "ftdc");
+            break e;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "explain --ftdc: no finding after 30 s; facts {}",
+            report["facts"]["replication"]
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    assert!(evidence.contains(&want), "explain --ftdc: {evidence}");
 }
