@@ -74,6 +74,24 @@ fn oplog_truth(uri: &str) -> (i64, i64, i64, i64) {
     })
 }
 
+/// `mdiag record --duration DURATION --uri URI -o OUT`, to its end.
+fn record(uri: &str, duration: &str, out: &std::path::Path) {
+    let (child, stderr) = start_record_until(
+        &[
+            "--duration",
+            duration,
+            "--uri",
+            uri,
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &["probes attached", "mongod answers serverStatus"],
+    );
+    let o = child.wait_with_output().unwrap();
+    let err = stderr.join().unwrap();
+    assert!(o.status.success(), "mdiag record failed:\n{err}");
+}
+
 fn explain_json(args: &[&str]) -> Value {
     let mut all = vec!["explain"];
     all.extend_from_slice(args);
@@ -138,20 +156,7 @@ fn replication_and_host_figures_of_a_real_replica_set_live_and_from_ftdc() {
     let load = Load::start(&uri, 2);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("repl.mdiag");
-    let (child, stderr) = start_record_until(
-        &[
-            "--duration",
-            "12s",
-            "--uri",
-            &uri,
-            "-o",
-            out.to_str().unwrap(),
-        ],
-        &["probes attached", "mongod answers serverStatus"],
-    );
-    let o = child.wait_with_output().unwrap();
-    let err = stderr.join().unwrap();
-    assert!(o.status.success(), "mdiag record failed:\n{err}");
+    record(&uri, "12s", &out);
     let (_, total) = load.finish();
     assert!(total["ops"].as_u64().unwrap_or(0) > 0, "no load: {total}");
 
@@ -326,20 +331,7 @@ fn a_stopped_secondary_is_an_unhealthy_member_live_and_from_ftdc() {
     wait_member(&primary, 1, 8, std::time::Duration::from_secs(60));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("down.mdiag");
-    let (child, stderr) = start_record_until(
-        &[
-            "--duration",
-            "4s",
-            "--uri",
-            &primary.uri(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-        &["probes attached", "mongod answers serverStatus"],
-    );
-    let o = child.wait_with_output().unwrap();
-    let err = stderr.join().unwrap();
-    assert!(o.status.success(), "mdiag record failed:\n{err}");
+    record(&primary.uri(), "4s", &out);
     // Ground truth: still DOWN, health 0, as the primary says.
     assert_eq!(member_view(&primary, 1), (0.0, 8));
 
