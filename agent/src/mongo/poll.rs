@@ -353,7 +353,8 @@ fn tcmalloc_detail(doc: &Document) -> Option<BTreeMap<String, i64>> {
     )
 }
 
-/// The server is not a replica-set member (replSetGetStatus: NoReplicationEnabled).
+/// The server is not a replica-set member (replSetGetStatus answers
+/// NoReplicationEnabled, or CommandNotFound from a mongos).
 struct NotReplicaSet;
 
 /// replSetGetStatus, the oplog's collStats and the `ts` of its first and
@@ -367,8 +368,8 @@ async fn read_repl(client: &Client) -> Result<Option<ReplSample>, NotReplicaSet>
     {
         Ok(d) => Some(d),
         Err(e) => match e.kind.as_ref() {
-            // NoReplicationEnabled.
-            ErrorKind::Command(c) if c.code == 76 => return Err(NotReplicaSet),
+            // NoReplicationEnabled (a standalone), CommandNotFound (mongos).
+            ErrorKind::Command(c) if c.code == 76 || c.code == 59 => return Err(NotReplicaSet),
             _ => None,
         },
     };
