@@ -26,6 +26,7 @@ mod perf;
 mod physics;
 mod readahead;
 mod real_mongod;
+mod real_replication;
 mod record_cli;
 mod sched;
 mod secantusdb;

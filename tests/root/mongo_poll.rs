@@ -108,6 +108,27 @@ fn record_uri_finds_the_server_by_port_and_counts_its_inserts() {
     assert_eq!(info.collections, Some(collections), "{info:?}");
     assert_eq!(info.indexes, Some(indexes), "{info:?}");
     assert!(collections >= 1 && indexes >= 2, "{collections} {indexes}");
+    // A standalone: no replication figures (replSetGetStatus says
+    // NoReplicationEnabled), but the host's beside each answered poll.
+    assert!(
+        rec.slices
+            .iter()
+            .all(|s| s.mongod.as_ref().is_none_or(|m| m.repl.is_none())),
+        "replication figures from a standalone"
+    );
+    assert!(
+        rec.slices
+            .iter()
+            .filter_map(|s| s
+                .mongod
+                .as_ref()?
+                .status
+                .as_ref()
+                .and(s.mongod.as_ref()?.system.as_ref()))
+            .count()
+            >= 10,
+        "host figures beside the polls"
+    );
 
     // A sample in every whole second, never a reason for none.
     let samples: Vec<_> = rec

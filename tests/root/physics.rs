@@ -85,10 +85,14 @@ fn assert_cpu_usage_physical(rec: &Recording) {
     assert!(states <= u.total_ticks, "CPU states above the total: {u:?}");
     // Every CPU for the interval, in ticks; /proc/stat counts in whole
     // ticks per CPU, so allow a tick per CPU and 5 % for the two clocks.
+    // Never more than that. Less, in a virtual machine whose hypervisor
+    // does not report steal: the time its vCPUs did not run is in no
+    // state of /proc/stat (seen here: 878 of 1000 ticks with steal 0 on a
+    // loaded host), so the lower bound is only half.
     let wall = u64::from(u.cpus) * u.interval_ms * u.ticks_per_s / 1000;
     let slack = wall / 20 + u64::from(u.cpus);
     assert!(
-        u.total_ticks.abs_diff(wall) <= slack,
+        u.total_ticks <= wall + slack && u.total_ticks >= wall / 2,
         "CPU time {} ticks for {wall} of wall time on {} CPUs: {u:?}",
         u.total_ticks,
         u.cpus

@@ -46,6 +46,9 @@ pub fn binary() -> PathBuf {
 pub struct Options {
     /// A single-node replica set of this name, initiated before `start` returns.
     pub repl_set: Option<String>,
+    /// With `repl_set`: do not initiate the set here; another member adds
+    /// this one (`replSetReconfig`), which then syncs from it.
+    pub join_later: bool,
     /// `--syncdelay` (seconds between checkpoints; mongod's default is 60).
     pub sync_delay: Option<u32>,
     /// Spell the replica set `--replSet` (true) or in a config file as
@@ -91,7 +94,7 @@ impl Mongod {
             };
             server.spawn();
             if server.wait_accepting(Duration::from_secs(60)) {
-                if let Some(name) = &options.repl_set {
+                if let Some(name) = options.repl_set.as_ref().filter(|_| !options.join_later) {
                     server.initiate(name);
                 }
                 return server;

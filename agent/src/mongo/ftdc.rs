@@ -19,9 +19,12 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
+use super::ftdc_extra::ExtraColumns;
 use super::info;
 use super::model::{FtdcSource, MongodInfo, MongodRecording, MongodSlice};
+use super::repl::ReplSample;
 use super::status::{FtdcColumns, ServerStatusSample};
+use super::system::SystemSample;
 use crate::ftdc::{FtdcDir, FtdcDoc, FtdcError};
 use crate::recording::model::{CgroupFacts, DbPathFacts, MemoryFacts};
 use crate::recording::{FORMAT_NAME, FORMAT_VERSION, HostFacts, Recording, Slice};
@@ -40,11 +43,15 @@ pub const MAX_LISTED_ERRORS: usize = 20;
 /// the start by at least the previous run's length.
 pub const SAME_PROCESS_SLACK_MS: i64 = 60_000;
 
-/// One serverStatus sample of an FTDC file.
-#[derive(Debug, Clone, PartialEq)]
+/// One sample of an FTDC file: serverStatus and the other collectors.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FtdcSample {
     pub t: DateTime<Utc>,
     pub status: ServerStatusSample,
+    /// replSetGetStatus and the oplog's statistics, when mongod recorded them.
+    pub repl: Option<ReplSample>,
+    /// systemMetrics, when mongod recorded them.
+    pub system: Option<SystemSample>,
 }
 
 /// What was read from a diagnostic.data directory.
@@ -160,6 +167,7 @@ pub fn read(
                         }
                     }
                     if cols.has_server_status() {
+                        let extra = ExtraColumns::new(&chunk);
                         for s in 0..chunk.sample_count() {
                             let Some(t) = chunk.timestamp(s) else {
                                 continue;
@@ -180,7 +188,12 @@ pub fn read(
                                 out.dropped += 1;
                             }
                             if keep > 0 {
-                                out.samples.push_back(FtdcSample { t, status });
+                                out.samples.push_back(FtdcSample {
+                                    t,
+                                    status,
+                                    repl: extra.repl(&chunk, s),
+                                    system: extra.system(&chunk, s),
+                                });
                             }
                         }
                     }
@@ -288,8 +301,9 @@ pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
                 mongod: Some(MongodSlice {
                     at_ms: Some(start),
                     status: Some(s.status.clone()),
-                    missing: None,
-                    poll_ms: None,
+                    repl: s.repl.clone(),
+                    system: s.system.clone(),
+                    ..Default::default()
                 }),
                 ..Slice::default()
             }
@@ -387,8 +401,9 @@ pub fn join(rec: &mut Recording, read: &FtdcRead) -> u64 {
             slice.mongod = Some(MongodSlice {
                 at_ms: Some(at),
                 status: Some(s.status.clone()),
-                missing: None,
-                poll_ms: None,
+                repl: s.repl.clone(),
+                system: s.system.clone(),
+                ..Default::default()
             });
             joined += 1;
         }

@@ -266,3 +266,45 @@ fn without_metadata_host_and_build_rules_are_not_assessed() {
     let why = reason(&report.not_applicable, "memory.thp_google_tcmalloc").expect("thp_tcmalloc");
     assert!(why.contains("the target uses gperftools"), "{why}");
 }
+
+#[test]
+fn system_metrics_of_a_real_7_0_directory_become_the_system_group() {
+    use crate::rules::facts::{FactValue, Facts};
+    let r = read(&fixtures().join("ftdc/mongod-7.0.0-rc6"), None, None, 120).unwrap();
+    let newest = r
+        .samples
+        .back()
+        .unwrap()
+        .system
+        .clone()
+        .expect("systemMetrics");
+    let f = Facts::derive(&recording_from_ftdc(&r));
+    let get = |k: &str| f.get(k).cloned();
+    assert_eq!(
+        get("system.mem_total_bytes"),
+        newest.mem_total_kb.map(|k| FactValue::Int(k * 1024))
+    );
+    let steal = get("system.steal_share").and_then(|v| v.as_f64()).unwrap();
+    assert!((0.0..=1.0).contains(&steal), "{steal}");
+    let cpus = newest.cpu.as_ref().unwrap().num_cpus;
+    assert_eq!(get("system.cpus"), cpus.map(FactValue::Int));
+    // The data directory is on / (hostInfo's mountInfo), on the disk sda;
+    // its space as df counts it, from the sample's own statvfs figures.
+    assert_eq!(get("system.data_disk"), Some(FactValue::Text("sda".into())));
+    assert_eq!(get("system.data_mount"), Some(FactValue::Text("/".into())));
+    let root = &newest.mounts["/"];
+    let used = (root.capacity - root.free) as f64;
+    let share = used / (used + root.available as f64);
+    let got = get("system.data_fs_used_share")
+        .and_then(|v| v.as_f64())
+        .unwrap();
+    assert!((got - share).abs() < 1e-12 && share > 0.7, "{got} {share}");
+    // A standalone: no replication figures, and the reason says so.
+    assert!(f.get("replication.members").is_none());
+    assert!(
+        f.absent_reason("replication")
+            .is_some_and(|w| w.contains("replica-set member")),
+        "{:?}",
+        f.absent_reason("replication")
+    );
+}

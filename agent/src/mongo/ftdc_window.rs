@@ -135,6 +135,7 @@ mod tests {
                 uptime_ms: Some(uptime_s * 1000),
                 ..Default::default()
             },
+            ..Default::default()
         }
     }
 

@@ -9,12 +9,16 @@
 //! - [`poll`]: the driver on its own thread, with timeouts;
 //! - [`session`]: polls → one sample per slice, faults marked;
 //! - [`ftdc`]: FTDC samples as a recording, or joined to one on time;
+//!   [`ftdc_extra`]: its replSetGetStatus, oplog and systemMetrics columns;
+//! - [`repl`]: replication figures (members, oplog), live and from FTDC;
+//! - [`system`]: the host's CPU, memory, disks and space (systemMetrics, /proc);
 //! - [`summary`]: the figures over a recording (rates, fill, checkpoints),
 //!   shared by the rules' facts and the report;
 //! - [`model`]: what the recording keeps.
 
 pub mod conn;
 pub mod ftdc;
+pub mod ftdc_extra;
 #[cfg(test)]
 mod ftdc_mongod8_tests;
 #[cfg(test)]
@@ -24,10 +28,12 @@ pub mod info;
 pub mod model;
 pub mod poll;
 pub mod port;
+pub mod repl;
 pub mod session;
 pub mod sockdiag;
 pub mod status;
 pub mod summary;
+pub mod system;
 
 pub use conn::{Connection, redact};
 pub use model::{MongodInfo, MongodRecording, MongodSlice};

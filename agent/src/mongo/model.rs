@@ -140,6 +140,17 @@ pub struct MongodSlice {
     /// parsed (absent for FTDC samples and in older files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poll_ms: Option<u64>,
+    /// Replication figures (replSetGetStatus, the oplog): every FTDC sample
+    /// of a replica-set member; live, the seconds in which a replication
+    /// poll (every `poll::REPL_EVERY` s) answered. Absent otherwise and in
+    /// older files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repl: Option<super::repl::ReplSample>,
+    /// The host's CPU times, memory, disks and data-directory space: FTDC's
+    /// systemMetrics, or read by mdiag beside each poll of a local mongod.
+    /// Absent otherwise and in older files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<super::system::SystemSample>,
 }
 
 /// The flattened `tcmalloc` section of `serverStatus({tcmalloc: 2})`.

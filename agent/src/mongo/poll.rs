@@ -6,8 +6,11 @@
 //! Schedule (from the recording's start): the once-per-recording facts
 //! (buildInfo, getCmdLineOpts, hostInfo, dbStats of every database) in a task
 //! of their own, serverStatus every second 100 ms after each slice boundary,
-//! and `serverStatus({tcmalloc: 2})` every [`DETAIL_EVERY`] seconds. Every
-//! command has a timeout; errors are sent redacted.
+//! `serverStatus({tcmalloc: 2})` every [`DETAIL_EVERY`] seconds, and the
+//! replication figures (replSetGetStatus, the oplog's collStats, its first
+//! and last entries) every [`REPL_EVERY`] seconds until the server says it
+//! is not a replica-set member. Every command has a timeout; errors are
+//! sent redacted.
 
 use std::{
     collections::BTreeMap,
@@ -26,6 +29,7 @@ use mongodb::{
 use super::conn::{Connection, Redactor};
 use super::info;
 use super::model::MongodInfo;
+use super::repl::ReplSample;
 use super::status::ServerStatusSample;
 use crate::ftdc::metrics::extract;
 
@@ -42,6 +46,9 @@ pub const SELECTION_TIMEOUT: Duration = Duration::from_millis(1500);
 pub const INFO_TIMEOUT: Duration = Duration::from_secs(10);
 /// `serverStatus({tcmalloc: 2})` every this many seconds.
 pub const DETAIL_EVERY: u64 = 30;
+/// Replication figures every this many seconds (a modest rate: four small
+/// commands, one of them reading the oplog's statistics).
+pub const REPL_EVERY: u64 = 10;
 /// Most metrics kept from one tcmalloc detail reply.
 pub const DETAIL_MAX_METRICS: usize = 4000;
 /// Most databases whose dbStats are read.
@@ -71,6 +78,11 @@ pub enum PollEvent {
         sent: Instant,
         done: Instant,
         result: Result<Box<StatusReply>, String>,
+    },
+    /// Replication figures (see [`read_repl`]).
+    Repl {
+        done: Instant,
+        sample: Box<ReplSample>,
     },
     /// `serverStatus({tcmalloc: 2})`, flattened under `tcmalloc`.
     Detail {
@@ -208,6 +220,8 @@ async fn run(conn: Connection, start: Instant, tx: mpsc::Sender<PollEvent>) {
     let admin = client.database("admin");
     let mut ticks = ticker(start);
     let mut n: u64 = 0;
+    // Cleared when the server says it is not a replica-set member.
+    let repl_on = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     loop {
         ticks.tick().await;
         let sent = Instant::now();
@@ -249,6 +263,22 @@ async fn run(conn: Connection, start: Instant, tx: mpsc::Sender<PollEvent>) {
                         done: Instant::now(),
                         metrics,
                     });
+                }
+            });
+        }
+        if n.is_multiple_of(REPL_EVERY) && repl_on.load(std::sync::atomic::Ordering::Relaxed) {
+            let (client, tx, on) = (client.clone(), tx.clone(), repl_on.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(POLL_TIMEOUT, read_repl(&client)).await {
+                    Ok(Ok(Some(sample))) => {
+                        let _ = tx.send(PollEvent::Repl {
+                            done: Instant::now(),
+                            sample: Box::new(sample),
+                        });
+                    }
+                    Ok(Err(NotReplicaSet)) => on.store(false, std::sync::atomic::Ordering::Relaxed),
+                    // No answer in time, or nothing readable: the next round tries again.
+                    Ok(Ok(None)) | Err(_) => {}
                 }
             });
         }
@@ -321,6 +351,53 @@ fn tcmalloc_detail(doc: &Document) -> Option<BTreeMap<String, i64>> {
             .map(|(p, v)| (p.to_owned(), *v))
             .collect(),
     )
+}
+
+/// The server is not a replica-set member (replSetGetStatus answers
+/// NoReplicationEnabled, or CommandNotFound from a mongos).
+struct NotReplicaSet;
+
+/// replSetGetStatus, the oplog's collStats and the `ts` of its first and
+/// last entries. A part that fails is left out (a user may lack the right
+/// to read `local`); `None` when nothing could be read.
+async fn read_repl(client: &Client) -> Result<Option<ReplSample>, NotReplicaSet> {
+    let status = match client
+        .database("admin")
+        .run_command(doc! { "replSetGetStatus": 1 })
+        .await
+    {
+        Ok(d) => Some(d),
+        Err(e) => match e.kind.as_ref() {
+            // NoReplicationEnabled (a standalone), CommandNotFound (mongos).
+            ErrorKind::Command(c) if c.code == 76 || c.code == 59 => return Err(NotReplicaSet),
+            _ => None,
+        },
+    };
+    let local = client.database("local");
+    let stats = local
+        .run_command(doc! { "collStats": "oplog.rs" })
+        .await
+        .ok();
+    let oplog = local.collection::<Document>("oplog.rs");
+    let mut ends = [None, None];
+    for (end, order) in ends.iter_mut().zip([1, -1]) {
+        *end = oplog
+            .find_one(doc! {})
+            .sort(doc! { "$natural": order })
+            .projection(doc! { "ts": 1 })
+            .await
+            .ok()
+            .flatten()
+            .and_then(|d| d.get_timestamp("ts").ok())
+            .map(|ts| i64::from(ts.time));
+    }
+    let raw = |d: &Option<Document>| d.as_ref().and_then(|d| RawDocumentBuf::try_from(d).ok());
+    let (status, stats) = (raw(&status), raw(&stats));
+    Ok(ReplSample::from_replies(
+        status.as_deref(),
+        stats.as_deref(),
+        (ends[0], ends[1]),
+    ))
 }
 
 /// buildInfo, getCmdLineOpts, hostInfo and the catalogue sizes; what failed

@@ -1,7 +1,10 @@
 //! mongod during `record`: starts the [`Poller`] with the recording, turns
 //! what it sent into one [`MongodSlice`] per probe slice (a second without a
 //! reply is marked with the reason), and at the end into the recording's
-//! [`MongodRecording`]. Never waits for the server.
+//! [`MongodRecording`]. Never waits for the server. For a local server each
+//! answered second also gets the host's CPU, memory, data-disk and space
+//! figures ([`super::system::read_live`]), the live twin of FTDC's
+//! systemMetrics.
 
 use std::time::{Duration, Instant};
 
@@ -142,6 +145,7 @@ impl MongoSession {
                         failure = Some(why);
                     }
                 },
+                PollEvent::Repl { sample, .. } => out.repl = Some(*sample),
                 PollEvent::Detail { done, metrics } => {
                     self.rec.tcmalloc_detail.push(TcmallocDetail {
                         at_ms: self.ms(done),
@@ -149,6 +153,9 @@ impl MongoSession {
                     });
                 }
             }
+        }
+        if self.local && out.status.is_some() {
+            out.system = Some(self.system_now());
         }
         if out.status.is_none() {
             out.missing = Some(match failure {
@@ -169,6 +176,24 @@ impl MongoSession {
             });
         }
         out
+    }
+
+    /// The host's figures now (mongod runs here): CPU, memory, the data
+    /// disk and the space of the file system holding dbPath (mongod's
+    /// default `/data/db` when getCmdLineOpts names none).
+    fn system_now(&self) -> super::system::SystemSample {
+        let info = self.rec.info.as_ref();
+        let storage = info.and_then(|i| i.db_path_storage.as_ref());
+        let path = info
+            .and_then(|i| i.db_path.clone())
+            .unwrap_or_else(|| "/data/db".into());
+        let mount = storage
+            .and_then(|s| s.mount_point.clone())
+            .unwrap_or_else(|| path.clone());
+        super::system::read_live(
+            Some((std::path::Path::new(&path), &mount)),
+            storage.and_then(|s| s.disk.as_deref()),
+        )
     }
 
     fn merge_info(&mut self, info: super::model::MongodInfo) {

@@ -13,6 +13,7 @@ fn slice(i: u64, st: Option<ServerStatusSample>, missing: Option<&str>) -> crate
             status: st,
             missing: missing.map(str::to_owned),
             poll_ms: None,
+            ..Default::default()
         }),
         ..crate::recording::Slice::default()
     }

@@ -161,6 +161,7 @@ mod tests {
                 )),
                 missing: None,
                 poll_ms: None,
+                ..Default::default()
             });
         }
         let t = Timeline::build(&rec).unwrap();

@@ -23,7 +23,8 @@
 //! group is derived in its own submodule: one per probe family (`sched`,
 //! `softirq`, `contention`), the always-bound `host`/`recording`/`target`
 //! groups in `host`, and the host-fact groups (`net`, `tuning`, `allocator`,
-//! `mongod`, `storage`, `filesystem`); `example` is the made-up recording
+//! `mongod`, `storage`, `filesystem`, and mongod's view of its replica set
+//! and host: `replication`, `system`); `example` is the made-up recording
 //! rules are checked against.
 
 use std::collections::BTreeMap;
@@ -35,7 +36,7 @@ use crate::recording::Window;
 use crate::recording::model::Recording;
 
 pub mod allocator;
-mod connection;
+pub(crate) mod connection;
 pub mod contention;
 pub mod cpu;
 mod example;
@@ -43,9 +44,11 @@ pub mod filesystem;
 mod host;
 pub mod mongod;
 pub mod net;
+pub mod replication;
 mod sched;
 pub mod softirq;
 pub mod storage;
+pub mod system;
 pub mod tuning;
 
 pub(crate) use example::example_recording;
@@ -66,6 +69,8 @@ pub const FACT_GROUPS: &[&str] = &[
     "mongod",
     "storage",
     "filesystem",
+    "replication",
+    "system",
 ];
 
 /// The values of a rule's `applies_to.target`: the kinds of process a rule
@@ -201,6 +206,8 @@ impl Facts {
         facts.insert_or_absent("mongod", mongod::mongod_facts(rec));
         facts.insert_or_absent("storage", storage::storage_facts(rec));
         facts.insert_or_absent("filesystem", filesystem::filesystem_facts(rec));
+        facts.insert_or_absent("replication", replication::replication_facts(rec));
+        facts.insert_or_absent("system", system::system_facts(rec));
         if let Some(info) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) {
             facts.mongod_version = info
                 .version

@@ -453,6 +453,7 @@ pub(crate) fn set_mongod(rec: &mut Recording, figures: &Figures) {
             )),
             missing: None,
             poll_ms: None,
+            ..Default::default()
         });
     }
     let cache = figures
@@ -478,6 +479,53 @@ pub(crate) fn set_mongod(rec: &mut Recording, figures: &Figures) {
         polls_ok: rec.slices.len() as u64,
         ..Default::default()
     });
+    set_repl(rec, healthy_repl);
+    set_system(
+        rec,
+        &crate::rules::facts::system::example_samples(20, 0, 10, 1),
+    );
+}
+
+/// A healthy three-member replica set seen from its primary `i` seconds in:
+/// secondaries 1 s behind, a full 50 GiB oplog whose entries span 72 hours,
+/// written at 100 kB/s.
+pub(crate) fn healthy_repl(i: i64) -> crate::mongo::repl::ReplSample {
+    let mut s = crate::rules::facts::replication::example_sample(i);
+    let mut third = s.members[1].clone();
+    third.id = 2;
+    third.name = Some("db2.example:27017".into());
+    s.members.push(third);
+    for m in &mut s.members[1..] {
+        m.optime_ms = m.optime_ms.map(|t| t + 1000);
+    }
+    s.oplog_size_bytes = Some(50 << 30);
+    s.oplog_max_bytes = Some(50 << 30);
+    s.oplog_insert_bytes = Some(i * 100_000);
+    s.oplog_first_s = Some(1_700_000_000 - 72 * 3600);
+    s
+}
+
+/// Replication figures in every slice with a mongod sample: `sample(i)` for slice `i`.
+pub(crate) fn set_repl(
+    rec: &mut Recording,
+    sample: impl Fn(i64) -> crate::mongo::repl::ReplSample,
+) {
+    for (i, slice) in rec.slices.iter_mut().enumerate() {
+        if let Some(m) = slice.mongod.as_mut() {
+            m.repl = Some(sample(i as i64));
+        }
+    }
+}
+
+/// Host figures in the slices with a mongod sample, in order (slices beyond
+/// `samples` get none).
+pub(crate) fn set_system(rec: &mut Recording, samples: &[crate::mongo::system::SystemSample]) {
+    let mut next = samples.iter();
+    for slice in &mut rec.slices {
+        if let Some(m) = slice.mongod.as_mut() {
+            m.system = next.next().cloned();
+        }
+    }
 }
 
 /// Every slice: a 500 ms checkpoint; each of the four conn threads waits on

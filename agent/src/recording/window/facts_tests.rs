@@ -51,6 +51,35 @@ const DIFFER: &[(&str, &str)] = &[
     ),
     ("mongod.cache_fill_max", "a maximum over samples"),
     ("mongod.cache_dirty_fill_max", "a maximum over samples"),
+    // The replication and host samples ride on mongod's slices: the merged
+    // slice keeps the newest, so what needs several samples (counts,
+    // maxima over samples, rates and shares of counters) differs.
+    ("replication.samples", "counted per sample"),
+    (
+        "replication.unhealthy_members_max",
+        "a maximum over samples",
+    ),
+    (
+        "replication.unhealthy_member",
+        "taken from the worst sample",
+    ),
+    ("replication.lag_max_s", "a maximum over samples"),
+    ("replication.lagging_member", "taken from the worst sample"),
+    (
+        "replication.oplog_write_bytes_per_s",
+        "a rate needs two samples",
+    ),
+    ("replication.oplog_gb_per_hour", "a rate needs two samples"),
+    ("replication.oplog_window_*", "computed from the write rate"),
+    (
+        "replication.suggested_oplog_size_mb",
+        "computed from the window",
+    ),
+    ("system.samples", "counted per sample"),
+    ("system.*_share", "a share of counters needs two samples"),
+    ("system.steal_cpus", "a rate needs two samples"),
+    ("system.*_per_s", "a rate needs two samples"),
+    ("system.disk_*", "rates of counters need two samples"),
 ];
 
 /// Facts that also change when a window names fewer rows than it saw.

@@ -261,6 +261,7 @@ fn mongod(r: &mut Rng, start_ms: u64) -> MongodSlice {
             }),
             missing: None,
             poll_ms: r.chance(50).then(|| r.below(900)),
+            ..Default::default()
         }
     } else {
         let why = ["unreachable", "timeout", "auth"][r.below(3) as usize];
@@ -269,6 +270,7 @@ fn mongod(r: &mut Rng, start_ms: u64) -> MongodSlice {
             status: None,
             missing: r.chance(80).then(|| why.to_string()),
             poll_ms: None,
+            ..Default::default()
         }
     }
 }

@@ -289,6 +289,7 @@ fn times_and_settings_and_names_take_the_right_side() {
         }),
         missing: None,
         poll_ms: None,
+        ..Default::default()
     };
     let missing = MongodSlice {
         missing: Some("timeout".into()),

@@ -15,6 +15,30 @@ pub const DEFAULT_SYNC_PERIOD_S: f64 = 60.0;
 /// Why the group is absent when mongod was not polled.
 pub const NOT_POLLED: &str = "mongod was not polled: give record --uri (or MDIAG_MONGODB_URI, or [mongodb] uri in /etc/mdiag/mdiag.toml), or explain --ftdc DIR";
 
+/// The samples of one kind that ride on the recording's mongod slices
+/// (replication or host figures), with their time in ms from the
+/// recording's start, in time order; `absent` when there is none, and
+/// [`NOT_POLLED`] when mongod was not polled at all.
+pub fn slice_samples<'a, T>(
+    rec: &'a Recording,
+    pick: impl Fn(&'a crate::mongo::MongodSlice) -> Option<&'a T>,
+    absent: &str,
+) -> Result<Vec<(u64, &'a T)>, String> {
+    rec.mongod.as_ref().ok_or_else(|| NOT_POLLED.to_string())?;
+    let samples: Vec<(u64, &T)> = rec
+        .slices
+        .iter()
+        .filter_map(|s| {
+            let m = s.mongod.as_ref()?;
+            Some((m.at_ms.unwrap_or(s.start_ms), pick(m)?))
+        })
+        .collect();
+    if samples.is_empty() {
+        return Err(absent.to_string());
+    }
+    Ok(samples)
+}
+
 /// The `mongod` group, or why it is absent.
 pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
     let s = MongodSummary::of(rec).ok_or_else(|| NOT_POLLED.to_string())?;
@@ -291,7 +315,8 @@ pub(crate) fn fill_example(rec: &mut Recording) {
     use crate::mongo::model::{MongodRecording, MongodSlice};
     use crate::mongo::status::ServerStatusSample;
     let n = rec.slices.len() as i64;
-    for (i, slice) in rec.slices.iter_mut().enumerate() {
+    let system = super::system::example_samples(n, 10, 10, 1);
+    for ((i, slice), system) in rec.slices.iter_mut().enumerate().zip(system) {
         let v = 100 * (i as i64 + 1);
         slice.mongod = Some(MongodSlice {
             at_ms: Some(slice.start_ms + 100),
@@ -299,8 +324,9 @@ pub(crate) fn fill_example(rec: &mut Recording) {
                 &|_| Some(v),
                 vec!["opcounters".into(), "tcmalloc".into(), "wiredTiger".into()],
             )),
-            missing: None,
-            poll_ms: None,
+            repl: Some(super::replication::example_sample(i as i64)),
+            system: Some(system),
+            ..Default::default()
         });
     }
     rec.mongod = Some(MongodRecording {

@@ -7,16 +7,18 @@
 //! This module holds the shared scenario helpers (run the builtin rules on a
 //! recording, find a finding and read its evidence) and the tests about the
 //! rule set as a whole; the scenarios of each rule are in the submodule named
-//! after its id's prefix (`allocator`, `host`, `memory`, `mongod`, `net`, `sched`,
-//! `storage`, `wiredtiger`).
+//! after its id's prefix (`allocator`, `host`, `memory`, `mongod`, `net`,
+//! `replication`, `sched`, `storage`, `system`, `wiredtiger`).
 
 mod allocator;
 mod host;
 mod memory;
 mod mongod;
 mod net;
+mod replication;
 mod sched;
 mod storage;
+mod system;
 mod wiredtiger;
 
 use crate::explain::explain;
