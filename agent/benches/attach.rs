@@ -1,6 +1,11 @@
 //! Load + attach of every probe family, warm (object already in the page
 //! cache, BTF parsed before), then detach. Needs root: without it the
 //! benchmark says so and measures nothing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark: a failure aborts the run"
+)]
 use criterion::{Criterion, criterion_group, criterion_main};
 use mdiag::probes::{ProbeConfig, Probes};
 

@@ -2,6 +2,11 @@
 //! evaluate the built-in rules, render every format. The recording is built
 //! in code with realistic shape (60 one-second slices, 200 active threads of
 //! an oversubscribed mongod-like process).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark: a failure aborts the run"
+)]
 use chrono::{DateTime, Utc};
 use criterion::{Criterion, criterion_group, criterion_main};
 use mdiag::{

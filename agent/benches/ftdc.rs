@@ -3,6 +3,11 @@
 //! interim file), a synthetic `diagnostic.data` directory made of 8 copies of
 //! the archive, the export to JSON lines (one metric group, and every metric),
 //! and the delta-stream decoder alone.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark: a failure aborts the run"
+)]
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 

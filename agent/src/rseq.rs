@@ -89,8 +89,8 @@ pub fn verdict(allocator: AllocatorKind, glibc_rseq_size: Option<u32>) -> Verdic
 pub fn thread_owners(pid: u32, calls: &[RseqCall]) -> Vec<ThreadRseq> {
     let mut threads: Vec<ThreadRseq> = Vec::new();
     for c in calls.iter().filter(|c| c.tgid == pid) {
-        let t = match threads.iter_mut().find(|t| t.tid == c.tid) {
-            Some(t) => t,
+        let at = match threads.iter().position(|t| t.tid == c.tid) {
+            Some(at) => at,
             None => {
                 threads.push(ThreadRseq {
                     tid: c.tid,
@@ -98,9 +98,10 @@ pub fn thread_owners(pid: u32, calls: &[RseqCall]) -> Vec<ThreadRseq> {
                     object: None,
                     failed_calls: Vec::new(),
                 });
-                threads.last_mut().expect("just pushed")
+                threads.len() - 1
             }
         };
+        let t = &mut threads[at];
         if c.ret == 0 {
             let object = c.origin_object.clone().or_else(|| c.caller_object.clone());
             let by_glibc = !c.via_syscall_wrapper

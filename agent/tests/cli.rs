@@ -1,5 +1,10 @@
 //! The `mdiag` binary on bad input (no root needed): each mistake gets one
 //! clear error line naming what is wrong, exit code 2, and never a panic.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers: a failure is the test failing"
+)]
 
 use std::process::{Command, Output};
 

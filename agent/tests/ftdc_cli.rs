@@ -2,6 +2,11 @@
 //! and joined by time to a recording that has no mongod data. The join is
 //! checked against sample times decoded without mdiag (`py/ftdc_times.py`,
 //! with pymongo's bson from the venv `cargo xtask setup` makes).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers: a failure is the test failing"
+)]
 
 use std::{
     path::{Path, PathBuf},

@@ -11,6 +11,11 @@
 //!   PodMonitor CRD schema accept them (both installed by `cargo xtask
 //!   setup`), and reject a misspelled field; the pod keeps the systemd
 //!   unit's capability set and memory limit; its config parses.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers: a failure is the test failing"
+)]
 
 use std::{
     collections::BTreeSet,

@@ -428,11 +428,11 @@ Max realtime timeout      unlimited            unlimited            us
         assert!(env.keys().all(|k| env_allowed(k)), "{env:?}");
         assert_eq!(f.glibc_version.unwrap(), crate::host::ldd_version());
         let nofile = f.max_open_files.unwrap();
-        // SAFETY: getrlimit writes into the struct it is given.
         let mut rl = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
         };
+        // SAFETY: getrlimit writes into the struct it is given.
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) }, 0);
         let as_limit = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
         assert_eq!(nofile.soft, as_limit(rl.rlim_cur));

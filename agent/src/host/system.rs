@@ -85,7 +85,7 @@ fn clock_facts(comms: &[(u32, String)]) -> Option<ClockFacts> {
     services.sort();
     services.dedup();
     // c_long: i64 here, i32 on 32-bit targets.
-    #[allow(clippy::useless_conversion)]
+    #[allow(clippy::useless_conversion, reason = "c_long is i32 on 32-bit targets")]
     let max_error_us = i64::from(tx.maxerror);
     Some(ClockFacts {
         unsynchronised: tx.status & libc::STA_UNSYNC != 0,

@@ -76,10 +76,16 @@ impl Connection {
 struct ConfigFile {
     mongodb: Option<MongoSection>,
     /// `mdiag agent`'s section, checked by `agent::config`.
-    #[allow(dead_code)]
+    #[allow(
+        dead_code,
+        reason = "parsed so the file's keys are known; the agent checks it"
+    )]
     agent: Option<toml::Table>,
     /// The fleet store's section, checked by `fleet::config`.
-    #[allow(dead_code)]
+    #[allow(
+        dead_code,
+        reason = "parsed so the file's keys are known; fleet::config checks it"
+    )]
     fleet: Option<toml::Table>,
 }
 

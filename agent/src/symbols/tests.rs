@@ -210,8 +210,11 @@ fn glibc_rseq_symbols_are_found_and_readable_in_own_process() {
     assert_eq!(offset_addr, &raw const __rseq_offset as usize as u64);
     // SAFETY: the address was checked equal to the linked symbol's just above.
     let read_size = unsafe { std::ptr::read(size_addr as *const u32) };
+    // SAFETY: as above, for the offset's address.
     let read_offset = unsafe { std::ptr::read(offset_addr as *const isize) };
+    // SAFETY: glibc's exported rseq symbols, written once at start-up.
     assert_eq!(read_size, unsafe { __rseq_size });
+    // SAFETY: as the line above.
     assert_eq!(read_offset, unsafe { __rseq_offset });
     assert!(read_size > 0, "glibc registered rseq (size {read_size})");
     assert!(matches!(read_size, 20 | 32), "{read_size}");

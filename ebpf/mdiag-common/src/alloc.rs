@@ -161,11 +161,14 @@ const _: () = assert!(MAX_FUNCS <= 256 && SIZE_CLASSES <= 64);
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY (all): #[repr(C)], integer fields only, no padding holes, so
+    // SAFETY: #[repr(C)], integer fields only, no padding holes, so
     // every bit pattern is valid.
     unsafe impl aya::Pod for super::AllocControl {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::AllocStack {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::AllocHist {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::AllocCounters {}
 }
 

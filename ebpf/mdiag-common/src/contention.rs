@@ -153,14 +153,20 @@ const _: () = assert!(core::mem::size_of::<ContentionDrops>() == 40);
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY (all): #[repr(C)], integer fields and arrays only, explicit
+    // SAFETY: #[repr(C)], integer fields and arrays only, explicit
     // padding fields, so there are no holes and every bit pattern is valid.
     unsafe impl aya::Pod for super::LockInflight {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::OffCpu {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::ThreadContention {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::LockKindStats {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::DStackKey {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::DStackStats {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::ContentionDrops {}
 }
 

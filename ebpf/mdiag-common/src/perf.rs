@@ -93,9 +93,10 @@ const _: () = assert!(core::mem::size_of::<PerfCpu>() == 40);
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY (all): #[repr(C)], integer fields only, explicit padding fields,
+    // SAFETY: #[repr(C)], integer fields only, explicit padding fields,
     // so there are no holes and every bit pattern is valid.
     unsafe impl aya::Pod for super::SampleKey {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::PerfCpu {}
 }
 

@@ -232,12 +232,16 @@ const _: () = assert!(core::mem::size_of::<MmapArgStruct>() == 48);
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY (all): #[repr(C)], integer fields and arrays only, explicit
+    // SAFETY: #[repr(C)], integer fields and arrays only, explicit
     // padding fields, so there are no holes and every bit pattern is valid.
     unsafe impl aya::Pod for super::Inflight {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::SyscallStats {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::ThreadSyscalls {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::RseqEvent {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::SyscallDrops {}
 }
 

@@ -56,9 +56,10 @@ const _: () = assert!(core::mem::size_of::<WiredTigerDrops>() == 24);
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY (all): #[repr(C)], integer fields only, no padding holes, so
+    // SAFETY: #[repr(C)], integer fields only, no padding holes, so
     // every bit pattern is valid.
     unsafe impl aya::Pod for super::CheckpointEvent {}
+    // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::WiredTigerDrops {}
 }
 

@@ -37,7 +37,7 @@ fn add_one(c: *mut u64) {
 /// it was interrupted in kernel mode. Reads the context directly (the
 /// verifier rewrites these loads to the sampled registers); the user-or-kernel
 /// decision is the pure helper of `mdiag_common::perf` for each architecture.
-#[allow(unexpected_cfgs)]
+#[allow(unexpected_cfgs, reason = "bpf_target_arch is set by the eBPF build")]
 #[inline(always)]
 fn user_ip(ctx: &PerfEventContext) -> u64 {
     #[cfg(bpf_target_arch = "x86_64")]

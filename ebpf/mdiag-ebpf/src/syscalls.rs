@@ -105,7 +105,7 @@ fn user_stack_word(sp: u64) -> u64 {
 /// read from there at entry (all zero when it cannot be read without a page
 /// fault, so the call's length is not counted; glibc builds the block on the
 /// stack, which is resident). Elsewhere the registers hold them.
-#[allow(unexpected_cfgs)]
+#[allow(unexpected_cfgs, reason = "bpf_target_arch is set by the eBPF build")]
 #[inline(always)]
 fn mmap_args(regs_args: [u64; 4]) -> [u64; 4] {
     #[cfg(bpf_target_arch = "s390x")]

@@ -23,7 +23,9 @@ use std::{
 use anyhow::{Context, Result};
 
 /// BPF run-time statistics, on for as long as this lives.
-pub(super) struct StatsOn(#[allow(dead_code)] OwnedFd);
+pub(super) struct StatsOn(
+    #[allow(dead_code, reason = "held, never read: stats stay on while it lives")] OwnedFd,
+);
 
 impl StatsOn {
     pub(super) fn new() -> Result<Self> {
