@@ -62,6 +62,33 @@ fn footprint(pid: u32) -> (u64, usize) {
     (rss, fds)
 }
 
+/// After two cycles of warm-up, the samples' floors `(seconds, RSS, fds,
+/// programs)` do not grow: RSS by less than 1 MiB per hour of 60 s windows
+/// (one-second windows here), fds and programs not at all.
+fn assert_settled(label: &str, samples: &[(f64, u64, usize, usize)]) {
+    let settled = &samples[2..];
+    let (t_a, _, fds_a, progs_a) = settled[0];
+    let (t_b, _, fds_b, progs_b) = *settled.last().unwrap();
+    let floors: Vec<(f64, f64)> = settled.iter().map(|s| (s.0, s.1 as f64)).collect();
+    let per_hour = slope(&floors) * 60.0;
+    eprintln!(
+        "{label}: {samples:?}; RSS floors over {:.0} windows: {per_hour:.0} B per hour of 60 s windows",
+        t_b - t_a
+    );
+    assert!(
+        per_hour < (1 << 20) as f64,
+        "RSS grows {per_hour:.0} bytes per hour of windows: {samples:?}"
+    );
+    assert!(
+        fds_b <= fds_a,
+        "file descriptors grew {fds_a} → {fds_b}: {samples:?}"
+    );
+    assert_eq!(
+        progs_b, progs_a,
+        "BPF programs {progs_a} → {progs_b}: {samples:?}"
+    );
+}
+
 /// Least-squares slope of `(x, y)` points, in y units per x unit.
 fn slope(points: &[(f64, f64)]) -> f64 {
     let n = points.len() as f64;
@@ -160,27 +187,7 @@ fn the_agent_keeps_its_memory_fds_and_programs_through_restarts_and_thread_churn
 
     // After two cycles of warm-up (start-up allocations, first windows,
     // the allocator's arenas reaching their working size), nothing grows.
-    let settled = &samples[2..];
-    let (t_a, _, fds_a, progs_a) = settled[0];
-    let (t_b, _, fds_b, progs_b) = *settled.last().unwrap();
-    let windows = t_b - t_a; // one-second windows
-    let floors: Vec<(f64, f64)> = settled.iter().map(|s| (s.0, s.1 as f64)).collect();
-    let per_hour = slope(&floors) * 60.0;
-    eprintln!(
-        "soak: {samples:?}; RSS floors over {windows:.0} windows: {per_hour:.0} B per hour of 60 s windows"
-    );
-    assert!(
-        per_hour < (1 << 20) as f64,
-        "RSS grows {per_hour:.0} bytes per hour of windows: {samples:?}"
-    );
-    assert!(
-        fds_b <= fds_a,
-        "file descriptors grew {fds_a} → {fds_b}: {samples:?}"
-    );
-    assert_eq!(
-        progs_b, progs_a,
-        "BPF programs {progs_a} → {progs_b}: {samples:?}"
-    );
+    assert_settled("soak", &samples);
     // The flight recordings' directory kept its bound.
     let flights = std::fs::read_dir(dir.path().join("state/flight"))
         .map(|d| d.count())
@@ -250,22 +257,5 @@ fn the_agent_on_a_real_mongod_keeps_its_memory_fds_and_programs_through_the_duty
         1,
         "one attach for the whole run:\n{log}"
     );
-    let settled = &samples[2..];
-    let (_, _, fds_a, progs_a) = settled[0];
-    let (_, _, fds_b, progs_b) = *settled.last().unwrap();
-    let floors: Vec<(f64, f64)> = settled.iter().map(|s| (s.0, s.1 as f64)).collect();
-    let per_hour = slope(&floors) * 60.0;
-    eprintln!("soak on mongod: {samples:?}; {per_hour:.0} B per hour of 60 s windows");
-    assert!(
-        per_hour < (1 << 20) as f64,
-        "RSS grows {per_hour:.0} bytes per hour of windows: {samples:?}"
-    );
-    assert!(
-        fds_b <= fds_a,
-        "file descriptors grew {fds_a} → {fds_b}: {samples:?}"
-    );
-    assert_eq!(
-        progs_b, progs_a,
-        "BPF programs {progs_a} → {progs_b}: {samples:?}"
-    );
+    assert_settled("soak on mongod", &samples);
 }
