@@ -356,6 +356,20 @@ fn find_vmlinuz(root: &Path) -> Result<Option<PathBuf>> {
     Ok(None)
 }
 
+/// The configuration the kernel `vmlinuz` was built with: the package's
+/// `boot/config-<release>` beside `boot/vmlinuz-<release>`.
+pub(super) fn kernel_config(vmlinuz: &Path) -> Result<String> {
+    let name = vmlinuz
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("a kernel image without a name")?;
+    let release = name
+        .strip_prefix("vmlinuz-")
+        .with_context(|| format!("{} is not named vmlinuz-<release>", vmlinuz.display()))?;
+    let config = vmlinuz.with_file_name(format!("config-{release}"));
+    fs::read_to_string(&config).with_context(|| format!("reading {}", config.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -360,7 +360,8 @@ fn check_kernel(
     }
     let guest = parse_log(&text);
     // What the guest did finish is judged all the same.
-    let mut verdict = judge(line, package, &guest, overrides, vm_time);
+    let trampolines = verdict::trampolines_configured(&apt::kernel_config(&vmlinuz)?);
+    let mut verdict = judge(line, package, &guest, overrides, vm_time, trampolines);
     if !guest.finished {
         verdict.failures.push(format!(
             "the VM did not finish (no MDIAG-VM-END on its console); see {}",

@@ -115,18 +115,26 @@ fn run_statuses(run: Option<&RunLog>) -> (Result<BTreeMap<String, Status>, Strin
     }
 }
 
-/// Whether the syscalls family can hook fentry/fexit on this kernel line
-/// (seen in the matrix): not on x86_64 5.10, whose BTF declares the
+/// Whether a kernel's configuration (its package's `boot/config-*`) lets
+/// BPF trampolines, which fentry/fexit attach through, exist at all: the
+/// JIT writes them (`CONFIG_BPF_JIT`; without it every program runs in the
+/// interpreter and loading an fexit program fails, as Debian's s390x 6.12
+/// from bookworm-backports does with ENOMEM) and ftrace's direct calls jump
+/// to them (`CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS`: arm64 has them only
+/// from 6.4; attaching fails with ENOTSUPP, 524, before).
+pub(super) fn trampolines_configured(config: &str) -> bool {
+    let set = |option: &str| config.lines().any(|l| l.strip_prefix(option) == Some("=y"));
+    set("CONFIG_BPF_JIT") && set("CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS")
+}
+
+/// Whether the syscalls family must hook fentry/fexit on this kernel:
+/// where its configuration has trampolines (`trampolines`, from
+/// [`trampolines_configured`]), except x86_64 5.10, whose BTF declares the
 /// `struct pt_regs` of some syscall wrappers (`__x64_sys_madvise`) only
 /// forward, which its verifier refuses to read ("arg0 type FWD is not a
-/// struct"), nor on arm64 before 6.4, which has no ftrace direct calls
-/// (attaching fails with ENOTSUPP, 524); elsewhere it must.
-fn fentry_expected(line: &Line) -> bool {
-    match line.guest.name {
-        "x86_64" => line.version > (5, 10),
-        "aarch64" => line.version >= (6, 4),
-        _ => true,
-    }
+/// struct"), as the matrix showed.
+fn fentry_expected(line: &Line, trampolines: bool) -> bool {
+    trampolines && !(line.guest.name == "x86_64" && line.version <= (5, 10))
 }
 
 pub(super) fn judge(
@@ -135,8 +143,17 @@ pub(super) fn judge(
     guest: &GuestLog,
     overrides: &[(String, Need)],
     vm_time: Duration,
+    trampolines: bool,
 ) -> Verdict {
-    judge_with(line, package, guest, EXPECTATIONS, overrides, vm_time)
+    judge_with(
+        line,
+        package,
+        guest,
+        EXPECTATIONS,
+        overrides,
+        vm_time,
+        trampolines,
+    )
 }
 
 fn judge_with(
@@ -146,6 +163,7 @@ fn judge_with(
     table: &[Expectation],
     overrides: &[(String, Need)],
     vm_time: Duration,
+    trampolines: bool,
 ) -> Verdict {
     let mut run_errors = Vec::new();
     let mut per_run = Vec::new();
@@ -162,7 +180,7 @@ fn judge_with(
         let run = guest.run(name);
         let (statuses, report) = run_statuses(run);
         if let Some(hook) = report.as_ref().and_then(syscalls_fallback)
-            && fentry_expected(line)
+            && fentry_expected(line, trampolines)
         {
             fallbacks.push(format!("syscalls fell back in the {name} run: {hook}"));
         }
@@ -388,6 +406,61 @@ mod tests {
     }
 
     #[test]
+    fn trampolines_need_the_jit_and_direct_calls_in_the_config() {
+        let both = "CONFIG_BPF=y\nCONFIG_BPF_JIT=y\nCONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS=y\n";
+        assert!(trampolines_configured(both));
+        // Debian's s390x 6.12 (bookworm-backports): no JIT at all.
+        let s390x = "CONFIG_BPF=y\nCONFIG_ARCH_WANT_DEFAULT_BPF_JIT=y\n\
+            CONFIG_HAVE_DYNAMIC_FTRACE_WITH_DIRECT_CALLS=y\nCONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS=y\n";
+        assert!(!trampolines_configured(s390x));
+        // arm64 before 6.4: the JIT, no direct calls.
+        assert!(!trampolines_configured(
+            "CONFIG_BPF_JIT=y\n# CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS is not set\n"
+        ));
+        // An option that only starts with the name does not count.
+        assert!(!trampolines_configured(
+            "CONFIG_BPF_JIT_ALWAYS_ON=y\nCONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS=y\n"
+        ));
+    }
+
+    #[test]
+    fn a_syscalls_fallback_fails_only_where_trampolines_can_be_had() {
+        let mut fell_back = probes(None, false);
+        fell_back[2] = serde_json::json!({"family": "syscalls", "attached": true,
+            "programs": [
+                {"name": "mdiag_sys_enter", "attach_point":
+                    "tp_btf/sys_enter (every syscall of the host runs it; fentry unavailable: ENOMEM)",
+                    "attached": true, "error": null}]});
+        let log = console(
+            &report(fell_back.clone(), 200.0),
+            &report(probes(None, true), 0.0),
+        );
+        let failures = |name, trampolines| {
+            judge(
+                line(name),
+                "pkg".into(),
+                &parse_log(&log),
+                &[],
+                Duration::ZERO,
+                trampolines,
+            )
+            .failures
+            .into_iter()
+            .filter(|f| f.starts_with("syscalls fell back"))
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            failures("s390x-6.12", true),
+            [
+                "syscalls fell back in the host-wide run: tp_btf/sys_enter (every syscall of the host runs it; fentry unavailable: ENOMEM)"
+            ]
+        );
+        assert!(failures("s390x-6.12", false).is_empty());
+        assert!(failures("5.10", true).is_empty());
+        assert_eq!(failures("6.12", true).len(), 1);
+    }
+
+    #[test]
     fn verdicts_follow_the_table() {
         // 6.1: every family attached but contention's lock programs → contention fails.
         let mongod = mongod_console(&mongod_report(2, &[("tc_malloc", 9)], 50), &[330]);
@@ -402,6 +475,7 @@ mod tests {
             &parse_log(&log),
             &[],
             Duration::ZERO,
+            true,
         );
         assert_eq!(
             v.failures,
@@ -432,6 +506,7 @@ mod tests {
             &parse_log(&log),
             &[],
             Duration::ZERO,
+            true,
         );
         assert!(
             v.failures
@@ -466,6 +541,7 @@ mod tests {
             &parse_log(&fewer),
             &[],
             Duration::ZERO,
+            true,
         );
         assert!(
             v.failures
@@ -478,6 +554,7 @@ mod tests {
             &parse_log(&log),
             &[],
             Duration::ZERO,
+            true,
         );
         assert!(v.failures.is_empty(), "{:?}", v.failures);
         let table = v.table().join("\n");
@@ -498,6 +575,7 @@ mod tests {
             &parse_log(&log),
             &[],
             Duration::ZERO,
+            true,
         );
         assert_eq!(v.failures, ["sched is not attached"]);
         let table = v.table().join("\n");
@@ -512,6 +590,7 @@ mod tests {
             &parse_log(&log),
             &[("sched".into(), Need::Partly)],
             Duration::ZERO,
+            true,
         );
         assert!(v.failures.is_empty(), "{:?}", v.failures);
     }
@@ -528,6 +607,7 @@ mod tests {
             &parse_log(log),
             &[],
             Duration::ZERO,
+            true,
         );
         assert!(v.failures.contains(&"sched is not attached".to_owned()));
         // wiredtiger and alloc may be absent, but not without a recording.
