@@ -13,8 +13,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::explain::{ExplainError, explain};
+use crate::findings::{EvidenceItem, EvidenceValue, format_number};
 use crate::recording::Recording;
-use crate::report::{EvidenceItem, EvidenceValue, Report, format_number};
+use crate::report::Report;
 use crate::rules::RuleSet;
 
 /// Everything `compare` says.

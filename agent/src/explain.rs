@@ -11,12 +11,12 @@
 //!
 //! [`top_findings_summary`] gives the few lines `mdiag record` prints at the end.
 
+use crate::findings::{EvidenceItem, Finding, Fix, FixFile, Impact, MissingEvidence, Reference};
 use crate::recording::Window;
 use crate::recording::model::{FORMAT_NAME, FORMAT_VERSION, Recording};
 use crate::report::{
-    DropsReport, EvidenceItem, Finding, Fix, HostSummary, Impact, Measurements, MissingEvidence,
-    PassedRule, ProbeReport, ProgramReport, REPORT_VERSION, RecordingSummary, Reference, Report,
-    RuleNote, RulesSummary, TargetSummary,
+    DropsReport, HostSummary, Measurements, PassedRule, ProbeReport, ProgramReport, REPORT_VERSION,
+    RecordingSummary, Report, RuleNote, RulesSummary, TargetSummary,
 };
 use crate::rules::{Applies, Facts, Rule, RuleSet, eval, placeholders, ranking};
 
@@ -195,7 +195,7 @@ fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str, facts: &Facts) 
                 .fix
                 .files
                 .iter()
-                .map(|f| crate::report::FixFile {
+                .map(|f| FixFile {
                     path: f.path.clone(),
                     how: f.how.trim().to_string(),
                     // A configString addition stays as given here; it is

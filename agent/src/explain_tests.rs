@@ -2,7 +2,7 @@
 //! so that the code under test stays short).
 
 use super::*;
-use crate::report::EvidenceValue;
+use crate::findings::EvidenceValue;
 use crate::rules::{RuleSource, testdata};
 
 /// The sched rule alone (the builtin set grows; the scenarios of every

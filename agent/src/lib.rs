@@ -15,6 +15,7 @@ mod docs_contract;
 pub(crate) mod emulation;
 pub mod explain;
 pub mod export;
+pub mod findings;
 pub mod fleet;
 pub mod ftdc;
 pub mod host;

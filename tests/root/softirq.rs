@@ -154,11 +154,11 @@ fn loopback_pinned_to_one_cpu_fires_the_rfs_rule() {
     };
     assert_eq!(
         value("busiest CPU"),
-        mdiag::report::EvidenceValue::Int(0),
+        mdiag::findings::EvidenceValue::Int(0),
         "{:#?}",
         f.evidence
     );
-    let mdiag::report::EvidenceValue::Float(share) =
+    let mdiag::findings::EvidenceValue::Float(share) =
         value("share of NET_RX time on the busiest CPU (%)")
     else {
         panic!("{:#?}", f.evidence)

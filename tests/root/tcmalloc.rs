@@ -15,8 +15,8 @@ use std::{
 };
 
 use mdiag::{
+    findings::EvidenceValue,
     recording::{Recording, read_file},
-    report::EvidenceValue,
     rseq::Verdict,
     rules::RuleSet,
     symbols::AllocatorKind,

@@ -208,7 +208,7 @@ fn a_healthy_mongod_8_is_assessed_by_at_least_ten_rules_from_ftdc_alone() {
     let bad: Vec<_> = r
         .findings
         .iter()
-        .filter(|f| f.severity >= crate::rules::Severity::Medium)
+        .filter(|f| f.severity >= crate::findings::Severity::Medium)
         .map(|f| &f.rule_id)
         .collect();
     assert!(bad.is_empty(), "{bad:?}");

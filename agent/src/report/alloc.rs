@@ -9,8 +9,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::format_number;
 use super::view::{Block, Cell, Column, Line, Section, Table, md_code};
+use crate::findings::format_number;
 use crate::probes::alloc::stats::percentile_pair;
 use crate::recording::window::merge_rows;
 use crate::recording::{AllocFunctionWindow, AllocWindow, Recording, Window};

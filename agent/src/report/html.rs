@@ -133,9 +133,9 @@ pub fn charts(m: &Measurements) -> String {
                 &if s.net_rx_imbalance > 0.0 {
                     format!(
                         "CPU time in softirq handlers per CPU (1000 ms/s = a whole CPU). NET_RX imbalance {} (busiest / mean; 1 = even), busiest CPU {} with {} % of NET_RX time.",
-                        super::format_number(s.net_rx_imbalance),
+                        crate::findings::format_number(s.net_rx_imbalance),
                         s.net_rx_busiest_cpu,
-                        super::format_number(s.net_rx_busiest_share * 100.0)
+                        crate::findings::format_number(s.net_rx_busiest_share * 100.0)
                     )
                 } else {
                     "CPU time in softirq handlers per CPU (1000 ms/s = a whole CPU). No NET_RX time was recorded.".to_string()
@@ -173,8 +173,8 @@ pub fn charts(m: &Measurements) -> String {
                 &format!(
                     "Threads switched out while still runnable, by thread name class ({} threads observed; {} % of their switches involuntary; run-queue delay p99 {} µs).",
                     s.threads,
-                    super::format_number(s.involuntary_share * 100.0),
-                    super::format_number(s.runq_p99_us)
+                    crate::findings::format_number(s.involuntary_share * 100.0),
+                    crate::findings::format_number(s.runq_p99_us)
                 ),
             );
         }

@@ -11,12 +11,13 @@
 
 use std::fmt::Write;
 
+use super::Report;
 use super::measurements::Measurements;
 use super::view::{
     self, Block, Section, Table, confidence_line, md_cell as cell, md_code as code, missing_lines,
     ranking_line, recorded_line, rules_line, target_line,
 };
-use super::{Finding, Report};
+use crate::findings::Finding;
 
 /// The report as GitHub-flavoured Markdown.
 pub fn render(report: &Report) -> String {

@@ -6,9 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::format_number;
 use super::measurements::{f64_of, i64_of};
 use super::view::{Block, Cell, Column, Line, Section, Span, Table, md_cell, percent};
+use crate::findings::format_number;
 use crate::rules::FactValue;
 use crate::rules::facts::FactGroup;
 

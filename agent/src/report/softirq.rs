@@ -7,9 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::format_number;
 use super::measurements::{f64_of, u32_of};
 use super::view::{Block, Cell, Column, Line, Row, Section, Table, capitalise, md_cell, percent};
+use crate::findings::format_number;
 use crate::rules::facts::FactGroup;
 use crate::rules::facts::softirq::{MAIN_VECTORS, SoftirqTotals};
 

@@ -51,7 +51,7 @@ pub fn nice_max(max: f64) -> f64 {
 }
 
 fn num(x: f64) -> String {
-    super::format_number(x)
+    crate::findings::format_number(x)
 }
 
 fn open(out: &mut String, id: &str, title: &str, height: f64) {

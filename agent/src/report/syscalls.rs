@@ -8,9 +8,9 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::format_number;
 use super::measurements::{ratio, snake, window_s};
 use super::view::{Block, Cell, Column, Line, Section, Table, capitalise, md_cell, percent};
+use crate::findings::format_number;
 use crate::recording::model::SyscallCalls;
 use crate::recording::window::{Row, Window};
 

@@ -16,12 +16,13 @@ use std::fmt::Write;
 
 use anstyle::{AnsiColor, Style};
 
+use super::Report;
 use super::measurements::Measurements;
 use super::view::{
     self, Align, Block, Section, Span, Table, confidence_line, missing_lines, ranking_line,
     recorded_line, rules_line, target_line, truncate,
 };
-use super::{EvidenceItem, Finding, Report, Severity};
+use crate::findings::{EvidenceItem, Finding, Severity};
 
 const WIDTH: usize = 100;
 

@@ -13,7 +13,8 @@
 //! are formatted here, once; the renderers decide indentation, wrapping,
 //! column padding, styles and Markdown table syntax.
 
-use super::{Finding, Measurements, Report};
+use super::{Measurements, Report};
+use crate::findings::Finding;
 
 /// One block of the Measurements section (a family, mongod, the host).
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -7,9 +7,9 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::format_number;
 use super::measurements::ratio;
 use super::view::{Block, Line, Section, capitalise};
+use crate::findings::format_number;
 use crate::recording::Window;
 use crate::recording::model::Recording;
 

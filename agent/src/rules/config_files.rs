@@ -10,7 +10,7 @@
 
 use super::RuleSet;
 use super::wt_config::merge;
-use crate::report::Finding;
+use crate::findings::Finding;
 
 /// Fills the `wiredtiger_config` file fragments of `findings` (ranked) with
 /// the combined setting. `recorded` is the server's configString (`Some("")`

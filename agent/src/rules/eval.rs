@@ -9,7 +9,7 @@
 use cel::{Context, ExecutionError, Program};
 
 use super::facts::{FactValue, Facts};
-use crate::report::EvidenceValue;
+use crate::findings::EvidenceValue;
 
 /// Why an expression could not be compiled or evaluated.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

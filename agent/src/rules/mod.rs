@@ -43,7 +43,7 @@ use std::path::PathBuf;
 pub use compile::compile;
 pub use eval::EvalError;
 pub use facts::{FACT_GROUPS, FactValue, Facts};
-pub use format::{RuleFile, Severity};
+pub use format::RuleFile;
 pub use rule::{Applies, Evidence, Rule};
 pub use set::RuleSet;
 

@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use crate::report::Finding;
+use crate::findings::Finding;
 
 /// Architectures a rule or `--arch` may name (Rust's names, as in the recording).
 pub const KNOWN_ARCHES: &[&str] = &[
@@ -113,7 +113,7 @@ pub fn rank(findings: &mut [Finding]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::Severity;
+    use crate::findings::Severity;
 
     #[test]
     fn arch_aliases_normalise_to_rust_names() {

@@ -4,7 +4,8 @@
 //! checkpoint-lock-contention rule needs.
 //!
 //! Derived by the same function the report's contention measurements come
-//! from (`report::contention::build`), so rules and report cannot disagree.
+//! from ([`build`], with their model in `contention/measurements.rs`), so
+//! rules and report cannot disagree.
 //! A rate or ratio that cannot be computed (no checkpoint time, a quiet
 //! outside window) is left out of the group rather than set to 0: rules
 //! that need it then say it was missing.
@@ -12,7 +13,15 @@
 use super::{FactGroup, float, int, text};
 use crate::recording::Window;
 use crate::recording::model::Recording;
-use crate::report::contention::{SplitMeasurement, build};
+
+mod build;
+mod measurements;
+
+pub use build::{build, union_ns};
+pub use measurements::{
+    ClassContention, ContentionMeasurements, LockKindMeasurement, STACK_FRAMES, SplitMeasurement,
+    StackMeasurement, TOP_STACKS, split,
+};
 
 /// Why the group is absent.
 pub const NO_CONTENTION: &str =

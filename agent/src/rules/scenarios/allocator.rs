@@ -76,7 +76,7 @@ fn tcmalloc_kernel_rules_split_on_who_owns_rseq() {
     for release in ["6.19.2-generic", "7.0.0-34-generic", "7.0.13"] {
         active.host.kernel_release = release.into();
         let f = fired(&active, "allocator.tcmalloc_kernel");
-        assert_eq!(f.severity, crate::rules::Severity::Critical);
+        assert_eq!(f.severity, crate::findings::Severity::Critical);
         assert_eq!(txt(&f, "kernel"), release);
         assert!(
             fix_has(&f, "GLIBC_TUNABLES=glibc.pthread.rseq=1"),
@@ -90,7 +90,7 @@ fn tcmalloc_kernel_rules_split_on_who_owns_rseq() {
         // glibc owns rseq there: safe, informational, and no rseq=0 advice.
         glibc.host.kernel_release = release.into();
         let i = fired(&glibc, "allocator.tcmalloc_kernel_glibc_rseq");
-        assert_eq!(i.severity, crate::rules::Severity::Info);
+        assert_eq!(i.severity, crate::findings::Severity::Info);
         assert!(i.summary.contains("Do not set"), "{}", i.summary);
         passed(&glibc, "allocator.tcmalloc_kernel");
         passed(&glibc, "allocator.tcmalloc_per_cpu_caches");
@@ -111,7 +111,7 @@ fn tcmalloc_kernel_rules_split_on_who_owns_rseq() {
     // Before rseq (4.18): its own low finding; the others pass.
     glibc.host.kernel_release = "4.14.300".into();
     let old = fired(&glibc, "allocator.tcmalloc_kernel_no_rseq");
-    assert_eq!(old.severity, crate::rules::Severity::Low);
+    assert_eq!(old.severity, crate::findings::Severity::Low);
     passed(&glibc, "allocator.tcmalloc_kernel");
     passed(&glibc, "allocator.tcmalloc_per_cpu_caches");
     passed(&active, "allocator.tcmalloc_kernel_no_rseq");

@@ -22,8 +22,9 @@ mod system;
 mod wiredtiger;
 
 use crate::explain::explain;
+use crate::findings::{EvidenceValue, Finding};
 use crate::recording::model::{MemoryFacts, Recording};
-use crate::report::{EvidenceValue, Report};
+use crate::report::Report;
 use crate::rules::RuleSet;
 use crate::rules::testdata::{self, baseline};
 
@@ -35,7 +36,7 @@ fn report(rec: &Recording) -> Report {
     explain(rec, &RuleSet::builtin().unwrap(), None, None).unwrap()
 }
 
-fn fired(rec: &Recording, id: &str) -> crate::report::Finding {
+fn fired(rec: &Recording, id: &str) -> Finding {
     let r = report(rec);
     r.findings
         .iter()
@@ -72,13 +73,13 @@ fn not_applicable(rec: &Recording, id: &str) -> String {
 }
 
 /// Some fix command contains `needle`.
-fn fix_has(f: &crate::report::Finding, needle: &str) -> bool {
+fn fix_has(f: &Finding, needle: &str) -> bool {
     f.fix.commands.iter().any(|c| c.contains(needle))
 }
 
 /// The value of the evidence labelled `label_part`, or else of the first
 /// whose label contains it.
-fn evidence<'a>(f: &'a crate::report::Finding, label_part: &str) -> &'a EvidenceValue {
+fn evidence<'a>(f: &'a Finding, label_part: &str) -> &'a EvidenceValue {
     let item = f
         .evidence
         .iter()
@@ -88,7 +89,7 @@ fn evidence<'a>(f: &'a crate::report::Finding, label_part: &str) -> &'a Evidence
     &item.value
 }
 
-fn num(f: &crate::report::Finding, label_part: &str) -> f64 {
+fn num(f: &Finding, label_part: &str) -> f64 {
     match evidence(f, label_part) {
         EvidenceValue::Float(v) => *v,
         EvidenceValue::Int(v) => *v as f64,
@@ -96,7 +97,7 @@ fn num(f: &crate::report::Finding, label_part: &str) -> f64 {
     }
 }
 
-fn txt(f: &crate::report::Finding, label_part: &str) -> String {
+fn txt(f: &Finding, label_part: &str) -> String {
     match evidence(f, label_part) {
         EvidenceValue::Text(v) => v.clone(),
         other => format!("{other:?}"),
