@@ -212,7 +212,7 @@ fn series(rec: &Recording) -> Vec<(&'static str, &'static str, Vec<Option<f64>>)
         .iter()
         .map(|s| {
             s.sched.as_ref().and_then(|x| {
-                crate::rules::facts::log2_hist_percentile_ns(&x.runq_hist_log2_ns, 0.99)
+                crate::hist::log2_hist_percentile_ns(&x.runq_hist_log2_ns, 0.99)
                     .map(|ns| ns / 1000.0)
             })
         })

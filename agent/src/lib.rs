@@ -18,6 +18,7 @@ pub mod export;
 pub mod findings;
 pub mod fleet;
 pub mod ftdc;
+pub mod hist;
 pub mod host;
 pub mod kstack;
 pub mod logging;

@@ -133,7 +133,7 @@ pub(super) fn build(whole: &Window) -> Option<SyscallsMeasurements> {
             count_per_s: ratio(c.count as f64, duration_s),
             errors: c.errors,
             mean_us: ratio(c.time_ns as f64, c.count as f64) / 1000.0,
-            p99_us: crate::rules::facts::log2_hist_percentile_ns(&c.hist_log2_ns, 0.99)
+            p99_us: crate::hist::log2_hist_percentile_ns(&c.hist_log2_ns, 0.99)
                 .map(|ns| ns / 1000.0),
             bytes_per_s: MEMORY_SYSCALLS
                 .contains(&name)

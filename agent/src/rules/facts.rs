@@ -12,11 +12,8 @@
 //! are 0..=1; rates are per second of recorded time; times are in µs unless the
 //! name says otherwise. A share or percentile over zero events is 0.
 //!
-//! Percentiles come from the log2 run-queue histogram (`[i]` counts delays in
-//! [2^i, 2^(i+1)) ns; `[0]` covers [0, 2) ns). The value is interpolated
-//! linearly inside the bucket where the cumulative count reaches
-//! `p × total`, so it is exact at bucket edges and at most a factor of 2 off
-//! inside a bucket (the width of the bucket).
+//! Percentiles come from the log2 run-queue histogram, interpolated inside a
+//! bucket by [`crate::hist::log2_hist_percentile_ns`].
 //!
 //! This file holds the shared machinery only: the value and group types,
 //! [`Facts::derive`], the arithmetic helpers and [`family_unavailable`]. Each
@@ -354,39 +351,6 @@ pub fn parse_kernel_version(release: &str) -> Option<Version> {
     Some(Version::new(numbers[0], numbers[1], numbers[2]))
 }
 
-/// The `p` percentile (0..=1) of a log2 histogram of nanoseconds, interpolated
-/// linearly inside the bucket (see the module docs). `None` when it is empty.
-pub fn log2_hist_percentile_ns(hist: &[u64], p: f64) -> Option<f64> {
-    let total: u64 = hist.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = p.clamp(0.0, 1.0) * total as f64;
-    let mut before = 0u64;
-    for (i, &count) in hist.iter().enumerate() {
-        if count == 0 {
-            continue;
-        }
-        if (before + count) as f64 >= rank {
-            let (lo, hi) = bucket_bounds_ns(i);
-            let within = ((rank - before as f64) / count as f64).clamp(0.0, 1.0);
-            return Some(lo + (hi - lo) * within);
-        }
-        before += count;
-    }
-    // Unreachable with p <= 1, kept for float rounding: the top of the last bucket.
-    hist.iter()
-        .rposition(|&c| c > 0)
-        .map(|i| bucket_bounds_ns(i).1)
-}
-
-/// [low, high) of bucket `i` in ns; bucket 0 also holds 0 ns.
-fn bucket_bounds_ns(i: usize) -> (f64, f64) {
-    let exp = i32::try_from(i).unwrap_or(i32::MAX);
-    let lo = if i == 0 { 0.0 } else { 2f64.powi(exp) };
-    (lo, 2f64.powi(exp.saturating_add(1)))
-}
-
 /// The class of a thread for per-class breakdowns: mongod's own classes
 /// where the name is one of mongod's threads ([`crate::threads::thread_class`]:
 /// "conn1234" → "conn", "WTEvict-3" → "eviction", "Checkpointer" →
@@ -489,30 +453,6 @@ mod tests {
         assert_eq!(v("6").as_deref(), Some("6.0.0"));
         assert_eq!(v("linux"), None);
         assert_eq!(v(""), None);
-    }
-
-    #[test]
-    fn percentiles_interpolate_inside_log2_buckets() {
-        // 100 delays all in [1024, 2048) ns: the median is the bucket's middle.
-        let mut hist = vec![0u64; 11];
-        hist[10] = 100;
-        assert_eq!(log2_hist_percentile_ns(&hist, 0.5), Some(1536.0));
-        assert_eq!(log2_hist_percentile_ns(&hist, 0.0), Some(1024.0));
-        assert_eq!(log2_hist_percentile_ns(&hist, 1.0), Some(2048.0));
-
-        // 90 in [1024, 2048), 10 in [2^20, 2^21): p99 is 90% into the top bucket.
-        let mut hist = vec![0u64; 21];
-        hist[10] = 90;
-        hist[20] = 10;
-        let p99 = log2_hist_percentile_ns(&hist, 0.99).unwrap();
-        assert!((p99 - 1.9 * 1_048_576.0).abs() < 1e-6, "{p99}");
-        let p90 = log2_hist_percentile_ns(&hist, 0.90).unwrap();
-        assert_eq!(p90, 2048.0);
-
-        // Bucket 0 spans [0, 2) ns.
-        assert_eq!(log2_hist_percentile_ns(&[4], 0.5), Some(1.0));
-        assert_eq!(log2_hist_percentile_ns(&[], 0.5), None);
-        assert_eq!(log2_hist_percentile_ns(&[0, 0], 0.5), None);
     }
 
     #[test]

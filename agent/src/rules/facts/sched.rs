@@ -3,15 +3,13 @@
 //! over every slice with scheduler data, with a per-class breakdown.
 //!
 //! Percentiles come from the log2 run-queue histogram
-//! ([`super::log2_hist_percentile_ns`]); the mean comes from the per-thread
+//! ([`crate::hist::log2_hist_percentile_ns`]); the mean comes from the per-thread
 //! delay totals, which are exact.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{
-    FactGroup, FactValue, bucket_bounds_ns, family_unavailable, float, int,
-    log2_hist_percentile_ns, ratio, text, thread_class,
-};
+use super::{FactGroup, FactValue, family_unavailable, float, int, ratio, text, thread_class};
+use crate::hist::{bucket_bounds_ns, log2_hist_percentile_ns};
 use crate::recording::Window;
 use crate::recording::model::{Recording, SchedSlice, ThreadSlice};
 
