@@ -9,7 +9,6 @@
 //! detached, pending flight recordings saved), SIGHUP re-reads the config
 //! file, SIGUSR1 saves a flight recording of every target now.
 
-pub mod budget;
 pub mod config;
 pub mod duty;
 pub mod exposition;

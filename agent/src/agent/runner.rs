@@ -495,7 +495,7 @@ impl Agent {
     /// Allocator windows of `alloc_window`, never closer than the worst
     /// case allows (every nanosecond of the target's CPU in a window spent
     /// in the probes: the window's share of the time is the budget); the
-    /// budget's throttle paces them from there (see [`super::budget`]).
+    /// budget's throttle paces them from there (see [`crate::probes::alloc::budget`]).
     fn alloc_schedule(&self) -> WindowSchedule {
         let window = self.config.alloc_window;
         if self.config.alloc_budget <= 0.0 {

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
-use super::budget::Spent;
 use super::duty::{self, Coverage, Duty};
 use super::targets::{Found, HOST, TargetId};
+use crate::probes::alloc::budget::Spent;
 use crate::probes::{ProbeConfig, ProbeError, Probes, alloc::schedule::WindowSchedule};
 use crate::record::run::{RecordingFrame, Session};
 use crate::recording::window::Mergeable as _;
@@ -21,7 +21,7 @@ const SLICE: Duration = Duration::from_secs(1);
 /// The shares of the target's CPU the probes may cost.
 #[derive(Debug, Clone, Copy)]
 pub struct Budgets {
-    /// The allocator probes' ([`super::budget`]).
+    /// The allocator probes' ([`crate::probes::alloc::budget`]).
     pub alloc: f64,
     /// The per-event families' ([`super::duty`]).
     pub probes: f64,
@@ -59,7 +59,7 @@ impl Watch {
     /// Attaches every family for `found` (host-wide for `None`), with
     /// allocator windows of `alloc.window`, paced to `alloc_budget` of the
     /// target's CPU and never closer than `alloc.every` (see
-    /// [`super::budget`]), the per-event families attached for the seconds
+    /// [`crate::probes::alloc::budget`]), the per-event families attached for the seconds
     /// `budgets.probes` pays for ([`super::duty`]), and, when `mongo` is
     /// given, mongod polled
     /// through the driver.
@@ -219,7 +219,7 @@ impl Watch {
 
     /// Measures what the allocator probes cost since the last window, for
     /// `/metrics` (the windows are paced before they spend: see
-    /// [`super::budget`]).
+    /// [`crate::probes::alloc::budget`]).
     fn measure_spent(&mut self, recording: &Recording) {
         let Some(o) = recording.alloc.as_ref().and_then(|a| a.overhead.as_ref()) else {
             return;

@@ -22,6 +22,7 @@
 //! has no entry points the family is "not applicable" and tries again at
 //! the next window. Host-wide recordings do not try it.
 
+pub mod budget;
 pub mod calibrate;
 mod entry_points;
 mod paced;

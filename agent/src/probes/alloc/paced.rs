@@ -1,6 +1,6 @@
 //! Allocator windows on a budget (`mdiag agent`'s): instead of the fixed
 //! schedule `record` uses, each window is opened when the agent's
-//! projective throttle ([`crate::agent::budget`]) says its projected cost
+//! projective throttle ([`super::budget`]) says its projected cost
 //! fits the credit, for the length it says, and closed early when the hit
 //! counter, read every few milliseconds while it is open, shows a cost
 //! beyond its allowance. Between windows the target's CPU time is read
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use aya::Ebpf;
 
 use super::AllocProbe;
-use crate::agent::budget::{Plan, RATE_SPAN, Throttle, cost_ns, over_allowance};
+use super::budget::{Plan, RATE_SPAN, Throttle, cost_ns, over_allowance};
 
 /// How often an open window's hit counter is read, at most and at least
 /// (a window overspends by at most what the probes cost in one check, and
@@ -76,7 +76,7 @@ impl Paced {
 
 impl AllocProbe {
     /// Paces the windows by a budget of `budget` × the target's CPU (see
-    /// [`crate::agent::budget`]) instead of the fixed schedule; the
+    /// [`super::budget`]) instead of the fixed schedule; the
     /// schedule's period becomes the shortest spacing of two windows.
     pub fn set_budget(&mut self, budget: f64) {
         let schedule = self.windows.schedule();
