@@ -9,6 +9,7 @@ pub mod agent;
 pub mod app;
 pub mod cli;
 pub mod compare;
+pub mod config_file;
 #[cfg(test)]
 mod docs_contract;
 #[cfg(test)]

@@ -559,7 +559,7 @@ fn fleet_late_and_repeated_transitions_never_regress_an_episode() {
             to: to.into(),
             at: bson::DateTime::from_millis(at),
             episode_start: bson::DateTime::from_millis(start),
-            facts: mdiag::fleet::outbox::host_facts(None),
+            facts: mdiag::agent::outbox::host_facts(None),
         })
     };
     let event = |from: &str, to: &str, at: i64| event_of(RULE, from, to, 1_000_000, at);

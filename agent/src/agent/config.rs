@@ -36,21 +36,16 @@ use std::{
     time::Duration,
 };
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use super::lifecycle::LifecycleConfig;
+use crate::config_file::{FileError, duration, read, syntax};
 
 /// Why the agent's settings could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read the config file {}: {source}; fix the path given with --config", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("config file {}: {why}", path.display())]
-    Syntax { path: PathBuf, why: String },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error("config file {}: [agent] {key}: {why}", path.display())]
     Value {
         path: PathBuf,
@@ -156,7 +151,7 @@ impl AgentConfig {
             None if default.exists() => default,
             None => return Ok(Self::default()),
         };
-        Self::parse(&Self::read(path)?, path)
+        Self::parse(&read(path)?, path)
     }
 
     /// Parses a config file's text (only `[agent]` is read here).
@@ -168,14 +163,6 @@ impl AgentConfig {
         }
         let file: File = toml::from_str(text).map_err(|e| syntax(path, &e))?;
         file.agent.check(path)
-    }
-
-    /// The text of `path` (`--config`).
-    pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
-        std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })
     }
 
     fn check(self, path: &Path) -> Result<Self, ConfigError> {
@@ -224,25 +211,6 @@ impl AgentConfig {
         }
         Ok(self)
     }
-}
-
-/// A syntax error of the file `path`, without the line toml quotes (it
-/// may hold a password).
-pub(crate) fn syntax(path: &Path, e: &toml::de::Error) -> ConfigError {
-    ConfigError::Syntax {
-        path: path.to_owned(),
-        why: match e.span() {
-            Some(span) => format!("{} (at byte {})", e.message(), span.start),
-            None => e.message().to_owned(),
-        },
-    }
-}
-
-/// A duration written as "60s", "5m", "100ms".
-pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let text = String::deserialize(d)?;
-    humantime::parse_duration(&text)
-        .map_err(|e| serde::de::Error::custom(format!("{text:?}: {e} (e.g. \"60s\", \"5m\")")))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod findings;
 pub mod flight;
 pub mod lifecycle;
 pub mod metrics;
+pub mod outbox;
 pub mod restarts;
 mod runner;
 pub mod serve;

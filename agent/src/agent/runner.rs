@@ -12,6 +12,7 @@ use std::{
 use chrono::Utc;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+use super::outbox::{Outbox, host_facts};
 use super::{
     AgentError,
     config::AgentConfig,
@@ -25,7 +26,6 @@ use super::{
     watch::{Budgets, Watch},
 };
 use crate::cli::AgentArgs;
-use crate::fleet::outbox::{Outbox, host_facts};
 use crate::mongo::{Connection, MongoPlan};
 use crate::probes::alloc::schedule::WindowSchedule;
 use crate::rules::RuleSet;

@@ -32,7 +32,7 @@ use std::{
 
 use serde::Deserialize;
 
-use crate::agent::config::duration;
+use crate::config_file::{FileError, duration, read, syntax};
 use crate::mongo::conn::{Connection, Redactor, check_uri, redact};
 use crate::mongo::port::is_local_host;
 
@@ -40,7 +40,7 @@ use crate::mongo::port::is_local_host;
 #[derive(Debug, thiserror::Error)]
 pub enum FleetConfigError {
     #[error(transparent)]
-    File(#[from] crate::agent::config::ConfigError),
+    File(#[from] FileError),
     #[error("config file {}: [fleet] {key}: {why}", path.display())]
     Value {
         path: PathBuf,
@@ -123,7 +123,7 @@ impl Default for FleetConfig {
 impl FleetConfig {
     /// The `[fleet]` table of `path`; `None` when the file has none.
     pub fn load(path: &Path) -> Result<Option<Self>, FleetConfigError> {
-        Self::parse(&crate::agent::config::AgentConfig::read(path)?, path)
+        Self::parse(&read(path)?, path)
     }
 
     /// Parses a config file's text (only `[fleet]` is read here).
@@ -132,8 +132,7 @@ impl FleetConfig {
         struct File {
             fleet: Option<FleetConfig>,
         }
-        let file: File =
-            toml::from_str(text).map_err(|e| crate::agent::config::syntax(path, &e))?;
+        let file: File = toml::from_str(text).map_err(|e| syntax(path, &e))?;
         file.fleet.map(|f| f.check(path)).transpose()
     }
 

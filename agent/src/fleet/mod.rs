@@ -14,7 +14,6 @@
 pub mod cmd;
 pub mod config;
 pub mod html;
-pub mod outbox;
 pub mod query;
 pub mod render;
 pub mod schema;

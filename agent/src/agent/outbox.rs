@@ -6,10 +6,10 @@
 
 use bson::DateTime;
 
-use super::schema::{FindingEvent, HostDoc, HostFacts, WindowDoc, WindowMeta};
-use super::sender::{Fleet, FleetStats};
-use super::spool::Record;
-use crate::agent::findings::{Change, state_name};
+use super::findings::{Change, state_name};
+use crate::fleet::schema::{FindingEvent, HostDoc, HostFacts, WindowDoc, WindowMeta};
+use crate::fleet::sender::{Fleet, FleetStats};
+use crate::fleet::spool::Record;
 use crate::mongo::model::MongodInfo;
 use crate::report::Report;
 
