@@ -4,6 +4,8 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::cli_parse::{parse_alloc_duration, parse_duration, parse_since, parse_time};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "mdiag",
@@ -49,7 +51,7 @@ pub struct FleetArgs {
     /// Only episodes open now or resolved since then: a duration back from now (2h, 7d) or a
     /// time (RFC 3339, "2024-04-16 11:40:00" UTC, a date). Without it: what is open now (and,
     /// with --host, the whole history).
-    #[arg(long, value_name = "DUR|TIME", value_parser = crate::fleet::cmd::parse_since)]
+    #[arg(long, value_name = "DUR|TIME", value_parser = parse_since)]
     pub since: Option<chrono::DateTime<chrono::Utc>>,
     /// Only this rule (e.g. sched.wakeup_preemption); also lists its latest episodes.
     #[arg(long, value_name = "ID")]
@@ -120,10 +122,10 @@ pub struct ExportArgs {
     #[arg(long, value_delimiter = ',')]
     pub metrics: Vec<String>,
     /// Only samples at or after this time (RFC 3339, "2024-04-16 11:40:00" UTC, or a date).
-    #[arg(long, value_parser = crate::export::parse_time)]
+    #[arg(long, value_parser = parse_time)]
     pub from: Option<chrono::DateTime<chrono::Utc>>,
     /// Only samples before this time.
-    #[arg(long, value_parser = crate::export::parse_time)]
+    #[arg(long, value_parser = parse_time)]
     pub to: Option<chrono::DateTime<chrono::Utc>>,
     /// Leave out the metadata documents (hostInfo, buildInfo, getCmdLineOpts).
     #[arg(long)]
@@ -206,10 +208,10 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "DIR")]
     pub ftdc: Option<PathBuf>,
     /// With --ftdc alone: only samples at or after this time (default: the newest hour).
-    #[arg(long, value_parser = crate::export::parse_time, requires = "ftdc")]
+    #[arg(long, value_parser = parse_time, requires = "ftdc")]
     pub from: Option<chrono::DateTime<chrono::Utc>>,
     /// With --ftdc alone: only samples before this time.
-    #[arg(long, value_parser = crate::export::parse_time, requires = "ftdc")]
+    #[arg(long, value_parser = parse_time, requires = "ftdc")]
     pub to: Option<chrono::DateTime<chrono::Utc>>,
 }
 
@@ -227,28 +229,6 @@ pub enum ColorChoice {
     Auto,
     Always,
     Never,
-}
-
-/// Parses "60s", "5m", "1h30m", "250ms"; refuses zero and anything over a week.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 60s, 5m, 1h30m)"))?;
-    if d < Duration::from_millis(100) {
-        return Err("too short: record for at least 100ms".into());
-    }
-    if d > Duration::from_secs(7 * 24 * 3600) {
-        return Err(
-            "too long for one recording file (at most 7 days): record several shorter ones".into(),
-        );
-    }
-    Ok(d)
-}
-
-/// Parses an allocator window setting: "200ms", "5s", or "0" (off).
-pub fn parse_alloc_duration(s: &str) -> Result<Duration, String> {
-    if s.trim() == "0" {
-        return Ok(Duration::ZERO);
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 200ms, 5s, or 0 for off)"))
 }
 
 #[cfg(test)]

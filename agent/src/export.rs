@@ -24,7 +24,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use bson::{Bson, Document};
-use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Number, Value};
 
 use crate::ftdc::{Chunk, FtdcDir, FtdcDoc, FtdcError, MetricKind, MetricPaths};
@@ -120,32 +120,6 @@ pub fn export_ftdc(
     }
     out.flush().map_err(output)?;
     Ok(stats)
-}
-
-/// Parses a `--from`/`--to` time: RFC 3339 (`2024-04-16T11:34:42Z`,
-/// `...+02:00`), or a date-time without zone taken as UTC
-/// (`2024-04-16T11:34:42`, `2024-04-16 11:34`), or a date (`2024-04-16`).
-pub fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
-    let s = s.trim();
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    for f in [
-        "%Y-%m-%dT%H:%M:%S%.f",
-        "%Y-%m-%d %H:%M:%S%.f",
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%d %H:%M",
-    ] {
-        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
-            return Ok(t.and_utc());
-        }
-    }
-    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return Ok(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
-    }
-    Err(format!(
-        "invalid time {s:?}: expected RFC 3339 (2024-04-16T11:34:42Z) or a UTC date-time (2024-04-16 11:34)"
-    ))
 }
 
 fn output(source: std::io::Error) -> FtdcError {

@@ -2,6 +2,7 @@
 //! so that the code under test stays short).
 
 use super::*;
+use crate::cli_parse::parse_time;
 use crate::ftdc::FtdcFile;
 use std::path::PathBuf;
 

@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod app;
 pub mod cli;
+pub mod cli_parse;
 pub mod compare;
 pub mod config_file;
 #[cfg(test)]

@@ -31,19 +31,6 @@ impl FleetError {
     }
 }
 
-/// `--since`: a duration back from now (`2h`, `7d`) or a time (RFC 3339,
-/// `2024-04-16 11:40:00` UTC, a date).
-pub fn parse_since(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    if let Ok(d) = humantime::parse_duration(s.trim()) {
-        let d = chrono::Duration::from_std(d).map_err(|e| format!("{s}: {e}"))?;
-        return chrono::Utc::now()
-            .checked_sub_signed(d)
-            .ok_or_else(|| format!("{s}: too far back"));
-    }
-    crate::export::parse_time(s)
-        .map_err(|e| format!("{e} (or a duration back from now: 30m, 2h, 7d)"))
-}
-
 fn bson_time(t: chrono::DateTime<chrono::Utc>) -> DateTime {
     DateTime::from_millis(t.timestamp_millis())
 }
