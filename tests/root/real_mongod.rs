@@ -292,7 +292,7 @@ fn checkpoints_are_counted_as_wiredtiger_counts_them() {
     // after the first sample's up to the last sample's started in a span
     // that differs from it by under a second at each end: at most one
     // checkpoint (one a second at --syncdelay 1) either way.
-    let samples: Vec<(usize, &mdiag::mongo::status::ServerStatusSample)> = rec
+    let samples: Vec<(usize, &mdiag::recording::server_status::ServerStatusSample)> = rec
         .slices
         .iter()
         .enumerate()

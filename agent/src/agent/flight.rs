@@ -188,7 +188,7 @@ pub fn merge(windows: Vec<Recording>) -> Option<Recording> {
             (Some(mut a), Some(b)) => {
                 let mut details = std::mem::take(&mut a.tcmalloc_detail);
                 details.extend(b.tcmalloc_detail.iter().cloned());
-                Some(crate::mongo::model::MongodRecording {
+                Some(crate::recording::mongod::MongodRecording {
                     tcmalloc_detail: details,
                     ..b
                 })

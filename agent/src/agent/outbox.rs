@@ -10,7 +10,7 @@ use super::findings::{Change, state_name};
 use crate::fleet::schema::{FindingEvent, HostDoc, HostFacts, WindowDoc, WindowMeta};
 use crate::fleet::sender::{Fleet, FleetStats};
 use crate::fleet::spool::Record;
-use crate::mongo::model::MongodInfo;
+use crate::recording::mongod::MongodInfo;
 use crate::report::Report;
 
 /// The agent's fleet writer.

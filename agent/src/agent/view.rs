@@ -220,7 +220,7 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
     }
     figures.extend(coverage_figures(w));
     let info = w.mongod_info();
-    let text = |f: fn(&crate::mongo::model::MongodInfo) -> &Option<String>| {
+    let text = |f: fn(&crate::recording::mongod::MongodInfo) -> &Option<String>| {
         info.and_then(|i| f(i).clone()).unwrap_or_default()
     };
     TargetView {

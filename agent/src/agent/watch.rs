@@ -158,7 +158,7 @@ impl Watch {
     }
 
     /// What the polled mongod said of itself, once read.
-    pub fn mongod_info(&self) -> Option<&crate::mongo::model::MongodInfo> {
+    pub fn mongod_info(&self) -> Option<&crate::recording::mongod::MongodInfo> {
         self.session.mongo.as_ref().and_then(|m| m.info())
     }
 

@@ -35,7 +35,7 @@ pub use net::net_facts;
 pub use process::{
     ENV_ALLOW_LIST, ENV_ALLOW_PREFIXES, env_allowed, process_facts, process_facts_in,
 };
-pub use storage::{StorageFacts, storage_facts, storage_facts_in};
+pub use storage::{storage_facts, storage_facts_in};
 pub use system::system_facts;
 
 use crate::recording::{HostFacts, SysfsChoice};

@@ -7,39 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use procfs::{FromRead, process::MountInfos};
-use serde::{Deserialize, Serialize};
 
 use super::{read_choice, read_parsed, under};
-use crate::recording::SysfsChoice;
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StorageFacts {
-    /// The path asked about, with symbolic links resolved when it exists.
-    pub path: String,
-    /// The mount containing it (longest mount point that is a prefix).
-    pub mount_point: Option<String>,
-    /// File system type ("xfs", "ext4", ...).
-    pub fs_type: Option<String>,
-    /// Mount source ("/dev/nvme0n1p2").
-    pub source: Option<String>,
-    /// Per-mount options, sorted ("noatime", "rw", ...).
-    pub mount_options: Option<Vec<String>>,
-    /// Per-superblock options, sorted ("logbsize=256k", ...).
-    pub super_options: Option<Vec<String>>,
-    /// The file system's device, "major:minor" as mountinfo shows it.
-    pub device: Option<String>,
-    /// The whole disk behind the device ("nvme0n1" for the partition
-    /// "nvme0n1p2"); `None` for devices without /sys/dev/block (tmpfs,
-    /// overlay, btrfs subvolumes, ...).
-    pub disk: Option<String>,
-    /// The disk's queue/scheduler.
-    pub scheduler: Option<SysfsChoice>,
-    /// The disk's queue/read_ahead_kb.
-    pub read_ahead_kb: Option<u64>,
-    /// The disk's queue/rotational (true: spinning disk).
-    pub rotational: Option<bool>,
-}
+use crate::recording::StorageFacts;
 
 /// The storage behind `path` on this host.
 pub fn storage_facts(path: &Path) -> StorageFacts {
@@ -118,6 +88,7 @@ fn disk_dir(root: &Path, majmin: &str) -> Option<PathBuf> {
 mod tests {
     use super::*;
     use crate::host::write_tree;
+    use crate::recording::SysfsChoice;
 
     #[test]
     fn storage_from_a_fake_tree() {

@@ -21,12 +21,13 @@ use chrono::{DateTime, Utc};
 
 use super::ftdc_extra::ExtraColumns;
 use super::info;
-use super::model::{FtdcSource, MongodInfo, MongodRecording, MongodSlice};
-use super::repl::ReplSample;
-use super::status::{FtdcColumns, ServerStatusSample};
-use super::system::SystemSample;
+use super::status::FtdcColumns;
 use crate::ftdc::{FtdcDir, FtdcDoc, FtdcError};
 use crate::recording::model::{CgroupFacts, DbPathFacts, MemoryFacts};
+use crate::recording::mongod::{
+    FtdcSource, MongodInfo, MongodRecording, MongodSlice, ReplSample, SystemSample,
+};
+use crate::recording::server_status::ServerStatusSample;
 use crate::recording::{FORMAT_NAME, FORMAT_VERSION, HostFacts, Recording, Slice};
 
 /// Samples read at most (one day at mongod's 1 Hz); without --from/--to the

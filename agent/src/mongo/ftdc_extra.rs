@@ -6,9 +6,9 @@
 
 use std::collections::HashMap;
 
-use super::repl::{self, ReplSample};
-use super::system::{self, SystemSample};
+use super::{repl, system};
 use crate::ftdc::Chunk;
+use crate::recording::mongod::{ReplSample, SystemSample};
 
 /// The replication and system columns of one chunk.
 #[derive(Debug, Default)]

@@ -126,7 +126,7 @@ pub fn keep_newest_run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mongo::status::ServerStatusSample;
+    use crate::recording::server_status::ServerStatusSample;
 
     fn at(secs: i64, uptime_s: i64) -> FtdcSample {
         FtdcSample {

@@ -4,8 +4,8 @@
 
 use bson::{Bson, Document};
 
-use super::model::MongodInfo;
-use crate::host::StorageFacts;
+use crate::recording::StorageFacts;
+use crate::recording::mongod::MongodInfo;
 
 /// Reads what mdiag keeps from the three replies; each may be missing.
 pub fn from_documents(

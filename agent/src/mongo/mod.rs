@@ -14,7 +14,8 @@
 //! - [`system`]: the host's CPU, memory, disks and space (systemMetrics, /proc);
 //! - [`summary`]: the figures over a recording (rates, fill, checkpoints),
 //!   shared by the rules' facts and the report;
-//! - [`model`]: what the recording keeps.
+//! - what the recording keeps of mongod is in `recording/mongod.rs` and
+//!   `recording/server_status.rs`, below this module.
 
 pub mod conn;
 pub mod ftdc;
@@ -25,7 +26,6 @@ mod ftdc_mongod8_tests;
 mod ftdc_tests;
 pub mod ftdc_window;
 pub mod info;
-pub mod model;
 pub mod poll;
 pub mod port;
 pub mod repl;
@@ -36,6 +36,4 @@ pub mod summary;
 pub mod system;
 
 pub use conn::{Connection, redact};
-pub use model::{MongodInfo, MongodRecording, MongodSlice};
 pub use session::{MongoPlan, MongoSession};
-pub use status::ServerStatusSample;

@@ -28,10 +28,10 @@ use mongodb::{
 
 use super::conn::{Connection, Redactor};
 use super::info;
-use super::model::MongodInfo;
-use super::repl::ReplSample;
-use super::status::ServerStatusSample;
 use crate::ftdc::metrics::extract;
+use crate::recording::mongod::MongodInfo;
+use crate::recording::mongod::ReplSample;
+use crate::recording::server_status::ServerStatusSample;
 
 /// Connect timeout (unless the URI sets its own).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

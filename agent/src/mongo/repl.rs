@@ -16,9 +16,9 @@
 use std::collections::HashMap;
 
 use bson::RawDocument;
-use serde::{Deserialize, Serialize};
 
 use crate::ftdc::metrics::extract;
+use crate::recording::mongod::{MemberSample, ReplSample};
 
 /// Prefix of replSetGetStatus metrics (FTDC and live alike).
 pub const RS_PREFIX: &str = "replSetGetStatus.";
@@ -35,56 +35,6 @@ const OPLOG_PATHS: [&str; 4] = [
 ];
 /// The member figures read, under `replSetGetStatus.members.N.`.
 const MEMBER_FIELDS: [&str; 5] = ["_id", "state", "health", "optimeDate", "self"];
-
-/// One member of the replica set in one sample.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MemberSample {
-    /// `_id` in the replica-set configuration.
-    pub id: i64,
-    /// `host:port` (from the reply, or the FTDC chunk's reference document).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// `state`: 1 PRIMARY, 2 SECONDARY, 7 ARBITER, 8 DOWN, ... (see [`state_name`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<i64>,
-    /// `health`: 1 up, 0 down (as the heartbeats see it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub health: Option<i64>,
-    /// `optimeDate`: the wall time of the last operation it applied, ms since the epoch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub optime_ms: Option<i64>,
-    /// The member answering (`self: true`).
-    pub is_self: bool,
-}
-
-/// Replication figures of one sample; `None` fields were not reported.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ReplSample {
-    /// `replSetGetStatus.myState`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub my_state: Option<i64>,
-    /// `replSetGetStatus.members`, in the reply's order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub members: Vec<MemberSample>,
-    /// The oplog's collStats: bytes of its documents now, and its configured maximum.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub oplog_size_bytes: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub oplog_max_bytes: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub oplog_count: Option<i64>,
-    /// WiredTiger's `cursor.insert key and value bytes` of the oplog table:
-    /// bytes written into the oplog since mongod opened it (a counter).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub oplog_insert_bytes: Option<i64>,
-    /// The `ts` seconds of the oplog's first and last entries (live only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub oplog_first_s: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub oplog_last_s: Option<i64>,
-}
 
 /// A member state's name, as replSetGetStatus's `stateStr` spells it.
 pub fn state_name(state: i64) -> &'static str {
@@ -245,7 +195,7 @@ mod tests {
 
     #[test]
     fn slices_round_trip_and_older_slices_still_read() {
-        use crate::mongo::model::MongodSlice;
+        use crate::recording::mongod::MongodSlice;
         let slice = MongodSlice {
             at_ms: Some(5),
             repl: Some(crate::rules::facts::replication::example_sample(3)),

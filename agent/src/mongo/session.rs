@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use super::conn::Connection;
-use super::model::{MongodRecording, MongodSlice, TcmallocDetail};
 use super::poll::{PollEvent, Poller};
+use crate::recording::mongod::{MongodRecording, MongodSlice, TcmallocDetail};
 
 /// What `record` was asked to poll.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +75,7 @@ impl MongoSession {
     }
 
     /// What mongod said of itself (buildInfo, getCmdLineOpts, hostInfo), once read.
-    pub fn info(&self) -> Option<&super::model::MongodInfo> {
+    pub fn info(&self) -> Option<&crate::recording::mongod::MongodInfo> {
         self.rec.info.as_ref()
     }
 
@@ -181,7 +181,7 @@ impl MongoSession {
     /// The host's figures now (mongod runs here): CPU, memory, the data
     /// disk and the space of the file system holding dbPath (mongod's
     /// default `/data/db` when getCmdLineOpts names none).
-    fn system_now(&self) -> super::system::SystemSample {
+    fn system_now(&self) -> crate::recording::mongod::SystemSample {
         let info = self.rec.info.as_ref();
         let storage = info.and_then(|i| i.db_path_storage.as_ref());
         let path = info
@@ -196,7 +196,7 @@ impl MongoSession {
         )
     }
 
-    fn merge_info(&mut self, info: super::model::MongodInfo) {
+    fn merge_info(&mut self, info: crate::recording::mongod::MongodInfo) {
         let cur = self.rec.info.get_or_insert_with(Default::default);
         // process / storage engine may already have come with serverStatus.
         let process = cur.process.take();

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{FtdcSource, MongodRecording};
-use super::status::ServerStatusSample;
 use crate::recording::Recording;
+use crate::recording::mongod::{FtdcSource, MongodRecording};
+use crate::recording::server_status::ServerStatusSample;
 
 /// Consecutive samples further apart than this are a gap: the time between
 /// them and their counter differences are left out of rates.

@@ -2,7 +2,7 @@
 //! so that the code under test stays short).
 
 use super::*;
-use crate::mongo::model::{MongodInfo, MongodSlice};
+use crate::recording::mongod::{MongodInfo, MongodSlice};
 
 fn slice(i: u64, st: Option<ServerStatusSample>, missing: Option<&str>) -> crate::recording::Slice {
     crate::recording::Slice {

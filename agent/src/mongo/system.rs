@@ -6,99 +6,14 @@
 //!
 //! Counters (CPU ms, I/O counts and times) are cumulative since boot; rates
 //! come from differences between samples (`rules::facts::system`).
-
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use crate::recording::mongod::{CpuTimes, DiskCounters, MountSpace, SystemSample};
 
 /// Prefix of systemMetrics in FTDC samples.
 pub const PREFIX: &str = "systemMetrics.";
 /// Disks and mounts kept at most per sample.
 pub const MAX_DEVICES: usize = 64;
-
-/// CPU time summed over every CPU, ms since boot (/proc/stat `cpu`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CpuTimes {
-    pub user_ms: i64,
-    pub nice_ms: i64,
-    pub system_ms: i64,
-    pub idle_ms: i64,
-    pub iowait_ms: i64,
-    pub irq_ms: i64,
-    pub softirq_ms: i64,
-    /// Time a hypervisor ran something else while this guest's CPU wanted to run.
-    pub steal_ms: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub num_cpus: Option<i64>,
-}
-
-impl CpuTimes {
-    /// Every state summed.
-    pub fn total_ms(&self) -> i64 {
-        self.user_ms
-            + self.nice_ms
-            + self.system_ms
-            + self.idle_ms
-            + self.iowait_ms
-            + self.irq_ms
-            + self.softirq_ms
-            + self.steal_ms
-    }
-}
-
-/// One disk's counters (/proc/diskstats).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DiskCounters {
-    pub reads: i64,
-    pub writes: i64,
-    pub read_time_ms: i64,
-    pub write_time_ms: i64,
-    /// Time with at least one I/O in flight (the basis of %util).
-    pub io_time_ms: i64,
-}
-
-/// One mount's space (statvfs), bytes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MountSpace {
-    pub capacity: i64,
-    /// Free to unprivileged users (what mongod can use).
-    pub available: i64,
-    pub free: i64,
-}
-
-/// One sample of the host.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SystemSample {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<CpuTimes>,
-    /// /proc/meminfo, kB.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mem_total_kb: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mem_available_kb: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub swap_total_kb: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub swap_free_kb: Option<i64>,
-    /// /proc/vmstat counters: pages swapped in and out, major faults.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pswpin: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pswpout: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pgmajfault: Option<i64>,
-    /// By disk name ("sda", "nvme0n1").
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub disks: BTreeMap<String, DiskCounters>,
-    /// By mount point.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub mounts: BTreeMap<String, MountSpace>,
-}
 
 const DISK_FIELDS: [&str; 5] = [
     "reads",

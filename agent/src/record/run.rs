@@ -206,7 +206,7 @@ pub(crate) struct RecordingFrame {
     pub host: crate::recording::HostFacts,
     pub target: Option<Target>,
     pub checks: Checks,
-    pub mongod: Option<crate::mongo::model::MongodRecording>,
+    pub mongod: Option<crate::recording::mongod::MongodRecording>,
 }
 
 /// When the recording starts, on both clocks, with the kernel's own

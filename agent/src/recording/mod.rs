@@ -4,11 +4,14 @@
 //! family's section types are in `<family>.rs` (re-exported by both).
 pub mod alloc;
 pub mod contention;
+pub mod host;
 pub mod host_cpu;
 pub mod io;
 pub mod model;
+pub mod mongod;
 pub mod perf;
 pub mod sched;
+pub mod server_status;
 pub mod softirq;
 pub mod syscalls;
 pub mod window;

@@ -144,8 +144,8 @@ mod tests {
 
     #[test]
     fn mongod_operations_per_second_between_samples() {
-        use crate::mongo::model::MongodSlice;
-        use crate::mongo::status::ServerStatusSample;
+        use crate::recording::mongod::MongodSlice;
+        use crate::recording::server_status::ServerStatusSample;
         let mut rec = testdata::oversubscribed();
         for (i, s) in rec.slices.iter_mut().enumerate() {
             // Slice 2 has no sample; the rate resumes across the gap.

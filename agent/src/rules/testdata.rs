@@ -441,8 +441,8 @@ pub(crate) fn with_figure(mut f: Figures, path: &'static str, start: i64, step: 
 
 /// mongod polled every slice with `figures`.
 pub(crate) fn set_mongod(rec: &mut Recording, figures: &Figures) {
-    use crate::mongo::model::{MongodInfo, MongodRecording, MongodSlice};
-    use crate::mongo::status::ServerStatusSample;
+    use crate::recording::mongod::{MongodInfo, MongodRecording, MongodSlice};
+    use crate::recording::server_status::ServerStatusSample;
     for (i, slice) in rec.slices.iter_mut().enumerate() {
         let i = i as i64;
         slice.mongod = Some(MongodSlice {
@@ -489,7 +489,7 @@ pub(crate) fn set_mongod(rec: &mut Recording, figures: &Figures) {
 /// A healthy three-member replica set seen from its primary `i` seconds in:
 /// secondaries 1 s behind, a full 50 GiB oplog whose entries span 72 hours,
 /// written at 100 kB/s.
-pub(crate) fn healthy_repl(i: i64) -> crate::mongo::repl::ReplSample {
+pub(crate) fn healthy_repl(i: i64) -> crate::recording::mongod::ReplSample {
     let mut s = crate::rules::facts::replication::example_sample(i);
     let mut third = s.members[1].clone();
     third.id = 2;
@@ -508,7 +508,7 @@ pub(crate) fn healthy_repl(i: i64) -> crate::mongo::repl::ReplSample {
 /// Replication figures in every slice with a mongod sample: `sample(i)` for slice `i`.
 pub(crate) fn set_repl(
     rec: &mut Recording,
-    sample: impl Fn(i64) -> crate::mongo::repl::ReplSample,
+    sample: impl Fn(i64) -> crate::recording::mongod::ReplSample,
 ) {
     for (i, slice) in rec.slices.iter_mut().enumerate() {
         if let Some(m) = slice.mongod.as_mut() {
@@ -519,7 +519,7 @@ pub(crate) fn set_repl(
 
 /// Host figures in the slices with a mongod sample, in order (slices beyond
 /// `samples` get none).
-pub(crate) fn set_system(rec: &mut Recording, samples: &[crate::mongo::system::SystemSample]) {
+pub(crate) fn set_system(rec: &mut Recording, samples: &[crate::recording::mongod::SystemSample]) {
     let mut next = samples.iter();
     for slice in &mut rec.slices {
         if let Some(m) = slice.mongod.as_mut() {

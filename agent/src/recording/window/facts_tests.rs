@@ -339,7 +339,7 @@ fn facts_of_random_windows_equal_the_facts_of_their_slices() {
             crate::rseq::Verdict::PerCpuCachesPossible,
             0,
         );
-        rec.mongod = Some(crate::mongo::MongodRecording {
+        rec.mongod = Some(crate::recording::mongod::MongodRecording {
             source: "live".into(),
             ..Default::default()
         });

@@ -20,9 +20,9 @@
 use std::collections::BTreeMap;
 
 use super::{Mergeable, OTHERS_NAME, add};
-use crate::mongo::MongodSlice;
-use crate::mongo::status::ServerStatusSample;
 use crate::recording::model::Slice;
+use crate::recording::mongod::MongodSlice;
+use crate::recording::server_status::ServerStatusSample;
 
 impl Mergeable for MongodSlice {
     /// The newest sample with a status, else the newest reason for none.

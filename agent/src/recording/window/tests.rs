@@ -271,9 +271,9 @@ fn histograms_and_per_cpu_arrays_merge_bucket_by_bucket() {
 
 #[test]
 fn times_and_settings_and_names_take_the_right_side() {
-    use crate::mongo::MongodSlice;
-    use crate::mongo::status::ServerStatusSample;
     use crate::recording::model::{HardIrqSlice, PerfSlice, SchedSlice, SoftirqSlice, ThreadSlice};
+    use crate::recording::mongod::MongodSlice;
+    use crate::recording::server_status::ServerStatusSample;
     let thread = |comm: &str, tgid: u32, oncpu_ns: u64| ThreadSlice {
         tid: 5,
         tgid,

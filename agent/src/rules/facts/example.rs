@@ -117,7 +117,7 @@ pub(crate) fn example_recording() -> Recording {
                 path: Some("/data/db".into()),
                 found_by: Some("open file WiredTiger.lock".into()),
                 unknown_reason: None,
-                storage: Some(crate::host::StorageFacts {
+                storage: Some(crate::recording::StorageFacts {
                     path: "/data/db".into(),
                     mount_point: Some("/data".into()),
                     fs_type: Some("xfs".into()),

@@ -10,7 +10,7 @@
 //! the reason when none names the mount.
 
 use super::{FactGroup, FactValue, text};
-use crate::host::StorageFacts;
+use crate::recording::StorageFacts;
 use crate::recording::model::Recording;
 
 /// Why the group is absent when no source names the data directory's mount.
@@ -107,9 +107,9 @@ mod tests {
             mount_options: Some(vec!["relatime".into(), "rw".into()]),
             ..StorageFacts::default()
         };
-        rec.mongod = Some(crate::mongo::model::MongodRecording {
+        rec.mongod = Some(crate::recording::mongod::MongodRecording {
             source: "ftdc".into(),
-            info: Some(crate::mongo::model::MongodInfo {
+            info: Some(crate::recording::mongod::MongodInfo {
                 db_path_mount: Some(mount),
                 ..Default::default()
             }),

@@ -5,9 +5,9 @@
 //! fails to evaluate and is reported as not assessed, never run on zeros.
 
 use super::{FactGroup, FactValue, float, int, text};
-use crate::mongo::model::MongodInfo;
 use crate::mongo::summary::MongodSummary;
 use crate::recording::Recording;
+use crate::recording::mongod::MongodInfo;
 
 /// mongod's `storage.syncPeriodSecs` default: a checkpoint every 60 s.
 pub const DEFAULT_SYNC_PERIOD_S: f64 = 60.0;
@@ -21,7 +21,7 @@ pub const NOT_POLLED: &str = "mongod was not polled: give record --uri (or MDIAG
 /// [`NOT_POLLED`] when mongod was not polled at all.
 pub fn slice_samples<'a, T>(
     rec: &'a Recording,
-    pick: impl Fn(&'a crate::mongo::MongodSlice) -> Option<&'a T>,
+    pick: impl Fn(&'a crate::recording::mongod::MongodSlice) -> Option<&'a T>,
     absent: &str,
 ) -> Result<Vec<(u64, &'a T)>, String> {
     rec.mongod.as_ref().ok_or_else(|| NOT_POLLED.to_string())?;
@@ -312,8 +312,8 @@ pub fn allocator_kind(info: &MongodInfo) -> Option<String> {
 /// Gives `rec` mongod data in which every figure is present and non-zero
 /// (for [`super::Facts::example`], against which rules are checked on load).
 pub(crate) fn fill_example(rec: &mut Recording) {
-    use crate::mongo::model::{MongodRecording, MongodSlice};
-    use crate::mongo::status::ServerStatusSample;
+    use crate::recording::mongod::{MongodRecording, MongodSlice};
+    use crate::recording::server_status::ServerStatusSample;
     let n = rec.slices.len() as i64;
     let system = super::system::example_samples(n, 10, 10, 1);
     for ((i, slice), system) in rec.slices.iter_mut().enumerate().zip(system) {

@@ -13,8 +13,9 @@
 //! judged on a guess.
 
 use super::{FactGroup, FactValue, float, int, text};
-use crate::mongo::repl::{ReplSample, state_name};
+use crate::mongo::repl::state_name;
 use crate::recording::Recording;
+use crate::recording::mongod::ReplSample;
 
 /// Why the group is absent when mongod sent no replication figures.
 pub const NOT_RECORDED: &str = "no replication figures: mongod is not a replica-set member \
@@ -206,7 +207,7 @@ pub fn suggested_oplog_mb(max_mb: f64, hours: f64) -> i64 {
 /// are checked against): a primary (the member recorded) and a secondary
 /// 2 s behind, a full 990 MB oplog written at 1 MB/s.
 pub(crate) fn example_sample(i: i64) -> ReplSample {
-    use crate::mongo::repl::MemberSample;
+    use crate::recording::mongod::MemberSample;
     let t = 1_700_000_000_000 + i * 1000;
     let member = |id: i64, state: i64, optime_ms: i64| MemberSample {
         id,
@@ -231,8 +232,8 @@ pub(crate) fn example_sample(i: i64) -> ReplSample {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mongo::model::{MongodRecording, MongodSlice};
-    use crate::mongo::repl::MemberSample;
+    use crate::recording::mongod::MemberSample;
+    use crate::recording::mongod::{MongodRecording, MongodSlice};
 
     fn member(id: i64, state: i64, health: i64, optime_ms: i64, is_self: bool) -> MemberSample {
         MemberSample {

@@ -10,7 +10,7 @@
 //! it is *not assessed*, never evaluated on a guessed disk.
 
 use super::{FactGroup, FactValue, int, text};
-use crate::host::StorageFacts;
+use crate::recording::StorageFacts;
 use crate::recording::model::Recording;
 
 /// Why the group is absent when nothing was recorded about the data directory.

@@ -15,9 +15,9 @@
 //! disk.
 
 use super::{FactGroup, FactValue, float, int, text};
-use crate::host::StorageFacts;
-use crate::mongo::system::{CpuTimes, DiskCounters, MountSpace, SystemSample};
 use crate::recording::Recording;
+use crate::recording::StorageFacts;
+use crate::recording::mongod::{CpuTimes, DiskCounters, MountSpace, SystemSample};
 
 /// Why the group is absent without system samples.
 pub const NOT_RECORDED: &str = "no host figures from mongod's side: record with --uri of a \
@@ -80,7 +80,7 @@ fn cpu_facts(samples: &[(u64, &SystemSample)], put: &mut Put) {
     if total <= 0.0 {
         return;
     }
-    let share = |f: fn(&crate::mongo::system::CpuTimes) -> i64| {
+    let share = |f: fn(&crate::recording::mongod::CpuTimes) -> i64| {
         Some(float(((f(b) - f(a)) as f64 / total).max(0.0)))
     };
     put("user_share", share(|c| c.user_ms + c.nice_ms));
@@ -181,7 +181,7 @@ fn disk_facts(
     let Some((a, b, ms)) = ends(samples, |s| s.disks.get(&disk)) else {
         return;
     };
-    let d = |f: fn(&crate::mongo::system::DiskCounters) -> i64| (f(b) - f(a)).max(0) as f64;
+    let d = |f: fn(&crate::recording::mongod::DiskCounters) -> i64| (f(b) - f(a)).max(0) as f64;
     let secs = ms as f64 / 1000.0;
     let (reads, writes) = (d(|x| x.reads), d(|x| x.writes));
     let per = |t: f64, n: f64| if n > 0.0 { t / n } else { 0.0 };
@@ -301,7 +301,7 @@ pub(crate) fn example_samples(n: i64, steal: i64, iowait: i64, await_ms: i64) ->
 mod tests {
 
     use super::*;
-    use crate::mongo::model::{MongodRecording, MongodSlice};
+    use crate::recording::mongod::{MongodRecording, MongodSlice};
 
     fn rec(samples: Vec<SystemSample>) -> Recording {
         let mut rec = crate::rules::testdata::baseline();

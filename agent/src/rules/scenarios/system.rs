@@ -4,7 +4,7 @@
 //! baseline (balanced) and an idle host.
 
 use super::{fired, num, passed, txt};
-use crate::mongo::system::SystemSample;
+use crate::recording::mongod::SystemSample;
 use crate::rules::facts::system::example_samples;
 use crate::rules::testdata::{baseline, set_system};
 

@@ -3,11 +3,17 @@
 //! the faults (what was missing and why). Part of the recording format
 //! (`docs/recording-format.md`); every field is optional or defaulted so older
 //! recordings and servers without a section still read.
+//!
+//! Only the types live here, below everything that reads or writes a
+//! recording; `mongo/` fills them (the pollers, the serverStatus,
+//! replication and systemMetrics parsers, FTDC).
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::status::ServerStatusSample;
-use crate::host::StorageFacts;
+use super::host::StorageFacts;
+use super::server_status::ServerStatusSample;
 
 /// Where the mongod figures of a recording came from.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -145,12 +151,12 @@ pub struct MongodSlice {
     /// poll (every `poll::REPL_EVERY` s) answered. Absent otherwise and in
     /// older files.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub repl: Option<super::repl::ReplSample>,
+    pub repl: Option<ReplSample>,
     /// The host's CPU times, memory, disks and data-directory space: FTDC's
     /// systemMetrics, or read by mdiag beside each poll of a local mongod.
     /// Absent otherwise and in older files.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub system: Option<super::system::SystemSample>,
+    pub system: Option<SystemSample>,
 }
 
 /// The flattened `tcmalloc` section of `serverStatus({tcmalloc: 2})`.
@@ -158,7 +164,7 @@ pub struct MongodSlice {
 #[serde(default, deny_unknown_fields)]
 pub struct TcmallocDetail {
     pub at_ms: u64,
-    /// Dotted path under `tcmalloc` → value (at most [`super::poll::DETAIL_MAX_METRICS`]).
+    /// Dotted path under `tcmalloc` → value (at most `mongo::poll::DETAIL_MAX_METRICS`).
     pub metrics: std::collections::BTreeMap<String, i64>,
 }
 
@@ -181,4 +187,137 @@ pub struct FtdcSource {
     /// The directory has no metadata document (buildInfo, hostInfo): the
     /// host's architecture and kernel and mongod's allocator are unknown.
     pub no_metadata: bool,
+}
+
+/// One member of the replica set in one sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemberSample {
+    /// `_id` in the replica-set configuration.
+    pub id: i64,
+    /// `host:port` (from the reply, or the FTDC chunk's reference document).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `state`: 1 PRIMARY, 2 SECONDARY, 7 ARBITER, 8 DOWN, ... (see `mongo::repl::state_name`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<i64>,
+    /// `health`: 1 up, 0 down (as the heartbeats see it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<i64>,
+    /// `optimeDate`: the wall time of the last operation it applied, ms since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optime_ms: Option<i64>,
+    /// The member answering (`self: true`).
+    pub is_self: bool,
+}
+
+/// Replication figures of one sample; `None` fields were not reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReplSample {
+    /// `replSetGetStatus.myState`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub my_state: Option<i64>,
+    /// `replSetGetStatus.members`, in the reply's order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberSample>,
+    /// The oplog's collStats: bytes of its documents now, and its configured maximum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oplog_size_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oplog_max_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oplog_count: Option<i64>,
+    /// WiredTiger's `cursor.insert key and value bytes` of the oplog table:
+    /// bytes written into the oplog since mongod opened it (a counter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oplog_insert_bytes: Option<i64>,
+    /// The `ts` seconds of the oplog's first and last entries (live only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oplog_first_s: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oplog_last_s: Option<i64>,
+}
+
+/// CPU time summed over every CPU, ms since boot (/proc/stat `cpu`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CpuTimes {
+    pub user_ms: i64,
+    pub nice_ms: i64,
+    pub system_ms: i64,
+    pub idle_ms: i64,
+    pub iowait_ms: i64,
+    pub irq_ms: i64,
+    pub softirq_ms: i64,
+    /// Time a hypervisor ran something else while this guest's CPU wanted to run.
+    pub steal_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_cpus: Option<i64>,
+}
+
+impl CpuTimes {
+    /// Every state summed.
+    pub fn total_ms(&self) -> i64 {
+        self.user_ms
+            + self.nice_ms
+            + self.system_ms
+            + self.idle_ms
+            + self.iowait_ms
+            + self.irq_ms
+            + self.softirq_ms
+            + self.steal_ms
+    }
+}
+
+/// One disk's counters (/proc/diskstats).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiskCounters {
+    pub reads: i64,
+    pub writes: i64,
+    pub read_time_ms: i64,
+    pub write_time_ms: i64,
+    /// Time with at least one I/O in flight (the basis of %util).
+    pub io_time_ms: i64,
+}
+
+/// One mount's space (statvfs), bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MountSpace {
+    pub capacity: i64,
+    /// Free to unprivileged users (what mongod can use).
+    pub available: i64,
+    pub free: i64,
+}
+
+/// One sample of the host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SystemSample {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuTimes>,
+    /// /proc/meminfo, kB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_total_kb: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_available_kb: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_total_kb: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_free_kb: Option<i64>,
+    /// /proc/vmstat counters: pages swapped in and out, major faults.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pswpin: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pswpout: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pgmajfault: Option<i64>,
+    /// By disk name ("sda", "nvme0n1").
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub disks: BTreeMap<String, DiskCounters>,
+    /// By mount point.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mounts: BTreeMap<String, MountSpace>,
 }
