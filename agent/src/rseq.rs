@@ -7,54 +7,12 @@
 //! registration fails and it falls back to slower caches. The process-wide
 //! answer is in glibc's own variable `__rseq_size` (0 when glibc did not
 //! register), read from the target's memory: no stopping, no ptrace. The
-//! per-thread answer comes from the rseq calls the syscalls probe saw.
+//! per-thread answer comes from the rseq calls the syscalls probe saw. The
+//! answer's types are the recording's (`recording/rseq.rs`).
 
-use serde::{Deserialize, Serialize};
-
-use crate::{
-    recording::RseqCall,
-    symbols::{AllocatorKind, TargetCode},
-};
-
-/// The process verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Google TCMalloc, and glibc left rseq to it.
-    PerCpuCachesPossible,
-    /// Google TCMalloc, but glibc registered rseq first.
-    BlockedByGlibcRegistration,
-    /// The allocator has no rseq per-CPU mode (glibc, gperftools, jemalloc).
-    AllocatorHasNoPerCpuMode,
-    /// Not enough information (allocator unknown, or __rseq_size unreadable).
-    Unknown,
-}
-
-/// One thread's registration, from the calls seen.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ThreadRseq {
-    pub tid: u32,
-    /// "glibc", "program", or "none" (every call failed).
-    pub owner: String,
-    /// The object that made the successful registration.
-    pub object: Option<String>,
-    /// Failed attempts (e.g. TCMalloc's after glibc's), with their errno.
-    pub failed_calls: Vec<i64>,
-}
-
-/// rseq ownership of the target, recorded once per recording.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RseqOwnership {
-    pub allocator: AllocatorKind,
-    /// glibc's `__rseq_size` read from the target (None: not found or unreadable).
-    pub glibc_rseq_size: Option<u32>,
-    pub verdict: Verdict,
-    /// How the verdict was reached and how sure it is, in words.
-    pub method: String,
-    pub confidence: String,
-    /// Threads whose registration was seen during the recording.
-    pub threads: Vec<ThreadRseq>,
-}
+use crate::recording::RseqCall;
+use crate::recording::rseq::{RseqOwnership, ThreadRseq, Verdict};
+use crate::symbols::{AllocatorKind, TargetCode};
 
 /// Reads `len` bytes of the target's memory at `addr` (/proc/PID/mem).
 fn read_target(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {

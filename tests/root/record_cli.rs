@@ -416,7 +416,10 @@ fn rseq_ownership_of_a_spawned_target() {
         assert_eq!(own.glibc_rseq_size, Some(truth), "{tunable:?}");
         assert_eq!(truth == 0, tunable.is_some());
         assert_eq!(own.allocator, mdiag::symbols::AllocatorKind::Glibc);
-        assert_eq!(own.verdict, mdiag::rseq::Verdict::AllocatorHasNoPerCpuMode);
+        assert_eq!(
+            own.verdict,
+            mdiag::recording::rseq::Verdict::AllocatorHasNoPerCpuMode
+        );
         assert!(
             rec.target_code
                 .as_ref()

@@ -16,8 +16,7 @@ use std::{
 
 use mdiag::{
     findings::EvidenceValue,
-    recording::{Recording, read_file},
-    rseq::Verdict,
+    recording::{Recording, read_file, rseq::Verdict},
     rules::RuleSet,
     symbols::AllocatorKind,
 };

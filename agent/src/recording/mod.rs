@@ -10,6 +10,7 @@ pub mod io;
 pub mod model;
 pub mod mongod;
 pub mod perf;
+pub mod rseq;
 pub mod sched;
 pub mod server_status;
 pub mod softirq;

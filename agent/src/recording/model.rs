@@ -73,7 +73,7 @@ pub struct Recording {
     pub target_code: Option<crate::symbols::TargetCode>,
     /// Who owns rseq in the target, and the per-CPU-caches verdict.
     #[serde(default)]
-    pub rseq: Option<crate::rseq::RseqOwnership>,
+    pub rseq: Option<crate::recording::rseq::RseqOwnership>,
     /// Allocator latency windows: what was probed, the calibration and the
     /// overhead imposed on the target (`None` when the family did not run).
     #[serde(default)]

@@ -43,11 +43,11 @@ use crate::explain::explain;
 use crate::recording::model::{
     ProbeStatus, ProgramStatus, Recording, ResourceLimit, SchedDrops, SchedSlice, SyscallCalls,
 };
+use crate::recording::rseq::Verdict;
 use crate::recording::{
     AllocCalibration, AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSlice, AllocWindow,
 };
 use crate::report::{Report, html, json, markdown, terminal};
-use crate::rseq::Verdict;
 use crate::rules::RuleSet;
 use crate::rules::testdata::{
     self, GIB, baseline, set_allocator, set_contention, set_perf, set_softirq,

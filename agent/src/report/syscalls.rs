@@ -173,8 +173,8 @@ pub(super) fn build(whole: &Window) -> Option<SyscallsMeasurements> {
 }
 
 /// The rseq verdict in plain words.
-pub fn verdict_text(v: crate::rseq::Verdict) -> &'static str {
-    use crate::rseq::Verdict;
+pub fn verdict_text(v: crate::recording::rseq::Verdict) -> &'static str {
+    use crate::recording::rseq::Verdict;
     match v {
         Verdict::PerCpuCachesPossible => "per-CPU caches possible",
         Verdict::BlockedByGlibcRegistration => {
@@ -185,7 +185,7 @@ pub fn verdict_text(v: crate::rseq::Verdict) -> &'static str {
     }
 }
 
-pub(super) fn rseq_measurement(r: &crate::rseq::RseqOwnership) -> RseqMeasurement {
+pub(super) fn rseq_measurement(r: &crate::recording::rseq::RseqOwnership) -> RseqMeasurement {
     RseqMeasurement {
         verdict: snake(&r.verdict),
         verdict_text: verdict_text(r.verdict).to_string(),

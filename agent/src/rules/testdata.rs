@@ -9,7 +9,7 @@ use crate::recording::model::{
     ResourceLimit, RxQueue, SchedDrops, SchedSlice, Slice, SoftirqSlice, SoftirqVector,
     SysfsChoice, Target, ThpFacts, ThreadSlice, VmSysctls,
 };
-use crate::rseq::Verdict;
+use crate::recording::rseq::Verdict;
 use crate::rules::facts::allocator::example_code;
 use crate::symbols::AllocatorKind;
 

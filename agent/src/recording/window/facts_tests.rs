@@ -336,7 +336,7 @@ fn facts_of_random_windows_equal_the_facts_of_their_slices() {
         crate::rules::testdata::set_allocator(
             &mut rec,
             crate::symbols::AllocatorKind::GoogleTcmalloc,
-            crate::rseq::Verdict::PerCpuCachesPossible,
+            crate::recording::rseq::Verdict::PerCpuCachesPossible,
             0,
         );
         rec.mongod = Some(crate::recording::mongod::MongodRecording {

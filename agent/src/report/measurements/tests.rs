@@ -242,10 +242,10 @@ fn with_new_families() -> Recording {
             ..WiredTigerSlice::default()
         });
     }
-    rec.rseq = Some(crate::rseq::RseqOwnership {
+    rec.rseq = Some(crate::recording::rseq::RseqOwnership {
         allocator: crate::symbols::AllocatorKind::GoogleTcmalloc,
         glibc_rseq_size: Some(32),
-        verdict: crate::rseq::Verdict::BlockedByGlibcRegistration,
+        verdict: crate::recording::rseq::Verdict::BlockedByGlibcRegistration,
         method: "glibc's __rseq_size read from the target".into(),
         confidence: "high".into(),
         threads: Vec::new(),

@@ -11,7 +11,7 @@
 use super::{FactGroup, FactValue, float, int, ratio, text};
 use crate::recording::Window;
 use crate::recording::model::Recording;
-use crate::rseq::Verdict;
+use crate::recording::rseq::Verdict;
 use crate::symbols::AllocatorKind;
 
 /// Why the group is absent.

@@ -320,10 +320,10 @@ pub(crate) fn example_recording() -> Recording {
             AllocatorKind::GoogleTcmalloc,
             "/usr/bin/mongod",
         )),
-        rseq: Some(crate::rseq::RseqOwnership {
+        rseq: Some(crate::recording::rseq::RseqOwnership {
             allocator: AllocatorKind::GoogleTcmalloc,
             glibc_rseq_size: Some(32),
-            verdict: crate::rseq::Verdict::BlockedByGlibcRegistration,
+            verdict: crate::recording::rseq::Verdict::BlockedByGlibcRegistration,
             method: "example".into(),
             confidence: "example".into(),
             threads: Vec::new(),

@@ -3,7 +3,7 @@
 //! allocator CPU time; each fires with its evidence and has near misses.
 
 use super::{fired, fix_has, not_applicable, num, passed, txt};
-use crate::rseq::Verdict;
+use crate::recording::rseq::Verdict;
 use crate::rules::testdata::{
     baseline, healthy_mongod, set_allocator, set_mongod, set_perf, with_figure,
 };

@@ -4,7 +4,7 @@
 
 use super::{fired, fix_has, num, passed, report, tuning, txt};
 use crate::recording::model::{DbPathFacts, NumaNode, ResourceLimit};
-use crate::rseq::Verdict;
+use crate::recording::rseq::Verdict;
 use crate::rules::facts::storage::example_storage;
 use crate::rules::testdata::{
     GIB, baseline, healthy_mongod, set_allocator, set_mongod, with_figure,

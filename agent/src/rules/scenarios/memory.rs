@@ -3,7 +3,7 @@
 
 use super::{fired, fix_has, not_applicable, num, passed, tuning, txt};
 use crate::explain::explain;
-use crate::rseq::Verdict;
+use crate::recording::rseq::Verdict;
 use crate::rules::RuleSet;
 use crate::rules::testdata::{GIB, baseline, choice, set_allocator};
 use crate::symbols::AllocatorKind;
