@@ -24,6 +24,8 @@ pub mod hist;
 pub mod host;
 pub mod kstack;
 pub mod logging;
+#[cfg(test)]
+mod module_graph_tests;
 pub mod mongo;
 pub mod offload;
 pub mod privileges;
