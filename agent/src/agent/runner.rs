@@ -221,7 +221,7 @@ impl Agent {
             if let Some(t) = self.last_scan.filter(|_| every < POLL) {
                 wake = wake.min(t + every);
             }
-            for w in &self.watches {
+            for w in &mut self.watches {
                 wake = wake.min(w.next_due());
             }
             tokio::select! {

@@ -32,7 +32,6 @@ impl Totals {
             self.wakeup_preemptions += sched.wakeup_preemptions;
             self.migrations += sched.migrations;
             add_hist(&mut self.runq_hist_log2_ns, &sched.runq_hist_log2_ns);
-            self.drop("sched", sched.drops.total());
         }
         if let Some(wt) = &s.wiredtiger {
             for c in wt.checkpoints.iter().filter(|c| !c.in_progress) {
@@ -43,41 +42,11 @@ impl Totals {
                 one[bucket] = 1;
                 add_hist(&mut self.checkpoint_hist_log2_ns, &one);
             }
-            let d = &wt.drops;
-            self.drop(
-                "wiredtiger",
-                d.ring_full + d.missing_entry + d.start_map_full,
-            );
         }
-        if let Some(x) = &s.softirq {
-            let d = &x.drops;
-            self.drop("softirq", d.unmatched_exit + d.irq_map_full + d.bad_vector);
-        }
-        if let Some(x) = &s.syscalls {
-            let d = &x.drops;
-            self.drop(
-                "syscalls",
-                d.inflight_full + d.thread_map_full + d.rseq_ring_full,
-            );
-        }
-        if let Some(x) = &s.contention {
-            let d = &x.drops;
-            let n = d.inflight_full + d.thread_map_full + d.stack_failed + d.dstack_map_full;
-            self.drop("contention", n);
-        }
-        if let Some(x) = &s.perf {
-            self.drop("perf", x.drops);
-        }
-        if let Some(x) = &s.alloc {
-            let n = x
-                .windows
-                .iter()
-                .map(|w| {
-                    let d = &w.drops;
-                    d.missing_entry + d.mismatched + d.too_deep + d.stack_full
-                })
-                .sum();
-            self.drop("alloc", n);
+        for (family, section) in s.sections() {
+            if let Some(section) = section {
+                self.drop(family.name(), section.drops_total());
+            }
         }
     }
 

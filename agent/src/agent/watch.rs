@@ -11,7 +11,7 @@ use chrono::Utc;
 use super::duty::{self, Coverage, Duty};
 use super::targets::{Found, HOST, TargetId};
 use crate::probes::alloc::budget::Spent;
-use crate::probes::{ProbeConfig, ProbeError, Probes, alloc::schedule::WindowSchedule};
+use crate::probes::{LaterPlan, ProbeConfig, ProbeError, Probes, alloc::schedule::WindowSchedule};
 use crate::record::run::{RecordingFrame, Session};
 use crate::recording::window::Mergeable as _;
 use crate::recording::{Recording, Slice, Target};
@@ -75,10 +75,11 @@ impl Watch {
             probes.preload_symbols(pid);
         }
         // Calibrated before the clock starts: the first slice must not wait.
-        probes.attach_alloc(pid, alloc);
-        if let Some(a) = probes.alloc.as_mut() {
-            a.set_budget(budgets.alloc);
-        }
+        probes.attach_later(&LaterPlan {
+            target: pid,
+            alloc,
+            alloc_budget: Some(budgets.alloc),
+        });
         let duty = probes.events_cyclable().then(|| Duty::new(budgets.probes));
         let start = probes.start_clock();
         let mut session = Session::new(probes, pid);
@@ -119,14 +120,9 @@ impl Watch {
     }
 
     /// When this watch next needs [`Self::tick`] (a slice or an allocator window).
-    pub fn next_due(&self) -> Instant {
-        let alloc = self
-            .session
-            .probes
-            .alloc
-            .as_ref()
-            .and_then(|a| a.next_due());
-        alloc.map_or(self.next_slice, |a| a.min(self.next_slice))
+    pub fn next_due(&mut self) -> Instant {
+        let family = self.session.probes.next_due();
+        family.map_or(self.next_slice, |a| a.min(self.next_slice))
     }
 
     /// Drains ring buffers, runs allocator windows, and takes the slice

@@ -67,14 +67,27 @@ pub enum Attach {
     /// stores its reader in its field of the [`Probes`] being built (which
     /// owns the loaded object), and returns its status (`None`: not tried).
     AtStart(fn(&mut Probes, &AttachContext) -> Option<ProbeStatus>),
-    /// Later, by a call of its own: `alloc`, from [`Probes::attach_alloc`],
-    /// once the record loop knows its windows.
-    Later,
+    /// In [`Probes::attach_later`], once the caller knows what the family
+    /// needs ([`LaterPlan`]: `alloc`'s windows and budget), likewise.
+    Later(fn(&mut Probes, &LaterPlan) -> Option<ProbeStatus>),
+}
+
+/// What the families that attach later ([`Attach::Later`]) need, which the
+/// record loop or the agent knows only after [`Probes::attach`].
+#[derive(Debug, Clone, Copy)]
+pub struct LaterPlan {
+    /// The target process (`None`: host-wide).
+    pub target: Option<u32>,
+    /// The allocator's latency windows.
+    pub alloc: alloc::schedule::WindowSchedule,
+    /// The share of the target's CPU the allocator windows may cost, paced
+    /// window by window (the agent's); `None`: the schedule as given.
+    pub alloc_budget: Option<f64>,
 }
 
 /// Every probe family, in the order [`Probes::attach`] attaches them and
 /// their statuses stand in a recording (`alloc` last, from
-/// [`Probes::attach_alloc`]). `docs/ARCHITECTURE.md`'s family table lists
+/// [`Probes::attach_later`]). `docs/ARCHITECTURE.md`'s family table lists
 /// exactly these (`docs_contract.rs`).
 pub const FAMILIES: [FamilyDef; 7] = [
     sched::DEF,
@@ -176,16 +189,7 @@ impl Probes {
     /// ([`Self::start_clock`]), every slice ([`Self::take_slice`]) and the
     /// "nothing attached" check.
     pub fn readers(&mut self) -> impl Iterator<Item = &mut dyn FamilyReader> {
-        let table: [Option<&mut dyn FamilyReader>; 7] = [
-            self.syscalls.as_mut().map(|r| r as _),
-            self.sched.as_mut().map(|r| r as _),
-            self.contention.as_mut().map(|r| r as _),
-            self.softirq.as_mut().map(|r| r as _),
-            self.wiredtiger.as_mut().map(|r| r as _),
-            self.perf.as_mut().map(|r| r as _),
-            self.alloc.as_mut().map(|r| r as _),
-        ];
-        table.into_iter().flatten()
+        self.readers_and_object().0
     }
 
     /// Every attached family's section of the slice that ends now (its time
@@ -352,7 +356,7 @@ impl Probes {
     /// last try (Python imports its binding late; a program may `dlopen` the
     /// library). Call it at every poll: it does nothing once attached,
     /// host-wide, after a real failure, or while the mappings stay the same.
-    pub fn retry_wiredtiger(&mut self, target: Option<u32>) {
+    fn retry_wiredtiger(&mut self, target: Option<u32>) {
         if self.wiredtiger.is_some() {
             return;
         }
@@ -380,31 +384,78 @@ impl Probes {
 }
 
 impl Probes {
-    /// Prepares allocator latency windows (see [`alloc`]): calibrates the
-    /// probe pair now; entry points are read from the first poll on. Not
-    /// tried host-wide or with windows off; a failure is only a status.
-    pub fn attach_alloc(&mut self, target: Option<u32>, schedule: alloc::schedule::WindowSchedule) {
-        let (status, probe) = alloc::attach(&mut self.ebpf, target, schedule);
-        self.status.extend(status);
-        self.alloc = probe;
-    }
-
-    /// Opens or closes an allocator window when due (call it from the record
-    /// loop; see [`alloc::AllocProbe::poll`]) and keeps the family's status.
-    pub fn poll_alloc(&mut self, now: std::time::Instant, rec_start: std::time::Instant) {
-        let Some(a) = self.alloc.as_mut() else { return };
-        a.poll(&mut self.ebpf, now, rec_start);
-        if let Some(new) = a.take_status()
-            && let Some(old) = self.status.iter_mut().find(|s| s.family == alloc::FAMILY)
-        {
-            *old = new;
+    /// Attaches the families that attach later ([`Attach::Later`]), in
+    /// table order, now that `plan` says what they need (the allocator's
+    /// windows are calibrated now, its entry points read from the first
+    /// poll on); a failure is only a status.
+    pub fn attach_later(&mut self, plan: &LaterPlan) {
+        for family in &FAMILIES {
+            if let Attach::Later(attach) = family.attach
+                && let Some(status) = attach(self, plan)
+            {
+                self.status.push(status);
+            }
         }
     }
 
-    /// Closes an allocator window still open (before the last slice).
-    pub fn finish_alloc(&mut self, rec_start: std::time::Instant) {
-        if let Some(a) = self.alloc.as_mut() {
-            a.finish(&mut self.ebpf, rec_start);
+    /// Every attached family's reader in slice order, beside the loaded
+    /// object their lifecycle hooks act on.
+    fn readers_and_object(&mut self) -> (impl Iterator<Item = &mut dyn FamilyReader>, &mut Ebpf) {
+        let table: [Option<&mut dyn FamilyReader>; 7] = [
+            self.syscalls.as_mut().map(|r| r as _),
+            self.sched.as_mut().map(|r| r as _),
+            self.contention.as_mut().map(|r| r as _),
+            self.softirq.as_mut().map(|r| r as _),
+            self.wiredtiger.as_mut().map(|r| r as _),
+            self.perf.as_mut().map(|r| r as _),
+            self.alloc.as_mut().map(|r| r as _),
+        ];
+        (table.into_iter().flatten(), &mut self.ebpf)
+    }
+
+    /// What runs between slices: every family's [`FamilyReader::poll`]
+    /// (ring buffers drained, windows opened or closed; a status that
+    /// changed replaces the family's), then WiredTiger tried again for
+    /// `target` when it found nothing yet ([`Self::retry_wiredtiger`]).
+    /// `rec_start` is the recording's time zero.
+    pub fn poll(
+        &mut self,
+        now: std::time::Instant,
+        rec_start: std::time::Instant,
+        target: Option<u32>,
+    ) {
+        let (readers, ebpf) = self.readers_and_object();
+        let changed: Vec<ProbeStatus> = readers
+            .filter_map(|r| r.poll(ebpf, now, rec_start))
+            .collect();
+        for new in changed {
+            if let Some(old) = self.status.iter_mut().find(|s| s.family == new.family) {
+                *old = new;
+            }
+        }
+        self.retry_wiredtiger(target);
+    }
+
+    /// The soonest instant a family must be polled at, if any asks
+    /// ([`FamilyReader::next_due`]).
+    pub fn next_due(&mut self) -> Option<std::time::Instant> {
+        self.readers().filter_map(|r| r.next_due()).min()
+    }
+
+    /// Before the last slice: every family closes what is still open
+    /// ([`FamilyReader::finish`]).
+    pub fn finish(&mut self, rec_start: std::time::Instant) {
+        let (readers, ebpf) = self.readers_and_object();
+        for reader in readers {
+            reader.finish(ebpf, rec_start);
+        }
+    }
+
+    /// Adds what every family keeps beside its slices to `recording`
+    /// ([`FamilyReader::fill_recording`]).
+    pub fn fill_recording(&mut self, recording: &mut crate::recording::Recording) {
+        for reader in self.readers() {
+            reader.fill_recording(recording);
         }
     }
 }

@@ -6,7 +6,10 @@
 //! difference of two snapshots, totals since attach); [`FamilyReader`] is
 //! what [`super::Probes`] needs of every attached family, whatever its
 //! kind (counters, ring buffers, sampled windows): its name, how it starts
-//! at the recording's clock, and how it fills its section of a [`Slice`].
+//! at the recording's clock, how it fills its section of a [`Slice`], and
+//! its lifecycle between slices (poll, the next time it is due, finish, what
+//! it adds to the recording), so that the record loop and the agent drive
+//! every family alike and name none.
 //! `Probes` keeps one table of them in slice order
 //! ([`super::Probes::readers`]), which drives the clock's start, each
 //! slice and the "nothing attached" check. Modelled on aya's own map
@@ -18,7 +21,9 @@ use aya::{
     maps::{MapData, MapError, PerCpuArray, PerCpuValues},
 };
 
-use crate::recording::Slice;
+use std::time::Instant;
+
+use crate::recording::{ProbeStatus, Recording, Slice};
 
 /// Why a family's reader could not read its maps (every family's reader
 /// returns this one type).
@@ -156,6 +161,33 @@ pub trait FamilyReader {
     /// Reads the slice since the previous call into the family's section of
     /// `slice`; `last` for the recording's last slice.
     fn read_into(&mut self, slice: &mut Slice, last: bool) -> Result<(), ReadError>;
+
+    /// Between slices, at every poll of the record loop (a few times a
+    /// second): drains what the kernel side streams (ring buffers) while
+    /// its callers still exist, opens or closes what runs in windows.
+    /// `rec_start` is the recording's time zero. Returns the family's
+    /// status when it changed.
+    fn poll(
+        &mut self,
+        _ebpf: &mut Ebpf,
+        _now: Instant,
+        _rec_start: Instant,
+    ) -> Option<ProbeStatus> {
+        None
+    }
+
+    /// When the family must be polled next, if sooner than the next slice
+    /// (a window to open or close); `None`: at the loop's pace.
+    fn next_due(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Before the recording's last slice: closes what is still open.
+    fn finish(&mut self, _ebpf: &mut Ebpf, _rec_start: Instant) {}
+
+    /// Adds what the family keeps beside its slices to the recording (the
+    /// allocator's record, the contention family's kernel stacks).
+    fn fill_recording(&self, _recording: &mut Recording) {}
 }
 
 /// Deletes every entry of a kernel hash map (an entry deleted meanwhile is

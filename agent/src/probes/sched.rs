@@ -42,7 +42,7 @@ use crate::recording::{ProbeStatus, SchedDrops, SchedSlice, Slice, ThreadSlice};
 const BPF_EXIST: u64 = 2;
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = "sched";
+pub const FAMILY: &str = crate::recording::Family::Sched.name();
 
 /// The family's entry in [`FAMILIES`](super::FAMILIES).
 pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &sched_common::TRACEPOINTS, attach);

@@ -23,7 +23,7 @@ use crate::recording::{
 };
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = "softirq";
+pub const FAMILY: &str = crate::recording::Family::Softirq.name();
 
 /// The family's entry in [`FAMILIES`](super::FAMILIES).
 pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &softirq_common::TRACEPOINTS, attach);

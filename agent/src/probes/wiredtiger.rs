@@ -34,7 +34,7 @@ use crate::recording::{
 };
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = "wiredtiger";
+pub const FAMILY: &str = crate::recording::Family::Wiredtiger.name();
 
 /// The family's entry in [`FAMILIES`](super::FAMILIES).
 pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &[], attach_at_start);
@@ -332,7 +332,7 @@ impl WiredTigerReader {
     }
 
     /// Drains completed checkpoints now (cheap; call it as often as you like).
-    pub fn poll(&mut self) {
+    pub fn drain(&mut self) {
         while let Some(item) = self.events.next() {
             if let Some(e) = CheckpointEvent::from_bytes(&item) {
                 self.pending.push(checkpoint_of(&e));
@@ -342,7 +342,7 @@ impl WiredTigerReader {
 
     /// The checkpoints that returned since the previous slice, and the drops.
     pub fn next_slice(&mut self) -> Result<WiredTigerSlice, ReadError> {
-        self.poll();
+        self.drain();
         let now = self.read_drops()?;
         let slice = WiredTigerSlice {
             checkpoints: std::mem::take(&mut self.pending),
@@ -376,6 +376,17 @@ impl WiredTigerReader {
 impl FamilyReader for WiredTigerReader {
     fn family(&self) -> &'static str {
         FAMILY
+    }
+
+    /// Drains the completed checkpoints now (see [`Self::drain`]).
+    fn poll(
+        &mut self,
+        _ebpf: &mut aya::Ebpf,
+        _now: std::time::Instant,
+        _rec_start: std::time::Instant,
+    ) -> Option<crate::recording::ProbeStatus> {
+        self.drain();
+        None
     }
 
     fn read_into(&mut self, slice: &mut Slice, last: bool) -> Result<(), ReadError> {

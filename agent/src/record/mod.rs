@@ -81,6 +81,18 @@ pub struct RecordPlan {
     pub mongo: Option<crate::mongo::MongoPlan>,
 }
 
+impl RecordPlan {
+    /// What the families that attach later need, for `target`: the
+    /// allocator windows as scheduled (a recording spends no budget).
+    pub(crate) fn later(&self, target: Option<u32>) -> crate::probes::LaterPlan {
+        crate::probes::LaterPlan {
+            target,
+            alloc: self.alloc,
+            alloc_budget: None,
+        }
+    }
+}
+
 /// Checks the arguments and the host, and decides what to do.
 pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, RecordError> {
     let alloc =

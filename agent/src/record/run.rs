@@ -51,7 +51,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     let (probes, mut target, mut child, clock) = match &plan.target {
         PlannedTarget::HostWide => {
             let mut probes = Probes::attach(ProbeConfig { target_tgid: None })?;
-            probes.attach_alloc(None, plan.alloc);
+            probes.attach_later(&plan.later(None));
             let clock = Clock::start(&mut probes, None);
             (probes, None, None, clock)
         }
@@ -62,7 +62,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
             // Symbols read and the allocator probe calibrated before the
             // clock starts: the first slice must not wait for either.
             probes.preload_symbols(t.pid);
-            probes.attach_alloc(Some(t.pid), plan.alloc);
+            probes.attach_later(&plan.later(Some(t.pid)));
             let clock = Clock::start(&mut probes, Some(t.pid));
             (probes, Some(t.clone()), None, clock)
         }
@@ -86,7 +86,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
             if let Some(exe) = &exe {
                 probes.attach_before_exec(pid, exe);
             }
-            probes.attach_alloc(Some(pid), plan.alloc);
+            probes.attach_later(&plan.later(Some(pid)));
             let clock = Clock::start(&mut probes, Some(pid));
             let child = held.release()?;
             let t = target::describe(pid, "spawned").unwrap_or_else(|_| Target {
@@ -292,21 +292,14 @@ impl Session {
     /// the target's mappings changed, and reads the target's code once.
     /// `start` is the recording's time zero.
     pub(crate) fn poll(&mut self, start: Instant) {
-        if let Some(r) = self.probes.syscalls.as_mut() {
-            r.poll();
-        }
-        if let Some(r) = self.probes.wiredtiger.as_mut() {
-            r.poll();
-        }
-        self.probes.poll_alloc(Instant::now(), start);
-        self.probes.retry_wiredtiger(self.target_pid);
+        self.probes.poll(Instant::now(), start, self.target_pid);
         self.analyse_target();
     }
 
     /// A recording of `slices` (taken by this session) with what the probes
     /// know beside them: every family's status, the target's code and rseq
     /// ownership seen in these slices, the allocator record, kernel stacks.
-    pub(crate) fn recording(&self, slices: Vec<Slice>, frame: RecordingFrame) -> Recording {
+    pub(crate) fn recording(&mut self, slices: Vec<Slice>, frame: RecordingFrame) -> Recording {
         let rseq_calls: Vec<_> = slices
             .iter()
             .filter_map(|s| s.syscalls.as_ref())
@@ -316,8 +309,7 @@ impl Session {
             .target_code
             .as_ref()
             .map(|(code, size)| crate::rseq::ownership_with(code, *size, &rseq_calls));
-        let probes = &self.probes;
-        Recording {
+        let mut recording = Recording {
             format: FORMAT_NAME.into(),
             version: FORMAT_VERSION,
             mdiag_version: env!("CARGO_PKG_VERSION").into(),
@@ -327,22 +319,17 @@ impl Session {
             stop_reason: frame.stop_reason,
             host: frame.host,
             target: frame.target,
-            probes: probes.status().to_vec(),
+            probes: self.probes.status().to_vec(),
             slices,
             checks: frame.checks,
             target_code: self.target_code.as_ref().map(|(code, _)| code.clone()),
             rseq,
-            alloc: probes
-                .alloc
-                .as_ref()
-                .map(crate::probes::alloc::AllocProbe::record),
-            kernel_stacks: probes
-                .contention
-                .as_ref()
-                .map(crate::probes::contention::ContentionReader::kernel_stacks)
-                .unwrap_or_default(),
+            alloc: None,
+            kernel_stacks: Vec::new(),
             mongod: frame.mongod,
-        }
+        };
+        self.probes.fill_recording(&mut recording);
+        recording
     }
 
     /// Reads the target's code once it is running (a spawned target maps its
@@ -417,7 +404,7 @@ impl Session {
         let mut target_end = target_start;
         let reason = loop {
             let mut wake = next_slice.min(deadline).min(Instant::now() + POLL);
-            if let Some(due) = self.probes.alloc.as_ref().and_then(|a| a.next_due()) {
+            if let Some(due) = self.probes.next_due() {
                 wake = wake.min(due.max(Instant::now()));
             }
             tokio::select! {
@@ -452,7 +439,7 @@ impl Session {
                 }
             }
         };
-        self.probes.finish_alloc(start);
+        self.probes.finish(start);
         let now = Instant::now();
         if now > slice_start || self.slices.is_empty() {
             self.take_slice(start, slice_start, now, true);

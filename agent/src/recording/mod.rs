@@ -4,6 +4,7 @@
 //! family's section types are in `<family>.rs` (re-exported by both).
 pub mod alloc;
 pub mod contention;
+pub mod family;
 pub mod host;
 pub mod host_cpu;
 pub mod io;
@@ -19,6 +20,7 @@ pub mod window;
 pub mod wiredtiger;
 
 pub use contention::*;
+pub use family::{Family, Section};
 pub use io::{RecordingError, default_file_name, newest_in_dir, read_file, write_atomic};
 pub use model::*;
 pub use window::{Mergeable, MongodWindow, SectionMs, Window, merge_window};

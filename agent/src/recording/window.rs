@@ -272,26 +272,53 @@ impl Mergeable for Slice {
             self.clone_from(later);
             return;
         }
-        self.start_ms = self.start_ms.min(later.start_ms);
-        add(&mut self.duration_ms, later.duration_ms);
-        self.sched.merge(&later.sched);
-        self.softirq.merge(&later.softirq);
-        self.syscalls.merge(&later.syscalls);
-        self.wiredtiger.merge(&later.wiredtiger);
-        self.perf.merge(&later.perf);
-        self.alloc.merge(&later.alloc);
-        self.contention.merge(&later.contention);
-        self.mongod.merge(&later.mongod);
+        // Exhaustive: a new section does not compile until it merges.
+        let Slice {
+            start_ms,
+            duration_ms,
+            sched,
+            softirq,
+            syscalls,
+            wiredtiger,
+            perf,
+            alloc,
+            contention,
+            mongod,
+        } = self;
+        *start_ms = (*start_ms).min(later.start_ms);
+        add(duration_ms, later.duration_ms);
+        sched.merge(&later.sched);
+        softirq.merge(&later.softirq);
+        syscalls.merge(&later.syscalls);
+        wiredtiger.merge(&later.wiredtiger);
+        perf.merge(&later.perf);
+        alloc.merge(&later.alloc);
+        contention.merge(&later.contention);
+        mongod.merge(&later.mongod);
     }
 
     fn bound(&mut self, top_n: usize) {
-        self.sched.bound(top_n);
-        self.softirq.bound(top_n);
-        self.syscalls.bound(top_n);
-        self.wiredtiger.bound(top_n);
-        self.perf.bound(top_n);
-        self.alloc.bound(top_n);
-        self.contention.bound(top_n);
+        // Exhaustive: a new section does not compile until it is bounded
+        // (mongod's first and last samples have no rows to bound).
+        let Slice {
+            start_ms: _,
+            duration_ms: _,
+            sched,
+            softirq,
+            syscalls,
+            wiredtiger,
+            perf,
+            alloc,
+            contention,
+            mongod: _,
+        } = self;
+        sched.bound(top_n);
+        softirq.bound(top_n);
+        syscalls.bound(top_n);
+        wiredtiger.bound(top_n);
+        perf.bound(top_n);
+        alloc.bound(top_n);
+        contention.bound(top_n);
     }
 }
 
@@ -313,16 +340,29 @@ pub struct SectionMs {
 impl SectionMs {
     /// The sections `slice` has, each for the slice's duration.
     pub fn of(slice: &Slice) -> SectionMs {
-        let ms = |present: bool| if present { slice.duration_ms } else { 0 };
+        // Exhaustive: a new section does not compile until it is timed.
+        let Slice {
+            start_ms: _,
+            duration_ms,
+            sched,
+            softirq,
+            syscalls,
+            wiredtiger,
+            perf,
+            alloc,
+            contention,
+            mongod,
+        } = slice;
+        let ms = |present: bool| if present { *duration_ms } else { 0 };
         SectionMs {
-            sched: ms(slice.sched.is_some()),
-            softirq: ms(slice.softirq.is_some()),
-            syscalls: ms(slice.syscalls.is_some()),
-            wiredtiger: ms(slice.wiredtiger.is_some()),
-            perf: ms(slice.perf.is_some()),
-            alloc: ms(slice.alloc.is_some()),
-            contention: ms(slice.contention.is_some()),
-            mongod: ms(slice.mongod.is_some()),
+            sched: ms(sched.is_some()),
+            softirq: ms(softirq.is_some()),
+            syscalls: ms(syscalls.is_some()),
+            wiredtiger: ms(wiredtiger.is_some()),
+            perf: ms(perf.is_some()),
+            alloc: ms(alloc.is_some()),
+            contention: ms(contention.is_some()),
+            mongod: ms(mongod.is_some()),
         }
     }
 }

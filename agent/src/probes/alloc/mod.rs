@@ -58,7 +58,7 @@ use crate::recording::{
 };
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = "alloc";
+pub const FAMILY: &str = crate::recording::Family::Alloc.name();
 
 /// Whether `pid` still runs mdiag's own executable (a spawned target before
 /// its `exec`: its maps are mdiag's, its allocator mdiag's).
@@ -77,13 +77,24 @@ fn still_mdiag(pid: u32) -> bool {
 const EXEC_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The family's entry in [`FAMILIES`](super::FAMILIES): attached by
-/// [`Probes::attach_alloc`](super::Probes::attach_alloc) once the record
-/// loop knows its windows.
+/// [`Probes::attach_later`](super::Probes::attach_later) once the record
+/// loop or the agent knows its windows and budget.
 pub const DEF: FamilyDef = FamilyDef {
     name: FAMILY,
     tracepoints: &[],
-    attach: Attach::Later,
+    attach: Attach::Later(attach_later),
 };
+
+/// [`attach`] for the plan's target and windows, paced by its budget when
+/// it has one.
+fn attach_later(probes: &mut super::Probes, plan: &super::LaterPlan) -> Option<ProbeStatus> {
+    let (status, probe) = attach(&mut probes.ebpf, plan.target, plan.alloc);
+    probes.alloc = probe;
+    if let (Some(a), Some(budget)) = (probes.alloc.as_mut(), plan.alloc_budget) {
+        a.set_budget(budget);
+    }
+    status
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AllocError {
@@ -282,7 +293,7 @@ impl AllocProbe {
 
     /// When the next window opens or closes, or an open one's cost is
     /// checked (for the record loop's sleep).
-    pub fn next_due(&self) -> Option<Instant> {
+    fn due(&self) -> Option<Instant> {
         match &self.paced {
             Some(p) => Some(p.next_due()),
             None => self.windows.next_due(),
@@ -314,7 +325,7 @@ impl AllocProbe {
     /// Opens or closes a window when due. `rec_start` is the recording's
     /// start (windows are also stamped in recording time). Never blocks for
     /// long: attach and detach take a few milliseconds.
-    pub fn poll(&mut self, ebpf: &mut Ebpf, now: Instant, rec_start: Instant) {
+    fn step(&mut self, ebpf: &mut Ebpf, now: Instant, rec_start: Instant) {
         if self.resolved.is_none() && self.resolving.is_none() && !self.tried_early {
             // Read early, so the first window finds the entry points ready.
             self.tried_early = true;
@@ -558,7 +569,7 @@ impl AllocProbe {
     }
 
     /// Closes a window still open (call before the last slice).
-    pub fn finish(&mut self, ebpf: &mut Ebpf, rec_start: Instant) {
+    fn close_last(&mut self, ebpf: &mut Ebpf, rec_start: Instant) {
         if self.open.is_some() {
             self.close_window(ebpf, rec_start);
         }
@@ -602,5 +613,25 @@ impl FamilyReader for AllocProbe {
     fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
         slice.alloc = Some(self.next_slice());
         Ok(())
+    }
+
+    /// Opens or closes a window when due ([`AllocProbe::step`]); a status
+    /// once the entry points were resolved or found missing.
+    fn poll(&mut self, ebpf: &mut Ebpf, now: Instant, rec_start: Instant) -> Option<ProbeStatus> {
+        self.step(ebpf, now, rec_start);
+        self.take_status()
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.due()
+    }
+
+    fn finish(&mut self, ebpf: &mut Ebpf, rec_start: Instant) {
+        self.close_last(ebpf, rec_start);
+    }
+
+    /// The allocator record: what was probed, the calibration, the cost.
+    fn fill_recording(&self, recording: &mut crate::recording::Recording) {
+        recording.alloc = Some(self.record());
     }
 }

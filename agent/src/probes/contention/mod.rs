@@ -41,7 +41,7 @@ use crate::kstack::{self, KernelSymbols};
 use crate::recording::{ContentionSlice, KernelStack, ProbeStatus, Slice};
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = "contention";
+pub const FAMILY: &str = crate::recording::Family::Contention.name();
 
 /// The family's entry in [`FAMILIES`](super::FAMILIES).
 pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &contention_common::TRACEPOINTS, attach);
@@ -254,6 +254,11 @@ impl FamilyReader for ContentionReader {
     fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
         slice.contention = Some(self.next_slice()?);
         Ok(())
+    }
+
+    /// The kernel stacks the slices refer to, by id.
+    fn fill_recording(&self, recording: &mut crate::recording::Recording) {
+        recording.kernel_stacks = self.kernel_stacks();
     }
 }
 

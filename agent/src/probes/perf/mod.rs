@@ -44,7 +44,7 @@ use crate::recording::{PerfSlice, ProbeStatus, ProgramStatus, Slice};
 use crate::symbols::{ObjectCache, ProcessSymbols};
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = "perf";
+pub const FAMILY: &str = crate::recording::Family::Perf.name();
 /// Entries kept in `by_symbol`.
 pub const TOP_SYMBOLS: usize = 20;
 /// Least time between two reloads of the target's symbols.

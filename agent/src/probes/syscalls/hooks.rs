@@ -5,8 +5,9 @@
 //! trampolines, so every other syscall of the host runs none of mdiag's
 //! programs and no task is sent through the traced syscall slow path.
 //! Fallback: the `sys_enter`/`sys_exit` BTF tracepoints, which run on every
-//! syscall of the host, where the kernel cannot attach them (arm64 before
-//! 6.4 has no ftrace direct calls; x86_64 5.10's verifier refuses to read a
+//! syscall of the host, where the kernel cannot attach them (a kernel
+//! without a BPF JIT has no trampolines; arm64 before 6.4 has no ftrace
+//! direct calls; x86_64 5.10's verifier refuses to read a
 //! `struct pt_regs` its BTF only declares forward, as for
 //! `__x64_sys_madvise`; kernels locked down against fentry refuse the load),
 //! when any fentry program fails to load or attach, or when [`ENV_VIA`]
@@ -15,6 +16,8 @@
 //! The family's [`ProbeStatus`] tells which: its programs' attach points are
 //! `fentry/<function>` and `fexit/<function>`, or `tp_btf/sys_enter` and
 //! `tp_btf/sys_exit` followed by the reason fentry was not used.
+
+use std::path::Path;
 
 use aya::{
     Ebpf,
@@ -74,6 +77,7 @@ pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext, def: &FamilyDef) -> Pr
         Via::Fentry => cx
             .regs_offsets
             .clone()
+            .and_then(|()| bpf_jit(Path::new(JIT_SYSCTL)))
             .and_then(|()| cx.syscall_entries.clone())
             .and_then(|points| {
                 let btf = cx.kernel_btf()?;
@@ -116,6 +120,23 @@ pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext, def: &FamilyDef) -> Pr
             status
         }
     }
+}
+
+/// The sysctl a kernel built with a BPF JIT (`CONFIG_BPF_JIT`) has.
+const JIT_SYSCTL: &str = "/proc/sys/net/core/bpf_jit_enable";
+
+/// Whether this kernel has a BPF JIT, which writes the trampolines fentry
+/// and fexit programs run from: without one (Debian's s390x 6.12 is built
+/// so) loading an fexit program fails with a bare ENOMEM, so the reason is
+/// said before trying. `sysctl` is [`JIT_SYSCTL`] (a parameter for tests).
+fn bpf_jit(sysctl: &Path) -> Result<(), String> {
+    if sysctl.exists() {
+        return Ok(());
+    }
+    Err(format!(
+        "this kernel has no BPF JIT (no {}: built without CONFIG_BPF_JIT), and fentry/fexit trampolines are written by the JIT",
+        sysctl.display()
+    ))
 }
 
 /// A tracepoint program's attach point with the reason for the fallback.
@@ -252,6 +273,19 @@ fn unload(ebpf: &mut Ebpf, prog: &str, side: Side) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_without_a_jit_is_named_before_any_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let sysctl = dir.path().join("bpf_jit_enable");
+        let why = bpf_jit(&sysctl).unwrap_err();
+        assert!(
+            why.starts_with("this kernel has no BPF JIT (no ") && why.contains("CONFIG_BPF_JIT"),
+            "{why}"
+        );
+        std::fs::write(&sysctl, "1\n").unwrap();
+        assert_eq!(bpf_jit(&sysctl), Ok(()));
+    }
 
     #[test]
     fn the_variable_chooses_the_hooks() {

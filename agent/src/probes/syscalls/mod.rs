@@ -42,7 +42,7 @@ use crate::recording::{
 };
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = "syscalls";
+pub const FAMILY: &str = crate::recording::Family::Syscalls.name();
 
 /// The family's entry in [`FAMILIES`](super::FAMILIES).
 pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &syscalls_common::TRACEPOINTS, attach);
@@ -167,7 +167,7 @@ impl SyscallsReader {
         let cut = credit::Cut { open: &open, at_ns };
         self.credit
             .apply(&mut slice, cut, |tid| last_counted_wait(&now, tid));
-        self.poll();
+        self.drain();
         slice.rseq = std::mem::take(&mut self.pending_rseq);
         self.last = now;
         let gone = delta::prune_exited(&mut self.threads, &mut self.last.threads);
@@ -178,7 +178,7 @@ impl SyscallsReader {
     /// Drains rseq events now, resolving each caller while its process still
     /// exists (call it often: a thread registers rseq as it starts, and a
     /// short-lived process may be gone by the next slice).
-    pub fn poll(&mut self) {
+    pub fn drain(&mut self) {
         let calls = self.drain_rseq();
         self.pending_rseq.extend(calls);
     }
@@ -290,6 +290,17 @@ impl Counters for SyscallsReader {
 impl FamilyReader for SyscallsReader {
     fn family(&self) -> &'static str {
         FAMILY
+    }
+
+    /// Drains the rseq registrations now (see [`Self::drain`]).
+    fn poll(
+        &mut self,
+        _ebpf: &mut aya::Ebpf,
+        _now: std::time::Instant,
+        _rec_start: std::time::Instant,
+    ) -> Option<crate::recording::ProbeStatus> {
+        self.drain();
+        None
     }
 
     /// No watched syscall in flight.
