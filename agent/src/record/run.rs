@@ -43,12 +43,15 @@ pub struct RecordOutcome {
     pub fallback_reason: Option<String>,
 }
 
-/// Runs the plan. Must be called outside any async runtime.
-pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
-    // Attach first, then start (or pick) the target. The recording's clock
-    // starts once the probes see the target: at attach, or for a spawned
+/// The probes attached and the target started (or picked), with the
+/// recording's clock.
+type Attached = (Probes, Option<Target>, Option<SpawnedChild>, Clock);
+
+/// Attaches the probes first, then starts (or picks) the target.
+fn attach(plan: &RecordPlan) -> Result<Attached, RecordError> {
+    // The recording's clock starts once the probes see the target: at attach, or for a spawned
     // target at its release, so the recording covers its whole life.
-    let (probes, mut target, mut child, clock) = match &plan.target {
+    Ok(match &plan.target {
         PlannedTarget::HostWide => {
             let mut probes = Probes::attach(ProbeConfig { target_tgid: None })?;
             probes.attach_alloc(None, plan.alloc);
@@ -66,40 +69,49 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
             let clock = Clock::start(&mut probes, Some(t.pid));
             (probes, Some(t.clone()), None, clock)
         }
-        PlannedTarget::Spawn(argv) => {
-            let exe = argv
-                .first()
-                .and_then(|p| crate::symbols::program::executable_path(p));
-            let held = crate::spawn::spawn_held(argv)?;
-            let pid = held.pid();
-            let mut probes = match Probes::attach(ProbeConfig {
-                target_tgid: Some(pid),
-            }) {
-                Ok(p) => p,
-                Err(e) => {
-                    held.abandon();
-                    return Err(e.into());
-                }
-            };
-            // Uprobes wait on the files the child maps at start, and the
-            // allocator probe is calibrated, before the child runs at all.
-            if let Some(exe) = &exe {
-                probes.attach_before_exec(pid, exe);
-            }
-            probes.attach_alloc(Some(pid), plan.alloc);
-            let clock = Clock::start(&mut probes, Some(pid));
-            let child = held.release()?;
-            let t = target::describe(pid, "spawned").unwrap_or_else(|_| Target {
-                pid,
-                comm: argv.first().cloned().unwrap_or_default(),
-                exe: None,
-                cmdline: argv.clone(),
-                how: "spawned".into(),
-                exit_code: None,
-            });
-            (probes, Some(t), Some(child), clock)
+        PlannedTarget::Spawn(argv) => attach_spawned(argv, plan)?,
+    })
+}
+
+/// Spawns the target held before exec, attaches the probes to it, then
+/// releases it: the recording covers its whole life.
+fn attach_spawned(argv: &[String], plan: &RecordPlan) -> Result<Attached, RecordError> {
+    let exe = argv
+        .first()
+        .and_then(|p| crate::symbols::program::executable_path(p));
+    let held = crate::spawn::spawn_held(argv)?;
+    let pid = held.pid();
+    let mut probes = match Probes::attach(ProbeConfig {
+        target_tgid: Some(pid),
+    }) {
+        Ok(p) => p,
+        Err(e) => {
+            held.abandon();
+            return Err(e.into());
         }
     };
+    // Uprobes wait on the files the child maps at start, and the
+    // allocator probe is calibrated, before the child runs at all.
+    if let Some(exe) = &exe {
+        probes.attach_before_exec(pid, exe);
+    }
+    probes.attach_alloc(Some(pid), plan.alloc);
+    let clock = Clock::start(&mut probes, Some(pid));
+    let child = held.release()?;
+    let t = target::describe(pid, "spawned").unwrap_or_else(|_| Target {
+        pid,
+        comm: argv.first().cloned().unwrap_or_default(),
+        exe: None,
+        cmdline: argv.to_vec(),
+        how: "spawned".into(),
+        exit_code: None,
+    });
+    Ok((probes, Some(t), Some(child), clock))
+}
+
+/// Runs the plan. Must be called outside any async runtime.
+pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
+    let (probes, mut target, mut child, clock) = attach(plan)?;
     tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
     // Integration tests wait for this line before starting their workload.
     // A closed standard error must not stop the recording (no eprintln!).
