@@ -20,6 +20,7 @@ pub mod ftdc;
 pub mod host;
 pub mod kstack;
 pub mod logging;
+pub mod messages;
 pub mod mongo;
 pub mod offload;
 pub mod privileges;

@@ -114,24 +114,20 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     let (probes, mut target, mut child, clock) = attach(plan)?;
     tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
     // Integration tests wait for this line before starting their workload.
-    // A closed standard error must not stop the recording (no eprintln!).
-    use std::io::Write as _;
-    let _ = writeln!(
-        std::io::stderr(),
-        "mdiag: probes attached, recording {}",
+    crate::messages::note(format_args!(
+        "probes attached, recording {}",
         describe_target(target.as_ref())
-    );
+    ));
     if let Some(m) = &plan.mongo {
-        let _ = writeln!(
-            std::io::stderr(),
-            "mdiag: polling mongod at {} every second{}",
+        crate::messages::note(format_args!(
+            "polling mongod at {} every second{}",
             m.conn.redacted(),
             if m.local {
                 ""
             } else {
                 " (remote: polling only)"
             }
-        );
+        ));
     }
 
     // Host facts once the target is known (a spawned one has exec'd by now).
@@ -460,7 +456,7 @@ impl Session {
                 let last = self.slices.last().and_then(|s| s.sched.as_ref());
                 progress.update(cut - start, last, events);
                 for line in self.take_mongo_news() {
-                    progress.println(&format!("mdiag: {line}"));
+                    progress.note(&line);
                 }
             }
         };
@@ -470,7 +466,7 @@ impl Session {
             self.take_slice(start, slice_start, now, true);
         }
         for line in self.take_mongo_news() {
-            progress.println(&format!("mdiag: {line}"));
+            progress.note(&line);
         }
         progress.finish();
         self.checks.proc_stat_ctxt = ctxt_start
