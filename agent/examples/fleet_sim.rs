@@ -200,91 +200,108 @@ fn window_facts(rng: &mut Rng) -> Document {
     facts
 }
 
+/// The episodes a host has open when the simulation starts (0 to 3,
+/// at least one when it flaps), firing for three minutes.
+fn open_at_start(h: &mut Host, at: DateTime, rng: &mut Rng, events: &mut Vec<Op>) {
+    let k = match rng.unit() {
+        u if u < 0.50 => 0,
+        u if u < 0.80 => 1,
+        u if u < 0.95 => 2,
+        _ => 3,
+    };
+    let k = if h.flapping { k.max(1) } else { k };
+    for _ in 0..k {
+        let rule = rng.pick(&RULES);
+        if h.open.iter().any(|o| o.rule == rule) {
+            continue;
+        }
+        let target = h.targets[0].clone();
+        let start = DateTime::from_millis(at.timestamp_millis() - 3 * MINUTE);
+        let o = Open {
+            rule,
+            target,
+            start,
+            st: St::Firing,
+        };
+        events.push(event(h, &o, "inactive", "pending", start));
+        events.push(event(
+            h,
+            &o,
+            "pending",
+            "firing",
+            DateTime::from_millis(start.timestamp_millis() + 2 * MINUTE),
+        ));
+        h.open.push(o);
+    }
+}
+
+/// Moves each open episode on: pending fires or clears, firing resolves
+/// or flaps.
+fn advance(h: &mut Host, m: u64, at: DateTime, rng: &mut Rng, events: &mut Vec<Op>) {
+    let mut keep = Vec::new();
+    for mut o in std::mem::take(&mut h.open) {
+        let next = match o.st {
+            St::Pending { fire_at } if m >= fire_at => {
+                if rng.unit() < 0.8 {
+                    Some(St::Firing)
+                } else {
+                    None
+                }
+            }
+            St::Pending { .. } => Some(o.st),
+            St::Firing if rng.unit() < 1.0 / 240.0 => None,
+            St::Firing if h.flapping && rng.unit() < 1.0 / 3.0 => Some(St::Flapping),
+            St::Flapping if rng.unit() < 1.0 / 3.0 => Some(St::Firing),
+            st => Some(st),
+        };
+        let name = |s: St| match s {
+            St::Pending { .. } => "pending",
+            St::Firing => "firing",
+            St::Flapping => "flapping",
+        };
+        match next {
+            None => events.push(event(h, &o, name(o.st), "resolved", at)),
+            Some(st) if st != o.st => {
+                events.push(event(h, &o, name(o.st), name(st), at));
+                o.st = st;
+                keep.push(o);
+            }
+            Some(_) => keep.push(o),
+        }
+    }
+    h.open = keep;
+}
+
+/// Now and then a new pending episode on one of the host's targets.
+fn maybe_open(h: &mut Host, m: u64, at: DateTime, rng: &mut Rng, events: &mut Vec<Op>) {
+    let new_rate = 0.75 / 240.0;
+    if h.open.len() < 3 && rng.unit() < new_rate {
+        let rule = rng.pick(&RULES);
+        if !h.open.iter().any(|o| o.rule == rule) {
+            let target = h.targets[(rng.next() % h.targets.len() as u64) as usize].clone();
+            let o = Open {
+                rule,
+                target,
+                start: at,
+                st: St::Pending { fire_at: m + 2 },
+            };
+            events.push(event(h, &o, "inactive", "pending", at));
+            h.open.push(o);
+        }
+    }
+}
+
 /// One simulated minute: every host's window(s), host upsert and transitions.
 fn minute(hosts: &mut [Host], m: u64, base: i64, rng: &mut Rng) -> Vec<Op> {
     let at = DateTime::from_millis(base + m as i64 * MINUTE);
-    let new_rate = 0.75 / 240.0;
     let mut ops = Vec::new();
     for h in hosts.iter_mut() {
         let mut events = Vec::new();
         if m == 0 {
-            let k = match rng.unit() {
-                u if u < 0.50 => 0,
-                u if u < 0.80 => 1,
-                u if u < 0.95 => 2,
-                _ => 3,
-            };
-            let k = if h.flapping { k.max(1) } else { k };
-            for _ in 0..k {
-                let rule = rng.pick(&RULES);
-                if h.open.iter().any(|o| o.rule == rule) {
-                    continue;
-                }
-                let target = h.targets[0].clone();
-                let start = DateTime::from_millis(at.timestamp_millis() - 3 * MINUTE);
-                let o = Open {
-                    rule,
-                    target,
-                    start,
-                    st: St::Firing,
-                };
-                events.push(event(h, &o, "inactive", "pending", start));
-                events.push(event(
-                    h,
-                    &o,
-                    "pending",
-                    "firing",
-                    DateTime::from_millis(start.timestamp_millis() + 2 * MINUTE),
-                ));
-                h.open.push(o);
-            }
+            open_at_start(h, at, rng, &mut events);
         }
-        let mut keep = Vec::new();
-        for mut o in std::mem::take(&mut h.open) {
-            let next = match o.st {
-                St::Pending { fire_at } if m >= fire_at => {
-                    if rng.unit() < 0.8 {
-                        Some(St::Firing)
-                    } else {
-                        None
-                    }
-                }
-                St::Pending { .. } => Some(o.st),
-                St::Firing if rng.unit() < 1.0 / 240.0 => None,
-                St::Firing if h.flapping && rng.unit() < 1.0 / 3.0 => Some(St::Flapping),
-                St::Flapping if rng.unit() < 1.0 / 3.0 => Some(St::Firing),
-                st => Some(st),
-            };
-            let name = |s: St| match s {
-                St::Pending { .. } => "pending",
-                St::Firing => "firing",
-                St::Flapping => "flapping",
-            };
-            match next {
-                None => events.push(event(h, &o, name(o.st), "resolved", at)),
-                Some(st) if st != o.st => {
-                    events.push(event(h, &o, name(o.st), name(st), at));
-                    o.st = st;
-                    keep.push(o);
-                }
-                Some(_) => keep.push(o),
-            }
-        }
-        h.open = keep;
-        if h.open.len() < 3 && rng.unit() < new_rate {
-            let rule = rng.pick(&RULES);
-            if !h.open.iter().any(|o| o.rule == rule) {
-                let target = h.targets[(rng.next() % h.targets.len() as u64) as usize].clone();
-                let o = Open {
-                    rule,
-                    target,
-                    start: at,
-                    st: St::Pending { fire_at: m + 2 },
-                };
-                events.push(event(h, &o, "inactive", "pending", at));
-                h.open.push(o);
-            }
-        }
+        advance(h, m, at, rng, &mut events);
+        maybe_open(h, m, at, rng, &mut events);
         for t in &h.targets {
             ops.push(Op::Window(WindowDoc {
                 at,

@@ -53,14 +53,6 @@ fn out(text: &str) -> Result<(), AppError> {
         .map_err(|e| AppError::failure(anyhow::Error::new(e).context("writing to standard output")))
 }
 
-/// A line on standard error; a closed standard error is ignored (the line
-/// is only commentary, and `eprintln!` would panic).
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
 pub fn run(cli: Cli) -> Result<(), AppError> {
     match cli.command {
         Command::Record(args) => record_cmd(&args),
@@ -106,10 +98,10 @@ fn record_cmd(args: &RecordArgs) -> Result<(), AppError> {
         }
     })?;
     if let Some(why) = &outcome.fallback_reason {
-        say!(
-            "mdiag: {why}; the recording was saved to {} instead",
+        crate::messages::note(format_args!(
+            "{why}; the recording was saved to {} instead",
             outcome.path.display()
-        );
+        ));
     }
     // The recording is on disk by now: a closed pipe only loses this summary.
     let rec = &outcome.recording;
@@ -167,7 +159,7 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
                 crate::mongo::ftdc::read(dir, args.from, args.to, crate::mongo::ftdc::MAX_KEEP)
                     .map_err(AppError::usage)?;
             for note in read.notes() {
-                say!("mdiag: {note}");
+                crate::messages::note(note);
             }
             if read.samples.is_empty() {
                 return Err(AppError::usage(anyhow::anyhow!(
@@ -181,17 +173,17 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
                 )));
             }
             if read.dropped > 0 {
-                say!(
-                    "mdiag: explaining the newest {} FTDC samples ({} older ones left out: at most one day at a time; choose others with --from/--to)",
+                crate::messages::note(format_args!(
+                    "explaining the newest {} FTDC samples ({} older ones left out: at most one day at a time; choose others with --from/--to)",
                     read.samples.len(),
                     read.dropped
-                );
+                ));
             }
             if let Some(trimmed) =
                 crate::mongo::ftdc_window::keep_newest_run(&mut read.samples, !window)
             {
                 read.dropped += trimmed.dropped;
-                say!("mdiag: {}", trimmed.describe());
+                crate::messages::note(trimmed.describe());
             }
             (
                 crate::mongo::ftdc::recording_from_ftdc(&read),
@@ -216,16 +208,16 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
                 )
                 .map_err(AppError::usage)?;
                 for note in read.notes() {
-                    say!("mdiag: {note}");
+                    crate::messages::note(note);
                 }
                 let joined = crate::mongo::ftdc::join(&mut recording, &read);
                 if joined == 0 {
-                    say!(
-                        "mdiag: {} has no samples within the recording's time ({} to {}); nothing joined",
+                    crate::messages::note(format_args!(
+                        "{} has no samples within the recording's time ({} to {}); nothing joined",
                         dir.display(),
                         recording.started_at.format("%Y-%m-%d %H:%M:%S"),
                         recording.ended_at.format("%H:%M:%S UTC")
-                    );
+                    ));
                 }
             }
             (recording, path.display().to_string())
@@ -273,21 +265,18 @@ fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
     match crate::export::export_ftdc(&args.path, &mut out, &opts) {
         Ok(stats) => {
             for error in &stats.errors {
-                say!("mdiag: {error}");
+                crate::messages::note(error);
             }
-            say!(
-                "mdiag: exported {} samples and {} metadata documents from {} files ({} bytes)",
-                stats.samples,
-                stats.metadata,
-                stats.files,
-                stats.bytes_in
-            );
+            crate::messages::note(format_args!(
+                "exported {} samples and {} metadata documents from {} files ({} bytes)",
+                stats.samples, stats.metadata, stats.files, stats.bytes_in
+            ));
             if stats.duplicates > 0 {
-                say!(
-                    "mdiag: {} samples left out for going back in time: {}",
+                crate::messages::note(format_args!(
+                    "{} samples left out for going back in time: {}",
                     stats.duplicates,
                     crate::export::BACK_IN_TIME
-                );
+                ));
             }
             Ok(())
         }

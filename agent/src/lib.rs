@@ -24,6 +24,7 @@ pub mod hist;
 pub mod host;
 pub mod kstack;
 pub mod logging;
+pub mod messages;
 #[cfg(test)]
 mod module_graph_tests;
 pub mod mongo;

@@ -11,8 +11,7 @@ fn main() -> ExitCode {
         // `mdiag … | head`: the reader has what it wanted.
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "mdiag: error: {:#}", e.error);
+            mdiag::messages::error(format_args!("{:#}", e.error));
             ExitCode::from(e.code)
         }
     }

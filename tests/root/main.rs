@@ -4,6 +4,16 @@
 //!
 //! Tests run one at a time (`--test-threads=1`): they measure the whole host.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "all of this crate is test code, helpers included: a failed unwrap is a failed test with its message"
+)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "an end-to-end test starts its workload, records and checks every figure against the kernel's in one place"
+)]
+
 mod agent;
 mod agent_soak;
 mod alloc;

@@ -92,7 +92,7 @@ fn run(t0: u64, end_ns: u64, buckets: usize, stop: &AtomicBool) -> (Vec<u64>, Ve
     (counts, cpu)
 }
 
-fn main() {
+fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let threads = arg(&args, "--threads", 2).max(1);
     let seconds = arg(&args, "--seconds", 60).max(1);
@@ -114,8 +114,8 @@ fn main() {
     }
     let per_thread: Vec<(Vec<u64>, Vec<u64>)> = handles
         .into_iter()
-        .map(|h| h.join().expect("worker"))
-        .collect();
+        .map(|h| h.join().map_err(|_| anyhow::anyhow!("a worker panicked")))
+        .collect::<anyhow::Result<_>>()?;
     let mut sum = vec![0u64; buckets];
     let mut cpu = vec![0u64; buckets];
     for (counts, cpu_ns) in &per_thread {
@@ -139,4 +139,5 @@ fn main() {
         "cpu_ns_buckets": cpu,
     });
     println!("{report}");
+    Ok(())
 }

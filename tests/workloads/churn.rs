@@ -7,12 +7,13 @@
 //! mdiag-churn [--live N]   (N threads alive at once, default 4)
 //! Prints "ready" once the first threads run.
 
+use anyhow::Context as _;
 use std::{
     io::Write,
     time::{Duration, Instant},
 };
 
-fn main() {
+fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let live: usize = args
         .iter()
@@ -35,7 +36,7 @@ fn main() {
                     }
                     std::thread::sleep(Duration::from_millis(3));
                 })
-                .expect("spawn a thread");
+                .context("spawn a thread")?;
             handles.push_back(h);
         }
         if !said {

@@ -34,6 +34,7 @@
 //!     "waiter_read_ns" (its read() call, which holds the lock wait),
 //!     "blocked_to_write_ns" (from the waiter seen blocked in read() to the
 //!     write: the lock wait is at least that), "waiter_wchan"}.
+use anyhow::Context as _;
 use std::{
     io::{BufRead, Write},
     os::unix::fs::OpenOptionsExt,
@@ -69,61 +70,68 @@ fn tid() -> i64 {
 #[repr(C, align(4096))]
 struct Block([u8; BLOCK]);
 
-fn dstate(dir: &str, threads: u64, writes: u64) -> String {
+fn dstate(dir: &str, threads: u64, writes: u64) -> anyhow::Result<String> {
     let handles: Vec<_> = (0..threads)
         .map(|i| {
             let path = std::path::Path::new(dir).join(format!("dstate-{i}.bin"));
-            std::thread::spawn(move || {
+            std::thread::spawn(move || -> anyhow::Result<(i64, u128, u64)> {
                 let mut f = std::fs::OpenOptions::new()
                     .create(true)
                     .truncate(true)
                     .write(true)
                     .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
                     .open(&path)
-                    .expect("open O_DIRECT | O_DSYNC");
+                    .context("open O_DIRECT | O_DSYNC")?;
                 let block = Block([0x5a; BLOCK]);
                 let mut io_ns = 0u128;
                 for _ in 0..writes {
                     let t = Instant::now();
-                    f.write_all(&block.0).expect("write");
-                    f.sync_all().expect("fsync");
+                    f.write_all(&block.0).context("write")?;
+                    f.sync_all().context("fsync")?;
                     io_ns += t.elapsed().as_nanos();
                 }
-                (tid(), io_ns, writes * 2)
+                Ok((tid(), io_ns, writes * 2))
             })
         })
         .collect();
-    let rows: Vec<String> = handles
+    let rows = handles
         .into_iter()
         .map(|h| {
-            let (tid, io_ns, calls) = h.join().expect("writer thread");
-            format!(r#"{{"tid":{tid},"io_ns":{io_ns},"calls":{calls}}}"#)
+            let (tid, io_ns, calls) = joined(h, "writer thread")??;
+            Ok(format!(
+                r#"{{"tid":{tid},"io_ns":{io_ns},"calls":{calls}}}"#
+            ))
         })
-        .collect();
-    format!(
+        .collect::<anyhow::Result<Vec<String>>>()?;
+    Ok(format!(
         r#"{{"pid":{},"threads":[{}]}}"#,
         std::process::id(),
         rows.join(",")
-    )
+    ))
 }
 
-fn mmap_or_quiet(busy: bool, threads: u64, ms: u64) -> String {
+/// The thread's result, or an error when it panicked.
+fn joined<T>(h: std::thread::JoinHandle<T>, what: &str) -> anyhow::Result<T> {
+    h.join().map_err(|_| anyhow::anyhow!("the {what} panicked"))
+}
+
+fn mmap_or_quiet(busy: bool, threads: u64, ms: u64) -> anyhow::Result<String> {
     let maps = Arc::new(AtomicU64::new(0));
     let blocked = Arc::new(AtomicU64::new(0));
     let start = Arc::new(Barrier::new(threads as usize + 1));
     let handles: Vec<_> = (0..threads)
         .map(|_| {
             let (maps, blocked, start) = (maps.clone(), blocked.clone(), start.clone());
-            std::thread::spawn(move || {
+            std::thread::spawn(move || -> anyhow::Result<i64> {
                 let me = tid();
                 start.wait();
                 let began = Instant::now();
                 let end = began + Duration::from_millis(ms);
                 if !busy {
                     std::thread::sleep(Duration::from_millis(ms));
-                    return me;
+                    return Ok(me);
                 }
-                let (run0, wait0) = thread_schedstat();
+                let (run0, wait0) = thread_schedstat()?;
                 while Instant::now() < end {
                     // SAFETY: an anonymous private mapping, touched only
                     // within its length, unmapped before the next one.
@@ -144,44 +152,42 @@ fn mmap_or_quiet(busy: bool, threads: u64, ms: u64) -> String {
                     }
                     maps.fetch_add(1, Ordering::Relaxed);
                 }
-                let (run1, wait1) = thread_schedstat();
+                let (run1, wait1) = thread_schedstat()?;
                 let wall = began.elapsed().as_nanos() as u64;
                 blocked.fetch_add(
                     wall.saturating_sub(run1 - run0)
                         .saturating_sub(wait1 - wait0),
                     Ordering::Relaxed,
                 );
-                me
+                Ok(me)
             })
         })
         .collect();
     let t = Instant::now();
     start.wait();
-    let tids: Vec<String> = handles
+    let tids = handles
         .into_iter()
-        .map(|h| h.join().expect("thread").to_string())
-        .collect();
-    format!(
+        .map(|h| Ok(joined(h, "thread")??.to_string()))
+        .collect::<anyhow::Result<Vec<String>>>()?;
+    Ok(format!(
         r#"{{"pid":{},"wall_ns":{},"tids":[{}],"maps":{},"blocked_ns":{}}}"#,
         std::process::id(),
         t.elapsed().as_nanos(),
         tids.join(","),
         maps.load(Ordering::Relaxed),
         blocked.load(Ordering::Relaxed)
-    )
+    ))
 }
 
 /// The calling thread's time on the CPU and waiting on a run queue, in ns,
 /// from /proc/thread-self/schedstat (the kernel's own accounting).
-fn thread_schedstat() -> (u64, u64) {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
-    let mut f = text
-        .split_whitespace()
-        .map(|v| v.parse::<u64>().expect("a number"));
-    (
-        f.next().expect("on-CPU ns"),
-        f.next().expect("run-queue ns"),
-    )
+fn thread_schedstat() -> anyhow::Result<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").context("schedstat")?;
+    let mut f = text.split_whitespace().map(str::parse::<u64>);
+    Ok((
+        f.next().context("on-CPU ns")?.context("on-CPU ns")?,
+        f.next().context("run-queue ns")?.context("run-queue ns")?,
+    ))
 }
 
 /// CLOCK_MONOTONIC in ns (the clock the kernel's probes use).
@@ -310,17 +316,17 @@ fn read_line(slave: libc::c_int, tid_tx: std::sync::mpsc::Sender<i64>) -> u128 {
     ns
 }
 
-fn ttylock(ms: u64) -> String {
+fn ttylock(ms: u64) -> anyhow::Result<String> {
     let (master, slave) = pty();
     let (tx, rx) = std::sync::mpsc::channel();
     let holder = {
         let tx = tx.clone();
         std::thread::spawn(move || read_line(slave, tx))
     };
-    let holder_tid = rx.recv().expect("holder tid");
+    let holder_tid = rx.recv().context("holder tid")?;
     wait_blocked(holder_tid, libc::SYS_read);
     let waiter = std::thread::spawn(move || read_line(slave, tx));
-    let waiter_tid = rx.recv().expect("waiter tid");
+    let waiter_tid = rx.recv().context("waiter tid")?;
     // The holder owns the read mutex while it waits for input, so the
     // waiter asleep in read() is asleep on that mutex.
     wait_blocked(waiter_tid, libc::SYS_read);
@@ -334,21 +340,21 @@ fn ttylock(ms: u64) -> String {
     // SAFETY: writes a buffer of the given length.
     let n = unsafe { libc::write(master, lines.as_ptr().cast(), lines.len()) };
     assert_eq!(n, lines.len() as isize, "write to the pty master");
-    holder.join().expect("holder");
-    let waiter_read_ns = waiter.join().expect("waiter");
+    joined(holder, "holder")?;
+    let waiter_read_ns = joined(waiter, "waiter")?;
     // SAFETY: closes our own descriptors.
     unsafe {
         libc::close(slave);
         libc::close(master);
     }
-    format!(
+    Ok(format!(
         r#"{{"pid":{},"holder_tid":{holder_tid},"waiter_tid":{waiter_tid},"waiter_read_ns":{waiter_read_ns},"blocked_to_write_ns":{blocked_to_write_ns},"waiter_wchan":"{}"}}"#,
         std::process::id(),
         wchan.trim().replace(['"', '\\'], "")
-    )
+    ))
 }
 
-fn main() {
+fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let mode = arg(&args, "--mode").unwrap_or("");
     let threads = num(&args, "--threads", 4);
@@ -362,17 +368,17 @@ fn main() {
     let stdin = std::io::stdin();
     let mut line = String::new();
     if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 {
-        return;
+        return Ok(());
     }
     let report = match mode {
         "dstate" => dstate(
             arg(&args, "--dir").unwrap_or("/tmp"),
             threads,
             num(&args, "--writes", 100),
-        ),
+        )?,
         "vfork" => vfork(num(&args, "--ms", 3000)),
-        "ttylock" => ttylock(num(&args, "--ms", 3000)),
-        _ => mmap_or_quiet(mode == "mmap", threads, num(&args, "--ms", 1000)),
+        "ttylock" => ttylock(num(&args, "--ms", 3000))?,
+        _ => mmap_or_quiet(mode == "mmap", threads, num(&args, "--ms", 1000))?,
     };
     println!("{report}");
     let _ = std::io::stdout().flush();
@@ -380,4 +386,5 @@ fn main() {
     while stdin.lock().read_line(&mut line).unwrap_or(0) > 0 {
         line.clear();
     }
+    Ok(())
 }

@@ -2,13 +2,14 @@
 //! NET_TX softirqs. Traffic stays on the loopback interface.
 //!
 //! mdiag-loopback --ms MS    prints {"round_trips": N, "bytes": B} when done.
+use anyhow::Context as _;
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
     time::{Duration, Instant},
 };
 
-fn main() {
+fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let ms: u64 = args
         .iter()
@@ -16,8 +17,8 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(1500);
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-    let addr = listener.local_addr().expect("local addr");
+    let listener = TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1")?;
+    let addr = listener.local_addr().context("local addr")?;
     let server = std::thread::spawn(move || {
         let Ok((mut s, _)) = listener.accept() else {
             return;
@@ -35,7 +36,7 @@ fn main() {
             }
         }
     });
-    let mut c = TcpStream::connect(addr).expect("connect");
+    let mut c = TcpStream::connect(addr).context("connect")?;
     let _ = c.set_nodelay(true);
     let msg = [7u8; 1024];
     let mut buf = [0u8; 1024];
@@ -51,4 +52,5 @@ fn main() {
     drop(c);
     let _ = server.join();
     println!("{}", serde_json::json!({"round_trips": n, "bytes": bytes}));
+    Ok(())
 }

@@ -6,13 +6,14 @@
 //! With `--hold` it prints `ready` once both threads exist and starts
 //! bouncing only when a line arrives on stdin, so that an observer can
 //! attach to it first (the benches count only the observed round trips).
+use anyhow::Context as _;
 use std::{
     io::{BufRead, Read, Write},
     os::unix::net::UnixStream,
     time::{Duration, Instant},
 };
 
-fn main() {
+fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let ms: u64 = args
         .iter()
@@ -21,7 +22,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
     let hold = args.iter().any(|a| a == "--hold");
-    let (mut a, mut b) = UnixStream::pair().expect("socketpair");
+    let (mut a, mut b) = UnixStream::pair().context("socketpair")?;
     let echo = std::thread::spawn(move || {
         let mut buf = [0u8; 1];
         while b.read_exact(&mut buf).is_ok() {
@@ -38,7 +39,7 @@ fn main() {
             // Released by nobody: stop the echo thread and say nothing.
             let _ = a.write_all(&[0]);
             let _ = echo.join();
-            return;
+            return Ok(());
         }
     }
     let t = Instant::now();
@@ -56,4 +57,5 @@ fn main() {
         "{}",
         serde_json::json!({"round_trips": n, "ms": t.elapsed().as_millis() as u64})
     );
+    Ok(())
 }

@@ -15,6 +15,7 @@
 //! Then prints one JSON line on stdout: {"pid", "threads": [{"tid","voluntary",
 //! "nonvoluntary"}], "voluntary", "nonvoluntary", "spins"} where the totals
 //! cover every thread of the process, read while all of them are alive.
+use anyhow::Context as _;
 use std::{
     io::BufRead,
     sync::{
@@ -57,7 +58,33 @@ fn pin(cpu: usize) {
     }
 }
 
-fn main() {
+/// Each thread's context switches as the kernel counts them, their sums,
+/// the spins and how long the process has lived.
+fn report(born: Instant, spins: u64) -> serde_json::Value {
+    let mut rows = Vec::new();
+    let (mut vol, mut invol) = (0u64, 0u64);
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for e in dir.flatten() {
+            let tid = e.file_name().to_string_lossy().into_owned();
+            let (v, n) = status_counts(&tid);
+            vol += v;
+            invol += n;
+            rows.push(serde_json::json!({"tid": tid.parse::<u64>().unwrap_or(0), "voluntary": v, "nonvoluntary": n}));
+        }
+    }
+    serde_json::json!({
+        "pid": std::process::id(),
+        "threads": rows,
+        "voluntary": vol,
+        "nonvoluntary": invol,
+        "spins": spins,
+        // From main's first line to this report: a recording of the whole
+        // life of the process covers at least this much.
+        "alive_ms": born.elapsed().as_millis() as u64,
+    })
+}
+
+fn main() -> anyhow::Result<()> {
     let born = Instant::now();
     let args: Vec<String> = std::env::args().collect();
     let threads: usize = arg(&args, "--threads")
@@ -127,9 +154,9 @@ fn main() {
                     done.wait();
                     release.wait();
                 })
-                .expect("spawn thread")
+                .context("spawn thread")
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     parked.wait();
     if wait_stdin {
         println!("ready");
@@ -139,27 +166,7 @@ fn main() {
     start.wait();
     done.wait();
     // Every thread is alive and blocked: read the kernel's counts.
-    let mut rows = Vec::new();
-    let (mut vol, mut invol) = (0u64, 0u64);
-    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
-        for e in dir.flatten() {
-            let tid = e.file_name().to_string_lossy().into_owned();
-            let (v, n) = status_counts(&tid);
-            vol += v;
-            invol += n;
-            rows.push(serde_json::json!({"tid": tid.parse::<u64>().unwrap_or(0), "voluntary": v, "nonvoluntary": n}));
-        }
-    }
-    let report = serde_json::json!({
-        "pid": std::process::id(),
-        "threads": rows,
-        "voluntary": vol,
-        "nonvoluntary": invol,
-        "spins": spins.load(Ordering::Relaxed),
-        // From main's first line to this report: a recording of the whole
-        // life of the process covers at least this much.
-        "alive_ms": born.elapsed().as_millis() as u64,
-    });
+    let report = report(born, spins.load(Ordering::Relaxed));
     println!("{report}");
     if linger {
         // Keep every thread alive (and idle) until stdin closes.
@@ -177,4 +184,5 @@ fn main() {
     for h in handles {
         let _ = h.join();
     }
+    Ok(())
 }

@@ -16,6 +16,10 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 /// The workspace root: the parent of this crate's manifest directory.
+#[allow(
+    clippy::expect_used,
+    reason = "CARGO_MANIFEST_DIR is fixed at build time, an absolute path one level below the root: it always has a parent"
+)]
 pub fn workspace_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -73,6 +73,15 @@ fn cases(real: Option<&Path>) -> Result<Vec<Case>> {
             &["explain", "--arch", "sparc", "x.mdiag"],
         ),
     ];
+    let explained = explained(real)?;
+    cases.extend(recording_cases(&explained));
+    cases.extend(ftdc_cases());
+    Ok(cases)
+}
+
+/// The golden recordings (and `real`, a recording made on this host) to
+/// explain: by name, their path.
+fn explained(real: Option<&Path>) -> Result<Vec<(String, String)>> {
     let recordings = workspace_root().join("agent/testdata/recordings");
     let mut files: Vec<PathBuf> = fs::read_dir(&recordings)
         .with_context(|| format!("listing {}", recordings.display()))?
@@ -104,7 +113,14 @@ fn cases(real: Option<&Path>) -> Result<Vec<Case>> {
             real.to_string_lossy().into_owned(),
         ));
     }
-    for (stem, file) in &explained {
+    Ok(explained)
+}
+
+/// Each recording explained in every format and ranked for two other
+/// architectures; the first two compared.
+fn recording_cases(explained: &[(String, String)]) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for (stem, file) in explained {
         for format in ["terminal", "markdown", "json", "html"] {
             cases.push(case(
                 format!("explain-{stem}-{format}"),
@@ -118,7 +134,7 @@ fn cases(real: Option<&Path>) -> Result<Vec<Case>> {
             ));
         }
     }
-    if let [first, second, ..] = explained.as_slice() {
+    if let [first, second, ..] = explained {
         for format in ["text", "json"] {
             cases.push(case(
                 format!("compare-{}-{}-{format}", first.0, second.0),
@@ -126,6 +142,12 @@ fn cases(real: Option<&Path>) -> Result<Vec<Case>> {
             ));
         }
     }
+    cases
+}
+
+/// FTDC exported and explained, from the real fixtures when present.
+fn ftdc_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
     if let Some(dir) = ftdc_fixture() {
         let dir = dir.to_string_lossy().into_owned();
         let interim = format!("{dir}/metrics.interim");
@@ -172,7 +194,7 @@ fn cases(real: Option<&Path>) -> Result<Vec<Case>> {
     } else {
         say!("cross: no ../shared/fixtures: the FTDC cases are left out");
     }
-    Ok(cases)
+    cases
 }
 
 /// A recording of this host (a few seconds, host-wide) by the x86_64 build,

@@ -26,6 +26,7 @@ use super::{
     watch::{Budgets, Watch},
 };
 use crate::cli::AgentArgs;
+use crate::messages;
 use crate::mongo::{Connection, MongoPlan};
 use crate::probes::alloc::schedule::WindowSchedule;
 use crate::rules::RuleSet;
@@ -49,17 +50,13 @@ const LISTEN_WATCH: Duration = Duration::from_secs(600);
 /// CPU under load.
 const POLL: Duration = Duration::from_millis(250);
 
-/// One line on stderr (journald keeps it); a closed stderr is ignored.
-pub(super) fn say(line: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "mdiag agent: {line}");
-}
-
 /// Runs the agent until SIGTERM or SIGINT. Must be called outside any async runtime.
 pub fn run(args: &AgentArgs) -> Result<(), AgentError> {
+    // Every line on stderr from now on is the agent's (journald keeps them).
+    messages::speak_as_agent();
     crate::privileges::check()?;
     for lost in crate::privileges::optional_missing() {
-        say(&format!("running without {lost}"));
+        messages::note(format_args!("running without {lost}"));
     }
     let config_file = super::config_path(args.config.as_deref());
     let config = AgentConfig::load(config_file.as_deref(), std::path::Path::new("/nonexistent"))?;
@@ -75,7 +72,7 @@ pub fn run(args: &AgentArgs) -> Result<(), AgentError> {
     let outbox = fleet_outbox(&config, config_file.as_deref(), conn.as_ref())?;
     let published = Arc::new(Published::default());
     let addr = serve::start(config.listen, published.clone())?;
-    say(&format!("serving metrics at http://{addr}/metrics"));
+    messages::note(format_args!("serving metrics at http://{addr}/metrics"));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -105,14 +102,16 @@ fn fleet_outbox(
         .flat_map(crate::mongo::port::ports_of)
         .collect();
     fleet.check_not_monitored(path, conn, &ports)?;
-    say(&format!(
+    messages::note(format_args!(
         "writing findings to the fleet store {} (database {}, host {}); spool in {}",
         fleet.redacted_uri(),
         fleet.database,
         fleet.host,
         config.state_dir.join("spool").display()
     ));
-    let f = crate::fleet::sender::Fleet::start(fleet, &config.state_dir, say)?;
+    let f = crate::fleet::sender::Fleet::start(fleet, &config.state_dir, |line| {
+        messages::note(line);
+    })?;
     Ok(Some(Outbox::new(f)))
 }
 
@@ -237,7 +236,7 @@ impl Agent {
                     due.push(i);
                 }
                 for line in w.take_news() {
-                    say(&format!("{}: {line}", w.id));
+                    messages::note(format_args!("{}: {line}", w.id));
                 }
             }
             for i in due {
@@ -245,7 +244,7 @@ impl Agent {
             }
             self.windows_of_gone();
             for path in self.flight.poll(false) {
-                say(&format!("flight recording saved: {}", path.display()));
+                messages::note(format_args!("flight recording saved: {}", path.display()));
             }
             // A change is on /metrics before the line that announces it.
             if Instant::now() >= next_publish || !self.unlogged.is_empty() {
@@ -256,13 +255,13 @@ impl Agent {
             // Logged once published: what a line announces, /metrics shows.
             self.unlogged.drain(..).for_each(|c| log_change(&c));
         };
-        say(&format!("stopping ({why}): detaching probes"));
+        messages::note(format_args!("stopping ({why}): detaching probes"));
         self.watches.clear();
         for path in self.flight.poll(true) {
-            say(&format!("flight recording saved: {}", path.display()));
+            messages::note(format_args!("flight recording saved: {}", path.display()));
         }
         self.publish();
-        say("stopped");
+        messages::note("stopped");
     }
 
     /// Finds targets, re-attaches restarted ones, drops the ones gone, and
@@ -284,7 +283,7 @@ impl Agent {
             if let Some(t) = &w.target {
                 self.restarts.went(&w.id, t, Instant::now());
             }
-            say(&format!(
+            messages::note(format_args!(
                 "{} (pid {}) is gone: its findings go stale until it is back",
                 w.id,
                 w.pid().unwrap_or(0)
@@ -305,7 +304,7 @@ impl Agent {
             let found = match self.restarts.decide(&found, Instant::now()) {
                 Decision::Attach => found,
                 Decision::Resume(id) => {
-                    say(&format!(
+                    messages::note(format_args!(
                         "{} (pid {pid}) runs what {id} ran, with the same command line: \
                          watched as {id} while it starts",
                         found.target.comm
@@ -318,7 +317,7 @@ impl Agent {
                 }
                 Decision::HoldFirst(like) => {
                     held = true;
-                    say(&format!(
+                    messages::note(format_args!(
                         "{} (pid {pid}) does not listen yet: taken for {like} restarting, \
                          attached once it listens (at most {:?} from now)",
                         found.target.comm,
@@ -377,7 +376,7 @@ impl Agent {
                 let w = self.watches.remove(pos);
                 self.bpf_run_done += w.probes().run_time();
             }
-            say(&format!(
+            messages::note(format_args!(
                 "{} now listens: watched as {id} from here on",
                 found.id
             ));
@@ -422,7 +421,7 @@ impl Agent {
                     .map(|s| s.family.as_str())
                     .collect::<Vec<_>>()
                     .join(", ");
-                say(&format!("{what}; probes attached: {attached}"));
+                messages::note(format_args!("{what}; probes attached: {attached}"));
                 self.failed.remove(&id);
                 self.gone.remove(&id);
                 if let Some(f) = found {
@@ -436,7 +435,7 @@ impl Agent {
                 self.watches.push(w);
             }
             Err(e) => {
-                say(&format!(
+                messages::note(format_args!(
                     "cannot attach to {id}: {e}; trying again in {RETRY:?}"
                 ));
                 self.failed.insert(id, Instant::now() + RETRY);
@@ -456,7 +455,7 @@ impl Agent {
         };
         let ports = crate::mongo::port::ports_of(found.target.pid);
         if let Err(e) = o.config().check_not_monitored(path, None, &ports) {
-            say(&format!(
+            messages::note(format_args!(
                 "{e}; {} (pid {}) was found after the check at start: the fleet writer stops, \
                  its spool kept in {} for the next start",
                 found.id,
@@ -467,7 +466,7 @@ impl Agent {
             if let Some(mut o) = self.outbox.take()
                 && let Some(why) = o.flush()
             {
-                say(&why);
+                messages::note(&why);
             }
         }
     }
@@ -528,7 +527,7 @@ impl Agent {
         if let Some(o) = &mut self.outbox
             && let Some(why) = o.window(&id, &report, self.config.window.as_secs_f64(), now)
         {
-            say(&why);
+            messages::note(&why);
         }
         self.evaluated = true;
         let changes = self
@@ -564,13 +563,13 @@ impl Agent {
 
     fn reload(&mut self) {
         let Some(path) = self.config_file.clone() else {
-            say("SIGHUP: no config file to read; keeping the settings");
+            messages::note("SIGHUP: no config file to read; keeping the settings");
             return;
         };
         match AgentConfig::load(Some(&path), &path) {
             Ok(c) => {
                 if c.listen != self.config.listen {
-                    say("SIGHUP: a new listen address takes effect at the next start");
+                    messages::note("SIGHUP: a new listen address takes effect at the next start");
                 }
                 // The fleet writer owns the spool while it runs: a changed
                 // [fleet] table waits for a restart (docs/fleet.md), and says so.
@@ -579,16 +578,18 @@ impl Agent {
                     .flatten();
                 let running = self.outbox.as_ref().map(|o| o.config());
                 if fleet.as_ref() != running {
-                    say("SIGHUP: a changed [fleet] table takes effect at the next start");
+                    messages::note(
+                        "SIGHUP: a changed [fleet] table takes effect at the next start",
+                    );
                 }
                 self.flight.set_config(flight_config(&c));
                 self.config = c;
-                say(&format!(
+                messages::note(format_args!(
                     "SIGHUP: settings read again from {}",
                     path.display()
                 ));
             }
-            Err(e) => say(&format!("SIGHUP: {e}; keeping the current settings")),
+            Err(e) => messages::note(format_args!("SIGHUP: {e}; keeping the current settings")),
         }
     }
 
@@ -596,8 +597,8 @@ impl Agent {
         let ids: Vec<String> = self.watches.iter().map(|w| w.id.clone()).collect();
         for id in ids {
             match self.flight.save_now(&id) {
-                Some(p) => say(&format!("flight recording saved: {}", p.display())),
-                None => say(&format!("SIGUSR1: no window of {id} kept yet")),
+                Some(p) => messages::note(format_args!("flight recording saved: {}", p.display())),
+                None => messages::note(format_args!("SIGUSR1: no window of {id} kept yet")),
             }
         }
     }
@@ -623,7 +624,7 @@ impl Agent {
             o.host_seen(host_facts(info("")), targets);
         }
         if let Some(why) = o.flush() {
-            say(&why);
+            messages::note(&why);
         }
     }
 
@@ -649,7 +650,7 @@ impl Agent {
 
 /// One line per change of a finding's state.
 fn log_change(c: &super::findings::Change) {
-    say(&format!(
+    messages::note(format_args!(
         "finding {} on {}: {} → {} ({}; episode since {})",
         c.rule,
         c.target,

@@ -171,52 +171,10 @@ async fn run(conn: Connection, start: Instant, tx: mpsc::Sender<PollEvent>) {
         Ok(c) => c,
         Err(e) => {
             let why = redactor.scrub(&format!("cannot use the connection string: {e}"));
-            let _ = tx.send(PollEvent::Info {
-                info: Box::default(),
-                error: Some(why.clone()),
-            });
-            // Every second is still marked, with the reason.
-            let mut ticks = ticker(start);
-            loop {
-                ticks.tick().await;
-                let now = Instant::now();
-                if tx
-                    .send(PollEvent::Status {
-                        sent: now,
-                        done: now,
-                        result: Err(why.clone()),
-                    })
-                    .is_err()
-                {
-                    return;
-                }
-            }
+            return report_unusable(why, start, &tx).await;
         }
     };
-    let info_task = {
-        let client = client.clone();
-        let tx = tx.clone();
-        let redactor = redactor.clone();
-        tokio::spawn(async move {
-            let (info, error) = match tokio::time::timeout(INFO_TIMEOUT, read_info(&client)).await {
-                Ok((info, errors)) => (
-                    info,
-                    (!errors.is_empty()).then(|| redactor.scrub(&errors.join("; "))),
-                ),
-                Err(_) => (
-                    MongodInfo::default(),
-                    Some(format!(
-                        "buildInfo, getCmdLineOpts, hostInfo and dbStats took longer than {} s",
-                        INFO_TIMEOUT.as_secs()
-                    )),
-                ),
-            };
-            let _ = tx.send(PollEvent::Info {
-                info: Box::new(info),
-                error,
-            });
-        })
-    };
+    let info_task = spawn_info(&client, &tx, &redactor);
     let admin = client.database("admin");
     let mut ticks = ticker(start);
     let mut n: u64 = 0;
@@ -225,17 +183,7 @@ async fn run(conn: Connection, start: Instant, tx: mpsc::Sender<PollEvent>) {
     loop {
         ticks.tick().await;
         let sent = Instant::now();
-        let result =
-            match tokio::time::timeout(POLL_TIMEOUT, admin.run_command(doc! { "serverStatus": 1 }))
-                .await
-            {
-                Ok(Ok(doc)) => parse_reply(&doc),
-                Ok(Err(e)) => Err(redactor.scrub(&describe_error(&e))),
-                Err(_) => Err(format!(
-                    "no reply to serverStatus within {} s (server slow or stopped)",
-                    POLL_TIMEOUT.as_secs()
-                )),
-            };
+        let result = server_status(&admin, &redactor).await;
         // Per-CPU detail only from servers that have a tcmalloc section, and
         // on a task of its own so the per-second poll keeps its pace.
         let detail = result
@@ -252,39 +200,122 @@ async fn run(conn: Connection, start: Instant, tx: mpsc::Sender<PollEvent>) {
             break;
         }
         if detail && n.is_multiple_of(DETAIL_EVERY) {
-            let (admin, tx) = (admin.clone(), tx.clone());
-            tokio::spawn(async move {
-                let cmd = doc! { "serverStatus": 1, "tcmalloc": 2 };
-                if let Ok(Ok(doc)) =
-                    tokio::time::timeout(POLL_TIMEOUT, admin.run_command(cmd)).await
-                    && let Some(metrics) = tcmalloc_detail(&doc)
-                {
-                    let _ = tx.send(PollEvent::Detail {
-                        done: Instant::now(),
-                        metrics,
-                    });
-                }
-            });
+            spawn_detail(&admin, &tx);
         }
         if n.is_multiple_of(REPL_EVERY) && repl_on.load(std::sync::atomic::Ordering::Relaxed) {
-            let (client, tx, on) = (client.clone(), tx.clone(), repl_on.clone());
-            tokio::spawn(async move {
-                match tokio::time::timeout(POLL_TIMEOUT, read_repl(&client)).await {
-                    Ok(Ok(Some(sample))) => {
-                        let _ = tx.send(PollEvent::Repl {
-                            done: Instant::now(),
-                            sample: Box::new(sample),
-                        });
-                    }
-                    Ok(Err(NotReplicaSet)) => on.store(false, std::sync::atomic::Ordering::Relaxed),
-                    // No answer in time, or nothing readable: the next round tries again.
-                    Ok(Ok(None)) | Err(_) => {}
-                }
-            });
+            spawn_repl(&client, &tx, &repl_on);
         }
         n += 1;
     }
     info_task.abort();
+}
+
+/// The connection string cannot be used: says why once as the info, then
+/// marks every second with the reason until the receiver is gone.
+async fn report_unusable(why: String, start: Instant, tx: &mpsc::Sender<PollEvent>) {
+    let _ = tx.send(PollEvent::Info {
+        info: Box::default(),
+        error: Some(why.clone()),
+    });
+    let mut ticks = ticker(start);
+    loop {
+        ticks.tick().await;
+        let now = Instant::now();
+        if tx
+            .send(PollEvent::Status {
+                sent: now,
+                done: now,
+                result: Err(why.clone()),
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// Reads the server's startup facts (buildInfo, getCmdLineOpts, hostInfo,
+/// dbStats) once, on a task of its own.
+fn spawn_info(
+    client: &Client,
+    tx: &mpsc::Sender<PollEvent>,
+    redactor: &Redactor,
+) -> tokio::task::JoinHandle<()> {
+    let (client, tx, redactor) = (client.clone(), tx.clone(), redactor.clone());
+    tokio::spawn(async move {
+        let (info, error) = match tokio::time::timeout(INFO_TIMEOUT, read_info(&client)).await {
+            Ok((info, errors)) => (
+                info,
+                (!errors.is_empty()).then(|| redactor.scrub(&errors.join("; "))),
+            ),
+            Err(_) => (
+                MongodInfo::default(),
+                Some(format!(
+                    "buildInfo, getCmdLineOpts, hostInfo and dbStats took longer than {} s",
+                    INFO_TIMEOUT.as_secs()
+                )),
+            ),
+        };
+        let _ = tx.send(PollEvent::Info {
+            info: Box::new(info),
+            error,
+        });
+    })
+}
+
+/// One serverStatus, or why there is none (secrets scrubbed).
+async fn server_status(
+    admin: &mongodb::Database,
+    redactor: &Redactor,
+) -> Result<Box<StatusReply>, String> {
+    match tokio::time::timeout(POLL_TIMEOUT, admin.run_command(doc! { "serverStatus": 1 })).await {
+        Ok(Ok(doc)) => parse_reply(&doc),
+        Ok(Err(e)) => Err(redactor.scrub(&describe_error(&e))),
+        Err(_) => Err(format!(
+            "no reply to serverStatus within {} s (server slow or stopped)",
+            POLL_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// TCMalloc's per-CPU detail (`serverStatus` with `tcmalloc: 2`), on a task
+/// of its own; nothing is sent when it does not answer in time.
+fn spawn_detail(admin: &mongodb::Database, tx: &mpsc::Sender<PollEvent>) {
+    let (admin, tx) = (admin.clone(), tx.clone());
+    tokio::spawn(async move {
+        let cmd = doc! { "serverStatus": 1, "tcmalloc": 2 };
+        if let Ok(Ok(doc)) = tokio::time::timeout(POLL_TIMEOUT, admin.run_command(cmd)).await
+            && let Some(metrics) = tcmalloc_detail(&doc)
+        {
+            let _ = tx.send(PollEvent::Detail {
+                done: Instant::now(),
+                metrics,
+            });
+        }
+    });
+}
+
+/// The replica set's state, on a task of its own; clears `on` when the
+/// server is not a member.
+fn spawn_repl(
+    client: &Client,
+    tx: &mpsc::Sender<PollEvent>,
+    on: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let (client, tx, on) = (client.clone(), tx.clone(), on.clone());
+    tokio::spawn(async move {
+        match tokio::time::timeout(POLL_TIMEOUT, read_repl(&client)).await {
+            Ok(Ok(Some(sample))) => {
+                let _ = tx.send(PollEvent::Repl {
+                    done: Instant::now(),
+                    sample: Box::new(sample),
+                });
+            }
+            Ok(Err(NotReplicaSet)) => on.store(false, std::sync::atomic::Ordering::Relaxed),
+            // No answer in time, or nothing readable: the next round tries again.
+            Ok(Ok(None)) | Err(_) => {}
+        }
+    });
 }
 
 fn ticker(start: Instant) -> tokio::time::Interval {

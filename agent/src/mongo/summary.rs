@@ -189,23 +189,14 @@ impl MongodSummary {
         Some(s)
     }
 
+    /// The figures over the samples: rates of counters, newest, largest
+    /// and smallest gauges.
     fn figures(&mut self, samples: &[(u64, &ServerStatusSample)]) {
         if samples.is_empty() {
             return;
         }
-        // Time covered by consecutive samples at most MAX_GAP_MS apart: a
-        // gap (mongod down, FTDC of another run) is neither time nor counts.
-        let pairs: Vec<(&ServerStatusSample, &ServerStatusSample)> = samples
-            .windows(2)
-            .filter(|w| w[1].0.saturating_sub(w[0].0) <= MAX_GAP_MS)
-            .map(|w| (w[0].1, w[1].1))
-            .collect();
-        self.span_s = samples
-            .windows(2)
-            .map(|w| w[1].0.saturating_sub(w[0].0))
-            .filter(|gap| *gap <= MAX_GAP_MS)
-            .sum::<u64>() as f64
-            / 1000.0;
+        let series = Series::new(samples);
+        self.span_s = series.span_s;
         let mut sections: Vec<String> = samples
             .iter()
             .flat_map(|(_, s)| s.sections.clone())
@@ -213,52 +204,47 @@ impl MongodSummary {
         sections.sort();
         sections.dedup();
         self.sections = sections;
-        // Increase of a counter over those pairs; a decrease is a restart
-        // (the counter began again at 0).
-        let delta = |f: &dyn Fn(&ServerStatusSample) -> Option<i64>| -> Option<i64> {
-            let mut total = None;
-            for (a, b) in &pairs {
-                if let (Some(a), Some(b)) = (f(a), f(b)) {
-                    let step = if b >= a { b - a } else { b.max(0) };
-                    total = Some(total.unwrap_or(0) + step);
-                }
-            }
-            total
-        };
-        let span = self.span_s;
-        let rate =
-            |d: Option<i64>, scale: f64| d.filter(|_| span > 0.0).map(|d| d as f64 / scale / span);
         for (name, f) in OPS {
-            if let Some(d) = delta(f) {
+            if let Some(d) = series.delta(f) {
                 self.ops.insert((*name).to_owned(), d);
-                if span > 0.0 {
-                    self.ops_per_s.insert((*name).to_owned(), d as f64 / span);
+                if series.span_s > 0.0 {
+                    self.ops_per_s
+                        .insert((*name).to_owned(), d as f64 / series.span_s);
                 }
             }
         }
-        let newest = |f: &dyn Fn(&ServerStatusSample) -> Option<i64>| {
-            samples.iter().rev().find_map(|(_, s)| f(s))
-        };
-        let max = |f: &dyn Fn(&ServerStatusSample) -> Option<i64>| {
-            samples.iter().filter_map(|(_, s)| f(s)).max()
-        };
-        let min = |f: &dyn Fn(&ServerStatusSample) -> Option<i64>| {
-            samples.iter().filter_map(|(_, s)| f(s)).min()
-        };
-        self.connections_last = newest(&|s| s.connections_current);
-        self.connections_max = max(&|s| s.connections_current);
-        self.queue_max = max(&|s| s.queue_total);
-        let queues: Vec<i64> = samples.iter().filter_map(|(_, s)| s.queue_total).collect();
+        self.connection_figures(&series);
+        self.cache_figures(&series);
+        self.checkpoint_figures(&series);
+        self.tcmalloc_figures(samples);
+    }
+
+    /// Connections, queued operations, tickets and page faults.
+    fn connection_figures(&mut self, v: &Series<'_>) {
+        self.connections_last = v.newest(&|s| s.connections_current);
+        self.connections_max = v.max(&|s| s.connections_current);
+        self.queue_max = v.max(&|s| s.queue_total);
+        let queues: Vec<i64> = v
+            .samples
+            .iter()
+            .filter_map(|(_, s)| s.queue_total)
+            .collect();
         if !queues.is_empty() {
             let n = queues.len() as f64;
             self.queue_mean = Some(queues.iter().sum::<i64>() as f64 / n);
             self.queued_share = Some(queues.iter().filter(|q| **q > 0).count() as f64 / n);
         }
-        self.connections_created_per_s = rate(delta(&|s| s.connections_total_created), 1.0);
-        self.page_faults_per_s = rate(delta(&|s| s.page_faults), 1.0);
-        self.read_tickets_available_min = min(&|s| s.tickets_read_available);
-        self.write_tickets_available_min = min(&|s| s.tickets_write_available);
-        self.cache_max_bytes = newest(&|s| s.cache_max_bytes);
+        self.connections_created_per_s = v.rate(v.delta(&|s| s.connections_total_created), 1.0);
+        self.page_faults_per_s = v.rate(v.delta(&|s| s.page_faults), 1.0);
+        self.read_tickets_available_min = v.min(&|s| s.tickets_read_available);
+        self.write_tickets_available_min = v.min(&|s| s.tickets_write_available);
+    }
+
+    /// The WiredTiger cache: size, fill, and the application threads'
+    /// eviction work.
+    fn cache_figures(&mut self, v: &Series<'_>) {
+        let samples = v.samples;
+        self.cache_max_bytes = v.newest(&|s| s.cache_max_bytes);
         let fill = |s: &ServerStatusSample, v: Option<i64>| match (v, s.cache_max_bytes) {
             (Some(v), Some(m)) if m > 0 => Some(v as f64 / m as f64),
             _ => None,
@@ -275,19 +261,29 @@ impl MongodSummary {
             .iter()
             .filter_map(|(_, s)| fill(s, s.cache_dirty_bytes))
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-        self.app_evicted_pages_per_s = rate(delta(&|s| s.cache_app_evicted_pages), 1.0);
-        self.app_evict_ms_per_s = rate(delta(&|s| s.cache_app_evict_time_us), 1000.0);
-        self.app_cache_wait_ms_per_s = rate(delta(&|s| s.cache_app_wait_time_us), 1000.0);
-        self.checkpoints = delta(&|s| s.checkpoints);
-        self.checkpoint_most_recent_ms = newest(&|s| s.checkpoint_most_recent_ms);
-        self.checkpoint_max_ms = newest(&|s| s.checkpoint_max_ms);
-        self.checkpoint_mean_ms = delta(&|s| s.checkpoint_total_ms)
+        self.app_evicted_pages_per_s = v.rate(v.delta(&|s| s.cache_app_evicted_pages), 1.0);
+        self.app_evict_ms_per_s = v.rate(v.delta(&|s| s.cache_app_evict_time_us), 1000.0);
+        self.app_cache_wait_ms_per_s = v.rate(v.delta(&|s| s.cache_app_wait_time_us), 1000.0);
+    }
+
+    /// Checkpoints, and the lock waits around them and the data handles.
+    fn checkpoint_figures(&mut self, v: &Series<'_>) {
+        self.checkpoints = v.delta(&|s| s.checkpoints);
+        self.checkpoint_most_recent_ms = v.newest(&|s| s.checkpoint_most_recent_ms);
+        self.checkpoint_max_ms = v.newest(&|s| s.checkpoint_max_ms);
+        self.checkpoint_mean_ms = v
+            .delta(&|s| s.checkpoint_total_ms)
             .zip(self.checkpoints)
             .filter(|(_, n)| *n > 0)
             .map(|(ms, n)| ms as f64 / n as f64);
-        self.checkpoint_lock_wait_ms_per_s = rate(delta(&|s| s.lock_checkpoint_wait_us), 1000.0);
-        self.dhandle_lock_wait_ms_per_s = rate(delta(&|s| s.lock_dhandle_wait_us), 1000.0);
-        self.dhandles_active_last = newest(&|s| s.dhandles_active);
+        self.checkpoint_lock_wait_ms_per_s =
+            v.rate(v.delta(&|s| s.lock_checkpoint_wait_us), 1000.0);
+        self.dhandle_lock_wait_ms_per_s = v.rate(v.delta(&|s| s.lock_dhandle_wait_us), 1000.0);
+        self.dhandles_active_last = v.newest(&|s| s.dhandles_active);
+    }
+
+    /// TCMalloc's per-CPU caches, from the newest sample that has them.
+    fn tcmalloc_figures(&mut self, samples: &[(u64, &ServerStatusSample)]) {
         if let Some(st) = samples
             .iter()
             .rev()
@@ -308,7 +304,20 @@ impl MongodSummary {
 
     /// The summary in plain sentences, for the terminal and markdown reports.
     pub fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = vec![self.server_line()];
+        out.extend(self.ftdc_line());
+        out.extend(self.tcmalloc_line());
+        out.extend(self.ops_line());
+        out.extend(self.connections_line());
+        out.extend(self.cache_line());
+        out.extend(self.checkpoint_line());
+        out.extend(self.catalog_line());
+        out.push(self.samples_line());
+        out
+    }
+
+    /// What the server is and where its figures come from.
+    fn server_line(&self) -> String {
         let what = [
             self.process.clone().unwrap_or_else(|| "server".into()),
             self.version
@@ -333,61 +342,73 @@ impl MongodSummary {
                 }
             }
         }
-        out.push(first);
-        if let Some(f) = &self.ftdc {
-            let mut l = format!("FTDC {}: {} seconds with a sample", f.path, f.joined_slices);
-            if let (Some(a), Some(b)) = (f.first, f.last) {
-                l.push_str(&format!(
-                    " ({} to {} UTC)",
-                    a.format("%Y-%m-%d %H:%M:%S"),
-                    b.format("%Y-%m-%d %H:%M:%S")
-                ));
-            }
-            if f.back_in_time > 0 {
-                l.push_str(&format!(
+        first
+    }
+
+    /// The FTDC directory read, when the figures come from FTDC.
+    fn ftdc_line(&self) -> Option<String> {
+        let f = self.ftdc.as_ref()?;
+        let mut l = format!("FTDC {}: {} seconds with a sample", f.path, f.joined_slices);
+        if let (Some(a), Some(b)) = (f.first, f.last) {
+            l.push_str(&format!(
+                " ({} to {} UTC)",
+                a.format("%Y-%m-%d %H:%M:%S"),
+                b.format("%Y-%m-%d %H:%M:%S")
+            ));
+        }
+        if f.back_in_time > 0 {
+            l.push_str(&format!(
                     "; {} left out for going back in time (not after the previous sample of the same mongod process)",
                     plural(f.back_in_time, "sample", "samples")
                 ));
-            }
-            if f.no_metadata {
-                l.push_str("; no metadata document (buildInfo, hostInfo): architecture, kernel, allocator and version unknown");
-            }
-            if !f.errors.is_empty() {
-                l.push_str(&format!("; read errors: {}", f.errors.join("; ")));
-            }
-            out.push(l);
         }
+        if f.no_metadata {
+            l.push_str("; no metadata document (buildInfo, hostInfo): architecture, kernel, allocator and version unknown");
+        }
+        if !f.errors.is_empty() {
+            l.push_str(&format!("; read errors: {}", f.errors.join("; ")));
+        }
+        Some(l)
+    }
+
+    /// Whether TCMalloc's per-CPU caches work.
+    fn tcmalloc_line(&self) -> Option<String> {
         match (self.using_per_cpu_caches, self.per_cpu_caches_active) {
-            (Some(using), Some(active)) => out.push(format!(
+            (Some(using), Some(active)) => Some(format!(
                 "TCMalloc per-CPU caches: usingPerCPUCaches {using}, cpu_free {} → {}",
                 self.tcmalloc_cpu_free_bytes
                     .map_or_else(|| "absent".into(), bytes),
                 if active { "working" } else { "NOT working" }
             )),
-            _ => {
-                if self.sections.iter().any(|s| s == "tcmalloc") {
-                    out.push("TCMalloc without per-CPU caches (no usingPerCPUCaches: gperftools TCMalloc)".into());
-                }
+            _ => self.sections.iter().any(|s| s == "tcmalloc").then(|| {
+                "TCMalloc without per-CPU caches (no usingPerCPUCaches: gperftools TCMalloc)".into()
+            }),
+        }
+    }
+
+    /// Operations per second, by kind.
+    fn ops_line(&self) -> Option<String> {
+        let total = self.total_ops_per_s()?;
+        let kinds: Vec<String> = self
+            .ops_per_s
+            .iter()
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(k, v)| format!("{k} {}", num(*v)))
+            .collect();
+        Some(format!(
+            "Operations: {}/s over {:.0} s{}",
+            num(total),
+            self.span_s,
+            if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", kinds.join(", "))
             }
-        }
-        if let Some(total) = self.total_ops_per_s() {
-            let kinds: Vec<String> = self
-                .ops_per_s
-                .iter()
-                .filter(|(_, v)| **v > 0.0)
-                .map(|(k, v)| format!("{k} {}", num(*v)))
-                .collect();
-            out.push(format!(
-                "Operations: {}/s over {:.0} s{}",
-                num(total),
-                self.span_s,
-                if kinds.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", kinds.join(", "))
-                }
-            ));
-        }
+        ))
+    }
+
+    /// Connections, queued operations and tickets.
+    fn connections_line(&self) -> Option<String> {
         let mut conn = Vec::new();
         if let Some(c) = self.connections_last {
             conn.push(format!(
@@ -404,48 +425,58 @@ impl MongodSummary {
         ) {
             conn.push(format!("fewest tickets available: read {r}, write {w}"));
         }
-        if !conn.is_empty() {
-            out.push(capital(&conn.join("; ")));
+        (!conn.is_empty()).then(|| capital(&conn.join("; ")))
+    }
+
+    /// The WiredTiger cache and the application threads' eviction work.
+    fn cache_line(&self) -> Option<String> {
+        let max = self.cache_max_bytes?;
+        let mut l = format!("WiredTiger cache {}", bytes(max));
+        if let (Some(last), Some(peak)) = (self.cache_fill_last, self.cache_fill_max) {
+            l.push_str(&format!(", {} full (max {})", pct(last), pct(peak)));
         }
-        if let Some(max) = self.cache_max_bytes {
-            let mut l = format!("WiredTiger cache {}", bytes(max));
-            if let (Some(last), Some(peak)) = (self.cache_fill_last, self.cache_fill_max) {
-                l.push_str(&format!(", {} full (max {})", pct(last), pct(peak)));
-            }
-            if let Some(d) = self.cache_dirty_fill_max {
-                l.push_str(&format!(", dirty max {}", pct(d)));
-            }
-            if let Some(p) = self.app_evicted_pages_per_s {
-                l.push_str(&format!("; application threads evicted {} pages/s", num(p)));
-            }
-            if let Some(t) = self.app_evict_ms_per_s {
-                l.push_str(&format!(", spent {} ms/s evicting", num(t)));
-            }
-            if let Some(t) = self.app_cache_wait_ms_per_s {
-                l.push_str(&format!(", {} ms/s waiting for cache", num(t)));
-            }
-            out.push(l);
+        if let Some(d) = self.cache_dirty_fill_max {
+            l.push_str(&format!(", dirty max {}", pct(d)));
         }
-        if self.checkpoints.is_some() || self.checkpoint_most_recent_ms.is_some() {
-            let mut l = format!(
-                "Checkpoints: {} completed",
-                self.checkpoints
-                    .map_or_else(|| "?".into(), |c| c.to_string())
-            );
-            if let Some(r) = self.checkpoint_most_recent_ms {
-                l.push_str(&format!(", most recent took {r} ms"));
-            }
-            if let Some(m) = self.checkpoint_max_ms {
-                l.push_str(&format!(", longest since start {m} ms"));
-            }
-            if let Some(w) = self.checkpoint_lock_wait_ms_per_s {
-                l.push_str(&format!(
-                    "; application threads waited {} ms/s on the checkpoint lock",
-                    num(w)
-                ));
-            }
-            out.push(l);
+        if let Some(p) = self.app_evicted_pages_per_s {
+            l.push_str(&format!("; application threads evicted {} pages/s", num(p)));
         }
+        if let Some(t) = self.app_evict_ms_per_s {
+            l.push_str(&format!(", spent {} ms/s evicting", num(t)));
+        }
+        if let Some(t) = self.app_cache_wait_ms_per_s {
+            l.push_str(&format!(", {} ms/s waiting for cache", num(t)));
+        }
+        Some(l)
+    }
+
+    /// Checkpoints and the waits on their lock.
+    fn checkpoint_line(&self) -> Option<String> {
+        if self.checkpoints.is_none() && self.checkpoint_most_recent_ms.is_none() {
+            return None;
+        }
+        let mut l = format!(
+            "Checkpoints: {} completed",
+            self.checkpoints
+                .map_or_else(|| "?".into(), |c| c.to_string())
+        );
+        if let Some(r) = self.checkpoint_most_recent_ms {
+            l.push_str(&format!(", most recent took {r} ms"));
+        }
+        if let Some(m) = self.checkpoint_max_ms {
+            l.push_str(&format!(", longest since start {m} ms"));
+        }
+        if let Some(w) = self.checkpoint_lock_wait_ms_per_s {
+            l.push_str(&format!(
+                "; application threads waited {} ms/s on the checkpoint lock",
+                num(w)
+            ));
+        }
+        Some(l)
+    }
+
+    /// Data handles, collections, indexes, cache size and dbPath.
+    fn catalog_line(&self) -> Option<String> {
         let mut cat = Vec::new();
         if let Some(d) = self.dhandles_active_last {
             cat.push(format!("{d} data handles open"));
@@ -459,9 +490,11 @@ impl MongodSummary {
         if let Some(p) = &self.db_path {
             cat.push(format!("dbPath {p}"));
         }
-        if !cat.is_empty() {
-            out.push(capital(&cat.join("; ")));
-        }
+        (!cat.is_empty()).then(|| capital(&cat.join("; ")))
+    }
+
+    /// How many seconds have a sample, and why the others do not.
+    fn samples_line(&self) -> String {
         let mut gaps = format!(
             "{} of {} seconds have a serverStatus sample",
             self.seconds_with_sample, self.seconds
@@ -483,8 +516,74 @@ impl MongodSummary {
         if let Some(e) = &self.info_error {
             gaps.push_str(&format!("; not read: {e}"));
         }
-        out.push(gaps);
-        out
+        gaps
+    }
+}
+
+/// A field of a serverStatus sample.
+type Field<'f> = &'f dyn Fn(&ServerStatusSample) -> Option<i64>;
+
+/// The samples in time order, with the pairs of consecutive samples at
+/// most [`MAX_GAP_MS`] apart and the time those cover: a gap (mongod down,
+/// FTDC of another run) is neither time nor counts.
+struct Series<'a> {
+    samples: &'a [(u64, &'a ServerStatusSample)],
+    pairs: Vec<(&'a ServerStatusSample, &'a ServerStatusSample)>,
+    span_s: f64,
+}
+
+impl<'a> Series<'a> {
+    fn new(samples: &'a [(u64, &'a ServerStatusSample)]) -> Self {
+        let pairs = samples
+            .windows(2)
+            .filter(|w| w[1].0.saturating_sub(w[0].0) <= MAX_GAP_MS)
+            .map(|w| (w[0].1, w[1].1))
+            .collect();
+        let span_s = samples
+            .windows(2)
+            .map(|w| w[1].0.saturating_sub(w[0].0))
+            .filter(|gap| *gap <= MAX_GAP_MS)
+            .sum::<u64>() as f64
+            / 1000.0;
+        Series {
+            samples,
+            pairs,
+            span_s,
+        }
+    }
+
+    /// Increase of a counter over the pairs; a decrease is a restart (the
+    /// counter began again at 0).
+    fn delta(&self, f: Field<'_>) -> Option<i64> {
+        let mut total = None;
+        for (a, b) in &self.pairs {
+            if let (Some(a), Some(b)) = (f(a), f(b)) {
+                let step = if b >= a { b - a } else { b.max(0) };
+                total = Some(total.unwrap_or(0) + step);
+            }
+        }
+        total
+    }
+
+    /// An increase per second over the covered time, divided by `scale`.
+    fn rate(&self, d: Option<i64>, scale: f64) -> Option<f64> {
+        d.filter(|_| self.span_s > 0.0)
+            .map(|d| d as f64 / scale / self.span_s)
+    }
+
+    /// The newest sample's value.
+    fn newest(&self, f: Field<'_>) -> Option<i64> {
+        self.samples.iter().rev().find_map(|(_, s)| f(s))
+    }
+
+    /// The largest value.
+    fn max(&self, f: Field<'_>) -> Option<i64> {
+        self.samples.iter().filter_map(|(_, s)| f(s)).max()
+    }
+
+    /// The smallest value.
+    fn min(&self, f: Field<'_>) -> Option<i64> {
+        self.samples.iter().filter_map(|(_, s)| f(s)).min()
     }
 }
 

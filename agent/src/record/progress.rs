@@ -49,13 +49,10 @@ impl Progress {
         }
     }
 
-    /// A line on stderr above the bar (the bar is hidden while it is
-    /// written, so neither tears the other); a closed stderr is ignored.
-    pub fn println(&self, line: &str) {
-        self.bar.suspend(|| {
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stderr(), "{line}");
-        });
+    /// A note ([`crate::messages::note`]) above the bar: the bar is hidden
+    /// while it is written, so neither tears the other.
+    pub fn note(&self, text: &str) {
+        self.bar.suspend(|| crate::messages::note(text));
     }
 
     pub fn finish(&self) {

@@ -43,12 +43,15 @@ pub struct RecordOutcome {
     pub fallback_reason: Option<String>,
 }
 
-/// Runs the plan. Must be called outside any async runtime.
-pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
-    // Attach first, then start (or pick) the target. The recording's clock
-    // starts once the probes see the target: at attach, or for a spawned
+/// The probes attached and the target started (or picked), with the
+/// recording's clock.
+type Attached = (Probes, Option<Target>, Option<SpawnedChild>, Clock);
+
+/// Attaches the probes first, then starts (or picks) the target.
+fn attach(plan: &RecordPlan) -> Result<Attached, RecordError> {
+    // The recording's clock starts once the probes see the target: at attach, or for a spawned
     // target at its release, so the recording covers its whole life.
-    let (probes, mut target, mut child, clock) = match &plan.target {
+    Ok(match &plan.target {
         PlannedTarget::HostWide => {
             let mut probes = Probes::attach(ProbeConfig { target_tgid: None })?;
             probes.attach_later(&plan.later(None));
@@ -66,60 +69,65 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
             let clock = Clock::start(&mut probes, Some(t.pid));
             (probes, Some(t.clone()), None, clock)
         }
-        PlannedTarget::Spawn(argv) => {
-            let exe = argv
-                .first()
-                .and_then(|p| crate::symbols::program::executable_path(p));
-            let held = crate::spawn::spawn_held(argv)?;
-            let pid = held.pid();
-            let mut probes = match Probes::attach(ProbeConfig {
-                target_tgid: Some(pid),
-            }) {
-                Ok(p) => p,
-                Err(e) => {
-                    held.abandon();
-                    return Err(e.into());
-                }
-            };
-            // Uprobes wait on the files the child maps at start, and the
-            // allocator probe is calibrated, before the child runs at all.
-            if let Some(exe) = &exe {
-                probes.attach_before_exec(pid, exe);
-            }
-            probes.attach_later(&plan.later(Some(pid)));
-            let clock = Clock::start(&mut probes, Some(pid));
-            let child = held.release()?;
-            let t = target::describe(pid, "spawned").unwrap_or_else(|_| Target {
-                pid,
-                comm: argv.first().cloned().unwrap_or_default(),
-                exe: None,
-                cmdline: argv.clone(),
-                how: "spawned".into(),
-                exit_code: None,
-            });
-            (probes, Some(t), Some(child), clock)
+        PlannedTarget::Spawn(argv) => attach_spawned(argv, plan)?,
+    })
+}
+
+/// Spawns the target held before exec, attaches the probes to it, then
+/// releases it: the recording covers its whole life.
+fn attach_spawned(argv: &[String], plan: &RecordPlan) -> Result<Attached, RecordError> {
+    let exe = argv
+        .first()
+        .and_then(|p| crate::symbols::program::executable_path(p));
+    let held = crate::spawn::spawn_held(argv)?;
+    let pid = held.pid();
+    let mut probes = match Probes::attach(ProbeConfig {
+        target_tgid: Some(pid),
+    }) {
+        Ok(p) => p,
+        Err(e) => {
+            held.abandon();
+            return Err(e.into());
         }
     };
+    // Uprobes wait on the files the child maps at start, and the
+    // allocator probe is calibrated, before the child runs at all.
+    if let Some(exe) = &exe {
+        probes.attach_before_exec(pid, exe);
+    }
+    probes.attach_later(&plan.later(Some(pid)));
+    let clock = Clock::start(&mut probes, Some(pid));
+    let child = held.release()?;
+    let t = target::describe(pid, "spawned").unwrap_or_else(|_| Target {
+        pid,
+        comm: argv.first().cloned().unwrap_or_default(),
+        exe: None,
+        cmdline: argv.to_vec(),
+        how: "spawned".into(),
+        exit_code: None,
+    });
+    Ok((probes, Some(t), Some(child), clock))
+}
+
+/// Runs the plan. Must be called outside any async runtime.
+pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
+    let (probes, mut target, mut child, clock) = attach(plan)?;
     tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
     // Integration tests wait for this line before starting their workload.
-    // A closed standard error must not stop the recording (no eprintln!).
-    use std::io::Write as _;
-    let _ = writeln!(
-        std::io::stderr(),
-        "mdiag: probes attached, recording {}",
+    crate::messages::note(format_args!(
+        "probes attached, recording {}",
         describe_target(target.as_ref())
-    );
+    ));
     if let Some(m) = &plan.mongo {
-        let _ = writeln!(
-            std::io::stderr(),
-            "mdiag: polling mongod at {} every second{}",
+        crate::messages::note(format_args!(
+            "polling mongod at {} every second{}",
             m.conn.redacted(),
             if m.local {
                 ""
             } else {
                 " (remote: polling only)"
             }
-        );
+        ));
     }
 
     // Host facts once the target is known (a spawned one has exec'd by now).
@@ -435,7 +443,7 @@ impl Session {
                 let last = self.slices.last().and_then(|s| s.sched.as_ref());
                 progress.update(cut - start, last, events);
                 for line in self.take_mongo_news() {
-                    progress.println(&format!("mdiag: {line}"));
+                    progress.note(&line);
                 }
             }
         };
@@ -445,7 +453,7 @@ impl Session {
             self.take_slice(start, slice_start, now, true);
         }
         for line in self.take_mongo_news() {
-            progress.println(&format!("mdiag: {line}"));
+            progress.note(&line);
         }
         progress.finish();
         self.checks.proc_stat_ctxt = ctxt_start

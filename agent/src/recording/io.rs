@@ -268,6 +268,10 @@ mod tests {
     use crate::recording::model::*;
     use std::os::unix::fs::PermissionsExt;
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "test data: one recording spelling out every field"
+    )]
     pub(crate) fn sample() -> Recording {
         let t0 = DateTime::parse_from_rfc3339("2026-11-22T17:45:01.123456789Z")
             .unwrap()

@@ -126,6 +126,18 @@ pub fn section(c: &ContentionMeasurements) -> Section {
         ));
     }
     out.push(Block::Bullets(bullets));
+    out.push(Block::Table(class_table(c)));
+    if c.drops > 0 {
+        out.push(Line::plain(
+            "    ",
+            format!("{} waits not timed (maps full or no stack)", c.drops),
+        ));
+    }
+    out
+}
+
+/// The thread classes that waited: their waits and scheduler figures.
+fn class_table(c: &ContentionMeasurements) -> Table {
     let mut t = Table::new(
         "    ",
         vec![
@@ -170,14 +182,7 @@ pub fn section(c: &ContentionMeasurements) -> Section {
             .into(),
         );
     }
-    out.push(Block::Table(t));
-    if c.drops > 0 {
-        out.push(Line::plain(
-            "    ",
-            format!("{} waits not timed (maps full or no stack)", c.drops),
-        ));
-    }
-    out
+    t
 }
 
 #[cfg(test)]

@@ -96,7 +96,16 @@ fn why_missing(m: &Measurements, family: &str) -> String {
 /// The "Charts" section.
 pub fn charts(m: &Measurements) -> String {
     let mut out = String::from("<section class=\"charts\">\n<h2>Charts</h2>\n");
+    softirq_chart(&mut out, m);
+    preemption_chart(&mut out, m);
+    alloc_charts(&mut out, m);
+    timeline_chart(&mut out, m);
+    out.push_str("</section>\n");
+    out
+}
 
+/// Softirq time per CPU, stacked by vector.
+fn softirq_chart(out: &mut String, m: &Measurements) {
     match &m.softirq {
         Some(s) if !s.cpus.is_empty() => {
             let mut categories: Vec<String> =
@@ -122,7 +131,7 @@ pub fn charts(m: &Measurements) -> String {
                 }
             }
             figure(
-                &mut out,
+                out,
                 &stacked_bars(
                     "chart-softirq",
                     "Softirq time per CPU and vector",
@@ -143,13 +152,16 @@ pub fn charts(m: &Measurements) -> String {
             );
         }
         _ => no_data(
-            &mut out,
+            out,
             "chart-softirq",
             "softirq chart",
             &why_missing(m, "softirq"),
         ),
     }
+}
 
+/// Involuntary switches per thread class.
+fn preemption_chart(out: &mut String, m: &Measurements) {
     match &m.sched {
         Some(s) if !s.top_classes.is_empty() => {
             let rows: Vec<(String, f64)> = s
@@ -163,7 +175,7 @@ pub fn charts(m: &Measurements) -> String {
                 })
                 .collect();
             figure(
-                &mut out,
+                out,
                 &hbars(
                     "chart-preemptions",
                     "Involuntary switches (preemptions) per thread class",
@@ -179,19 +191,22 @@ pub fn charts(m: &Measurements) -> String {
             );
         }
         Some(_) => no_data(
-            &mut out,
+            out,
             "chart-preemptions",
             "preemption chart",
             "no thread was switched out involuntarily",
         ),
         None => no_data(
-            &mut out,
+            out,
             "chart-preemptions",
             "preemption chart",
             &why_missing(m, "sched"),
         ),
     }
+}
 
+/// The latency histograms of up to four called allocator functions.
+fn alloc_charts(out: &mut String, m: &Measurements) {
     match &m.alloc {
         Some(a) if a.functions.iter().any(|f| f.calls > 0) => {
             for (i, f) in a
@@ -202,7 +217,7 @@ pub fn charts(m: &Measurements) -> String {
                 .enumerate()
             {
                 figure(
-                    &mut out,
+                    out,
                     &log2_histogram(
                         &format!("chart-alloc-{i}"),
                         &format!("{} latency (raw, sampled windows)", f.symbol),
@@ -222,13 +237,16 @@ pub fn charts(m: &Measurements) -> String {
             }
         }
         _ => no_data(
-            &mut out,
+            out,
             "chart-alloc",
             "allocator latency chart",
             &why_missing(m, "alloc"),
         ),
     }
+}
 
+/// Per-second series over the recording against the checkpoint windows.
+fn timeline_chart(out: &mut String, m: &Measurements) {
     match &m.timeline {
         Some(t) => {
             let point = |values: &[Option<f64>]| -> Vec<(f64, Option<f64>)> {
@@ -264,7 +282,7 @@ pub fn charts(m: &Measurements) -> String {
                 t.checkpoints.iter().map(|w| (w.start_s, w.end_s)).collect();
             if series.is_empty() {
                 no_data(
-                    &mut out,
+                    out,
                     "chart-timeline",
                     "timeline",
                     "no per-second series was recorded",
@@ -286,7 +304,7 @@ pub fn charts(m: &Measurements) -> String {
                     )
                 };
                 figure(
-                    &mut out,
+                    out,
                     &time_panels(
                         "chart-timeline",
                         "Timeline: checkpoint windows against operations, waits and preemptions",
@@ -300,14 +318,12 @@ pub fn charts(m: &Measurements) -> String {
             }
         }
         None => no_data(
-            &mut out,
+            out,
             "chart-timeline",
             "timeline",
             "the recording has no slices",
         ),
     }
-    out.push_str("</section>\n");
-    out
 }
 
 #[cfg(test)]

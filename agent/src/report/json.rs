@@ -56,6 +56,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "the contract: every key of the JSON report listed in one place"
+    )]
     fn json_has_exactly_the_contract_keys() {
         let v = rendered(&testdata::oversubscribed());
         assert_eq!(

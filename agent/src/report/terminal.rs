@@ -104,6 +104,15 @@ pub(crate) fn wrap(text: &str, indent: &str, width: usize) -> String {
 }
 
 fn write_report(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Result {
+    write_header(out, report, p)?;
+    write_rules(out, report, p)?;
+    writeln!(out)?;
+    write_measurements(out, &report.measurements, p)?;
+    write_probes(out, report, p)
+}
+
+/// The host, target, recording and rules the report is about.
+fn write_header(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Result {
     let r = &report.recording;
     let h = &r.host;
     writeln!(out, "{}", p.bold(&format!("mdiag report: {}", h.hostname)))?;
@@ -125,7 +134,11 @@ fn write_report(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
     }
     writeln!(out, "  {} {}", field("ranking"), ranking_line(report))?;
     writeln!(out, "  {} {}", field("rules"), rules_line(report))?;
+    Ok(())
+}
 
+/// The findings, then the rules not assessed, not applicable and passed.
+fn write_rules(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Result {
     writeln!(out)?;
     writeln!(out, "{}", p.heading("Findings"))?;
     if report.findings.is_empty() {
@@ -171,10 +184,11 @@ fn write_report(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
             }
         }
     }
+    Ok(())
+}
 
-    writeln!(out)?;
-    write_measurements(out, &report.measurements, p)?;
-
+/// Each probe family's status, drops and attach errors.
+fn write_probes(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Result {
     writeln!(out)?;
     writeln!(out, "{}", p.heading("Probes"))?;
     if report.probes.is_empty() {

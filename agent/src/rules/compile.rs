@@ -8,8 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use cel::Program;
+use cel::{Context, Program};
 use semver::VersionReq;
+use toml::Spanned;
 
 use super::{
     ALWAYS_BOUND, EvalError, Evidence, FACT_GROUPS, Facts, Rule, RuleFile, RuleFileError, eval,
@@ -36,24 +37,77 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// Parses and checks one rule file. Returns every problem found.
 pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<RuleFileError>> {
-    let mut errors = Vec::new();
-    let mut err = |line: Option<usize>, message: String| {
-        errors.push(RuleFileError {
-            file: file.to_string(),
-            line,
-            message,
-        })
+    let mut p = Problems {
+        file,
+        errors: Vec::new(),
     };
     let def: RuleFile = match toml::from_str(text) {
         Ok(def) => def,
         Err(e) => {
-            err(None, e.to_string().trim_end().to_string());
-            return Err(errors);
+            p.add(None, e.to_string().trim_end().to_string());
+            return Err(p.errors);
         }
     };
 
+    check_id(&def, &mut p);
+    check_texts(&def, &mut p);
+    check_fix_placeholders(&def, example, &mut p);
+    check_scores(&def, &mut p);
+    check_groups(&def, &mut p);
+    let arch = arches(&def, &mut p);
+    let arch_priors = arch_priors(&def, &mut p);
+    let kernel = version_req("kernel", def.applies_to.kernel.as_ref(), &mut p);
+    let mongod = version_req("mongod", def.applies_to.mongod.as_ref(), &mut p);
+    check_applies_to(&def, &mut p);
+    check_references(&def, &mut p);
+    check_fix(&def, &mut p);
+
+    let (condition, hold, evidence) = {
+        let expressions = Expressions::new(&def, text, example);
+        let condition = expressions.boolean("condition", &def.condition, &mut p);
+        let hold = def
+            .hold
+            .as_ref()
+            .and_then(|h| expressions.boolean("hold", h, &mut p));
+        (condition, hold, expressions.evidence(&def, &mut p))
+    };
+
+    match condition {
+        Some(condition) if p.errors.is_empty() => Ok(Rule {
+            def,
+            file: file.to_string(),
+            arch,
+            arch_priors,
+            kernel,
+            mongod,
+            condition,
+            hold,
+            evidence,
+        }),
+        _ => Err(p.errors),
+    }
+}
+
+/// The problems found in one file, in the order the passes find them.
+struct Problems<'a> {
+    file: &'a str,
+    errors: Vec<RuleFileError>,
+}
+
+impl Problems<'_> {
+    fn add(&mut self, line: Option<usize>, message: String) {
+        self.errors.push(RuleFileError {
+            file: self.file.to_string(),
+            line,
+            message,
+        });
+    }
+}
+
+/// The id has the `family.name` shape.
+fn check_id(def: &RuleFile, p: &mut Problems<'_>) {
     if !valid_id(&def.id) {
-        err(
+        p.add(
             None,
             format!(
                 "id {:?} must look like family.name (lowercase letters, digits, '_'), e.g. \"sched.wakeup_preemption\"",
@@ -61,6 +115,10 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
             ),
         );
     }
+}
+
+/// The texts a reader sees are not empty.
+fn check_texts(def: &RuleFile, p: &mut Problems<'_>) {
     let texts = [
         ("title", &def.title),
         ("summary", &def.summary),
@@ -72,9 +130,13 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
     ];
     for (field, value) in texts {
         if value.trim().is_empty() {
-            err(None, format!("{field} must not be empty"));
+            p.add(None, format!("{field} must not be empty"));
         }
     }
+}
+
+/// Every `{group.fact}` placeholder in the fix names a fact the rule may read.
+fn check_fix_placeholders(def: &RuleFile, example: &Facts, p: &mut Problems<'_>) {
     let readable: Vec<&str> = ALWAYS_BOUND
         .iter()
         .copied()
@@ -91,24 +153,32 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
     for text in fix_texts {
         for name in placeholders::names(text) {
             if let Some(problem) = placeholders::check(name, &readable, example) {
-                err(None, format!("fix: {problem}"));
+                p.add(None, format!("fix: {problem}"));
             }
         }
     }
+}
+
+/// Confidence and impact score are between 0 and 1.
+fn check_scores(def: &RuleFile, p: &mut Problems<'_>) {
     for (field, value) in [
         ("confidence", def.confidence),
         ("impact.score", def.impact.score),
     ] {
         if !(0.0..=1.0).contains(&value) {
-            err(
+            p.add(
                 None,
                 format!("{field} must be between 0 and 1, not {value}"),
             );
         }
     }
+}
+
+/// `requires` and `optional` name known fact groups, each once.
+fn check_groups(def: &RuleFile, p: &mut Problems<'_>) {
     for (i, group) in def.requires.iter().enumerate() {
         if !FACT_GROUPS.contains(&group.as_str()) {
-            err(
+            p.add(
                 None,
                 format!(
                     "requires: unknown fact group {group:?} (known: {})",
@@ -116,12 +186,12 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
                 ),
             );
         } else if def.requires[..i].contains(group) {
-            err(None, format!("requires: {group:?} is listed twice"));
+            p.add(None, format!("requires: {group:?} is listed twice"));
         }
     }
     for (i, group) in def.optional.iter().enumerate() {
         if !FACT_GROUPS.contains(&group.as_str()) {
-            err(
+            p.add(
                 None,
                 format!(
                     "optional: unknown fact group {group:?} (known: {})",
@@ -129,61 +199,80 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
                 ),
             );
         } else if def.optional[..i].contains(group) || def.requires.contains(group) {
-            err(
+            p.add(
                 None,
                 format!("optional: {group:?} is listed twice (or also in requires)"),
             );
         }
     }
-    let known_arches = ranking::KNOWN_ARCHES.join(", ");
+}
+
+/// `applies_to.arch`, normalised; unknown architectures are problems.
+fn arches(def: &RuleFile, p: &mut Problems<'_>) -> Vec<String> {
     let mut arch = Vec::new();
     for a in &def.applies_to.arch {
         match ranking::normalise_arch(a) {
             Some(n) => arch.push(n),
-            None => err(
+            None => p.add(
                 None,
-                format!("applies_to.arch: unknown architecture {a:?} (known: {known_arches})"),
+                format!(
+                    "applies_to.arch: unknown architecture {a:?} (known: {})",
+                    ranking::KNOWN_ARCHES.join(", ")
+                ),
             ),
         }
     }
+    arch
+}
+
+/// `arch_priors` by normalised architecture; each prior is in (0, 10].
+fn arch_priors(def: &RuleFile, p: &mut Problems<'_>) -> BTreeMap<String, f64> {
     let mut arch_priors = BTreeMap::new();
     for (a, &prior) in &def.arch_priors {
         match ranking::normalise_arch(a) {
             Some(n) => {
                 arch_priors.insert(n, prior);
             }
-            None => err(
+            None => p.add(
                 None,
-                format!("arch_priors: unknown architecture {a:?} (known: {known_arches})"),
+                format!(
+                    "arch_priors: unknown architecture {a:?} (known: {})",
+                    ranking::KNOWN_ARCHES.join(", ")
+                ),
             ),
         }
         if !(prior.is_finite() && prior > 0.0 && prior <= 10.0) {
-            err(
+            p.add(
                 None,
                 format!("arch_priors.{a} must be a number above 0 and at most 10, not {prior}"),
             );
         }
     }
-    let mut version_req = |field: &str, value: &Option<String>| -> Option<VersionReq> {
-        let value = value.as_ref()?;
-        match VersionReq::parse(value) {
-            Ok(req) => Some(req),
-            Err(e) => {
-                err(
-                    None,
-                    format!(
-                        "applies_to.{field}: {value:?} is not a version requirement like \">=6.6\": {e}"
-                    ),
-                );
-                None
-            }
+    arch_priors
+}
+
+/// `applies_to.FIELD` parsed as a semver requirement, when given.
+fn version_req(field: &str, value: Option<&String>, p: &mut Problems<'_>) -> Option<VersionReq> {
+    let value = value?;
+    match VersionReq::parse(value) {
+        Ok(req) => Some(req),
+        Err(e) => {
+            p.add(
+                None,
+                format!(
+                    "applies_to.{field}: {value:?} is not a version requirement like \">=6.6\": {e}"
+                ),
+            );
+            None
         }
-    };
-    let kernel = version_req("kernel", &def.applies_to.kernel);
-    let mongod = version_req("mongod", &def.applies_to.mongod);
+    }
+}
+
+/// `applies_to`'s allocator, target and page sizes are ones mdiag knows.
+fn check_applies_to(def: &RuleFile, p: &mut Problems<'_>) {
     for a in &def.applies_to.allocator {
         if !facts::allocator::KIND_NAMES.contains(&a.as_str()) {
-            err(
+            p.add(
                 None,
                 format!(
                     "applies_to.allocator: unknown allocator {a:?}; use one of {}",
@@ -195,7 +284,7 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
     if let Some(t) = &def.applies_to.target
         && !facts::TARGET_KINDS.contains(&t.as_str())
     {
-        err(
+        p.add(
             None,
             format!(
                 "applies_to.target: unknown target {t:?}; use one of {}",
@@ -203,29 +292,37 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
             ),
         );
     }
-    for p in &def.applies_to.page_size {
-        if !p.is_power_of_two() || *p < 4096 {
-            err(
+    for size in &def.applies_to.page_size {
+        if !size.is_power_of_two() || *size < 4096 {
+            p.add(
                 None,
                 format!(
-                    "applies_to.page_size: {p} is not a page size (a power of two, 4096 or more)"
+                    "applies_to.page_size: {size} is not a page size (a power of two, 4096 or more)"
                 ),
             );
         }
     }
+}
+
+/// References have a title and an http(s) url.
+fn check_references(def: &RuleFile, p: &mut Problems<'_>) {
     for r in &def.references {
         if r.title.trim().is_empty() {
-            err(None, "references: title must not be empty".into());
+            p.add(None, "references: title must not be empty".into());
         }
         if let Some(url) = &r.url
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
-            err(
+            p.add(
                 None,
                 format!("references: url {url:?} must start with https:// or http://"),
             );
         }
     }
+}
+
+/// The fix's commands are not empty and its files say where, how and what.
+fn check_fix(def: &RuleFile, p: &mut Problems<'_>) {
     if def
         .fix
         .commands
@@ -233,12 +330,12 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
         .chain(&def.fix.revert)
         .any(|c| c.trim().is_empty())
     {
-        err(None, "fix: commands must not be empty strings".into());
+        p.add(None, "fix: commands must not be empty strings".into());
     }
     for f in &def.fix.files {
         let has_content = !f.content.trim().is_empty() || f.wiredtiger_config.is_some();
         if !f.path.starts_with('/') || f.how.trim().is_empty() || !has_content {
-            err(
+            p.add(
                 None,
                 format!(
                     "fix.files: {:?} needs an absolute path, a `how` and some content",
@@ -247,15 +344,36 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
             );
         }
     }
+}
 
-    // Expressions: compile, then evaluate on the example facts with only the
-    // always-bound and required groups, so unknown facts and missing
-    // `requires` entries are caught now.
-    let mut bound: Vec<&str> = ALWAYS_BOUND.to_vec();
-    bound.extend(def.requires.iter().map(String::as_str));
-    bound.extend(def.optional.iter().map(String::as_str));
-    let ctx = eval::context(example, Some(&bound));
-    let explain_error = |what: &str, e: EvalError| -> String {
+/// Checks the CEL expressions: each is compiled, its fact names checked on
+/// the syntax tree (every branch), then it is evaluated on the example facts
+/// with only the always-bound, required and optional groups, so unknown
+/// facts and missing `requires` entries are caught now (types, anything the
+/// walk cannot see).
+struct Expressions<'a> {
+    text: &'a str,
+    example: &'a Facts,
+    bound: Vec<&'a str>,
+    ctx: Context<'static, 'static>,
+}
+
+impl<'a> Expressions<'a> {
+    fn new(def: &'a RuleFile, text: &'a str, example: &'a Facts) -> Self {
+        let mut bound: Vec<&str> = ALWAYS_BOUND.to_vec();
+        bound.extend(def.requires.iter().map(String::as_str));
+        bound.extend(def.optional.iter().map(String::as_str));
+        let ctx = eval::context(example, Some(&bound));
+        Self {
+            text,
+            example,
+            bound,
+            ctx,
+        }
+    }
+
+    /// The message for an evaluation error of `what`.
+    fn explain_error(what: &str, e: EvalError) -> String {
         match &e {
             EvalError::UnknownName(name) if FACT_GROUPS.contains(&name.as_str()) => {
                 format!(
@@ -267,101 +385,81 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
             }
             _ => format!("{what}: {e}"),
         }
-    };
-    // Fact names are checked on the syntax tree first (every branch), then
-    // by a trial evaluation (types, anything the walk cannot see).
-    let static_check = |what: &str, program: &Program| -> Option<String> {
+    }
+
+    /// The first fact the program selects that is unbound or unknown.
+    fn static_check(&self, what: &str, program: &Program) -> Option<String> {
         for (group, field) in eval::selections(program) {
             if !FACT_GROUPS.contains(&group.as_str()) {
                 continue;
             }
-            if !bound.contains(&group.as_str()) {
-                return Some(explain_error(what, EvalError::UnknownName(group)));
+            if !self.bound.contains(&group.as_str()) {
+                return Some(Self::explain_error(what, EvalError::UnknownName(group)));
             }
-            if example
+            if self
+                .example
                 .group(&group)
                 .is_some_and(|g| !g.contains_key(&field))
             {
-                return Some(explain_error(
+                return Some(Self::explain_error(
                     what,
                     EvalError::NoSuchFact(format!("{group}.{field}")),
                 ));
             }
         }
         None
-    };
-    let condition_line = Some(line_of(text, def.condition.span().start));
-    let condition = match eval::compile(def.condition.get_ref()) {
-        Ok(program) => {
-            if let Some(problem) = static_check("condition", &program) {
-                err(condition_line, problem);
-            } else if let Err(e) = eval::eval_bool(&program, &ctx) {
-                err(condition_line, explain_error("condition", e));
-            }
-            Some(program)
-        }
-        Err(e) => {
-            err(condition_line, format!("condition: {e}"));
-            None
-        }
-    };
-    let hold = def.hold.as_ref().and_then(|h| {
-        let line = Some(line_of(text, h.span().start));
-        match eval::compile(h.get_ref()) {
+    }
+
+    /// A boolean expression (`condition`, `hold`): its program when it
+    /// compiles, even if it then fails a check.
+    fn boolean(&self, what: &str, expr: &Spanned<String>, p: &mut Problems<'_>) -> Option<Program> {
+        let line = Some(line_of(self.text, expr.span().start));
+        match eval::compile(expr.get_ref()) {
             Ok(program) => {
-                if let Some(problem) = static_check("hold", &program) {
-                    err(line, problem);
-                } else if let Err(e) = eval::eval_bool(&program, &ctx) {
-                    err(line, explain_error("hold", e));
+                if let Some(problem) = self.static_check(what, &program) {
+                    p.add(line, problem);
+                } else if let Err(e) = eval::eval_bool(&program, &self.ctx) {
+                    p.add(line, Self::explain_error(what, e));
                 }
                 Some(program)
             }
             Err(e) => {
-                err(line, format!("hold: {e}"));
+                p.add(line, format!("{what}: {e}"));
                 None
             }
         }
-    });
-    if def.evidence.is_empty() {
-        err(
-            None,
-            "evidence: at least one entry is needed (the numbers that make the rule fire)".into(),
-        );
-    }
-    let mut evidence = Vec::new();
-    for (label, expr) in def.evidence_in_file_order() {
-        let line = Some(line_of(text, expr.span().start));
-        let what = format!("evidence {label:?}");
-        match eval::compile(expr.get_ref()) {
-            Ok(program) => {
-                if let Some(problem) = static_check(&what, &program) {
-                    err(line, problem);
-                } else if let Err(e) = eval::eval_scalar(&program, &ctx) {
-                    err(line, explain_error(&what, e));
-                }
-                evidence.push(Evidence {
-                    label: label.to_string(),
-                    expr: expr.get_ref().clone(),
-                    program,
-                });
-            }
-            Err(e) => err(line, format!("{what}: {e}")),
-        }
     }
 
-    match condition {
-        Some(condition) if errors.is_empty() => Ok(Rule {
-            def,
-            file: file.to_string(),
-            arch,
-            arch_priors,
-            kernel,
-            mongod,
-            condition,
-            hold,
-            evidence,
-        }),
-        _ => Err(errors),
+    /// The evidence entries in file order (at least one), each a scalar.
+    fn evidence(&self, def: &RuleFile, p: &mut Problems<'_>) -> Vec<Evidence> {
+        if def.evidence.is_empty() {
+            p.add(
+                None,
+                "evidence: at least one entry is needed (the numbers that make the rule fire)"
+                    .into(),
+            );
+        }
+        let mut evidence = Vec::new();
+        for (label, expr) in def.evidence_in_file_order() {
+            let line = Some(line_of(self.text, expr.span().start));
+            let what = format!("evidence {label:?}");
+            match eval::compile(expr.get_ref()) {
+                Ok(program) => {
+                    if let Some(problem) = self.static_check(&what, &program) {
+                        p.add(line, problem);
+                    } else if let Err(e) = eval::eval_scalar(&program, &self.ctx) {
+                        p.add(line, Self::explain_error(&what, e));
+                    }
+                    evidence.push(Evidence {
+                        label: label.to_string(),
+                        expr: expr.get_ref().clone(),
+                        program,
+                    });
+                }
+                Err(e) => p.add(line, format!("{what}: {e}")),
+            }
+        }
+        evidence
     }
 }
 

@@ -76,20 +76,37 @@ impl Rule {
     /// (normalised). Checked in order: target process, page size,
     /// architecture, kernel, mongod, allocator, then the required fact groups.
     pub fn applies(&self, facts: &Facts, arch: &str) -> Applies {
+        self.target_mismatch(facts)
+            .or_else(|| self.page_size_mismatch(facts))
+            .or_else(|| self.arch_mismatch(facts, arch))
+            .or_else(|| self.kernel_mismatch(facts))
+            .or_else(|| self.mongod_mismatch(facts))
+            .or_else(|| self.allocator_mismatch(facts))
+            .or_else(|| self.missing_group(facts))
+            .unwrap_or(Applies::Yes)
+    }
+
+    /// Not the kind of process (`applies_to.target`) the rule is about.
+    fn target_mismatch(&self, facts: &Facts) -> Option<Applies> {
         if let Some(kind) = &self.def.applies_to.target
             && let Some(other) = other_process(facts, kind)
         {
-            return Applies::No(format!(
+            return Some(Applies::No(format!(
                 "about {kind}'s own settings; {other}, not a {kind}"
-            ));
+            )));
         }
+        None
+    }
+
+    /// Not a page size the rule is written for.
+    fn page_size_mismatch(&self, facts: &Facts) -> Option<Applies> {
         let sizes = &self.def.applies_to.page_size;
         if let Some(FactValue::Int(size)) = facts.get("host.page_size")
             && !sizes.is_empty()
             && !sizes.iter().any(|s| i64::try_from(*s).ok() == Some(*size))
         {
             let kib = |b: i64| format!("{} KiB", b / 1024);
-            return Applies::No(format!(
+            return Some(Applies::No(format!(
                 "written for kernels with {} pages; this kernel's page is {}",
                 sizes
                     .iter()
@@ -97,21 +114,34 @@ impl Rule {
                     .collect::<Vec<_>>()
                     .join(" or "),
                 kib(*size)
-            ));
+            )));
         }
+        None
+    }
+
+    /// Another architecture than the rule's, or an unknown one.
+    fn arch_mismatch(&self, facts: &Facts, arch: &str) -> Option<Applies> {
         if !self.arch.is_empty() && facts::unnamed(arch) {
             let why = facts
                 .arch_unknown
                 .as_deref()
                 .unwrap_or("the recording does not name it");
-            return Applies::Unknown(format!(
+            return Some(Applies::Unknown(format!(
                 "architecture unknown: {why}; the rule is only for {} (--arch names one)",
                 self.arch.join(", ")
-            ));
+            )));
         }
         if !self.arch.is_empty() && !self.arch.iter().any(|a| a == arch) {
-            return Applies::No(format!("only for {}; this is {arch}", self.arch.join(", ")));
+            return Some(Applies::No(format!(
+                "only for {}; this is {arch}",
+                self.arch.join(", ")
+            )));
         }
+        None
+    }
+
+    /// A kernel outside the rule's requirement, or an unknown one.
+    fn kernel_mismatch(&self, facts: &Facts) -> Option<Applies> {
         let kernel_release = facts
             .get("host.kernel")
             .and_then(|v| match v {
@@ -122,69 +152,86 @@ impl Rule {
         if let Some(req) = &self.kernel {
             match &facts.kernel_version {
                 None => {
-                    return Applies::Unknown(match &facts.kernel_unknown {
+                    return Some(Applies::Unknown(match &facts.kernel_unknown {
                         Some(why) => {
                             format!("kernel unknown: {why}; the rule needs kernel {req}")
                         }
                         None => format!(
                             "kernel release {kernel_release:?} not understood; the rule needs kernel {req}"
                         ),
-                    });
+                    }));
                 }
                 Some(v) if !req.matches(v) => {
-                    return Applies::No(format!(
+                    return Some(Applies::No(format!(
                         "needs kernel {req}; this host runs {v} ({kernel_release})"
-                    ));
+                    )));
                 }
                 Some(_) => {}
             }
         }
+        None
+    }
+
+    /// A mongod version outside the rule's requirement, or an unknown one.
+    fn mongod_mismatch(&self, facts: &Facts) -> Option<Applies> {
         if let Some(req) = &self.mongod {
             match &facts.mongod_version {
                 None => {
-                    return Applies::Unknown(format!(
+                    return Some(Applies::Unknown(format!(
                         "mongod version unknown ({}); the rule needs mongod {req}",
                         facts
                             .mongod_version_unknown
                             .as_deref()
                             .unwrap_or("the recording has no mongod data")
-                    ));
+                    )));
                 }
                 Some(v) if !req.matches(v) => {
-                    return Applies::No(format!("needs mongod {req}; the target runs {v}"));
+                    return Some(Applies::No(format!(
+                        "needs mongod {req}; the target runs {v}"
+                    )));
                 }
                 Some(_) => {}
             }
         }
+        None
+    }
+
+    /// Another allocator than the rule is about, or an unknown one.
+    fn allocator_mismatch(&self, facts: &Facts) -> Option<Applies> {
         let allocators = &self.def.applies_to.allocator;
         if !allocators.is_empty() {
             match &facts.allocator {
                 None => {
-                    return Applies::Unknown(format!(
+                    return Some(Applies::Unknown(format!(
                         "memory allocator unknown ({}); the rule is about {}",
                         facts.allocator_unknown.as_deref().unwrap_or("not recorded"),
                         allocators.join(", ")
-                    ));
+                    )));
                 }
                 Some(a) if !allocators.iter().any(|x| x == a) => {
                     let uses = match a.as_str() {
                         "unknown" => "another one (e.g. macOS's or Windows' own)".to_string(),
                         named => named.to_string(),
                     };
-                    return Applies::No(format!(
+                    return Some(Applies::No(format!(
                         "about the {} allocator; the target uses {uses}",
                         allocators.join(", ")
-                    ));
+                    )));
                 }
                 Some(_) => {}
             }
         }
+        None
+    }
+
+    /// A required fact group the recording lacks.
+    fn missing_group(&self, facts: &Facts) -> Option<Applies> {
         for group in &self.def.requires {
             if let Some(reason) = facts.absent_reason(group) {
-                return Applies::Unknown(format!("needs {group} data: {reason}"));
+                return Some(Applies::Unknown(format!("needs {group} data: {reason}")));
             }
         }
-        Applies::Yes
+        None
     }
 }
 

@@ -159,13 +159,34 @@ fn pct(x: Option<f64>) -> String {
 }
 
 pub(super) fn target_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) -> Result<()> {
+    let r = rounds(bins, dir, args)?;
+    print_between_runs(&r, args);
+    print_within_runs(&r);
+    Ok(())
+}
+
+/// What the rounds measured.
+#[derive(Default)]
+struct Rounds {
+    /// By mode: unobserved, watched by the agent.
+    figures: [Figures; 2],
+    /// Per round: the watched run's figure over the unobserved one's.
+    rate_ratios: Vec<f64>,
+    cpu_ratios: Vec<f64>,
+    /// Per round: the in-run cost, its null (unobserved) twin, the accounting.
+    costs: Vec<f64>,
+    nulls: Vec<f64>,
+    accounted: Vec<f64>,
+    /// Allocator windows in the watched runs, and how many closed early.
+    windows: usize,
+    early: usize,
+}
+
+/// Runs the rounds: an unobserved and a watched run each, in alternating
+/// order, and the cost inside the watched run's allocator windows.
+fn rounds(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) -> Result<Rounds> {
     let modes = [Mode::Unobserved, Mode::Agent];
-    let mut figures = [Figures::default(), Figures::default()];
-    // Per round: the watched run's figure over the unobserved one's.
-    let (mut rate_ratios, mut cpu_ratios) = (Vec::new(), Vec::new());
-    // Per round: the in-run cost, its null (unobserved) twin, the accounting.
-    let (mut costs, mut nulls, mut accounted) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut n_windows, mut n_early) = (0, 0);
+    let mut r = Rounds::default();
     for round in 0..args.rounds as usize {
         let mut this_round: [Option<Run>; 2] = [None, None];
         for i in 0..modes.len() {
@@ -180,15 +201,15 @@ pub(super) fn target_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) ->
                 run.rate / 1e6,
                 run.ns
             );
-            figures[m].rates.push(run.rate);
-            figures[m].ns_per_op.push(run.ns);
+            r.figures[m].rates.push(run.rate);
+            r.figures[m].ns_per_op.push(run.ns);
             this_round[m] = Some(run);
         }
         let [Some(base), Some(watched)] = &this_round else {
             continue;
         };
-        rate_ratios.push(watched.rate / base.rate);
-        cpu_ratios.push(watched.ns / base.ns);
+        r.rate_ratios.push(watched.rate / base.rate);
+        r.cpu_ratios.push(watched.ns / base.ns);
         let s: Split = split(&watched.timeline, &watched.windows, MARGIN_NS);
         let laid = moved(&watched.windows, watched.start_ns(), base.start_ns());
         let null = split(&base.timeline, &laid, MARGIN_NS);
@@ -206,13 +227,19 @@ pub(super) fn target_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) ->
             pct(null.cost()),
             pct(s.accounted())
         );
-        n_windows += s.windows;
-        n_early += early;
-        costs.extend(s.cost());
-        nulls.extend(null.cost());
-        accounted.extend(s.accounted());
+        r.windows += s.windows;
+        r.early += early;
+        r.costs.extend(s.cost());
+        r.nulls.extend(null.cost());
+        r.accounted.extend(s.accounted());
     }
-    let [base, watched] = &figures;
+    Ok(r)
+}
+
+/// Throughput and CPU per allocation between the unobserved and the
+/// watched runs, against the budget.
+fn print_between_runs(r: &Rounds, args: &AgentBenchArgs) {
+    let [base, watched] = &r.figures;
     let (base_rate, base_ns) = (median(&base.rates), median(&base.ns_per_op));
     let drop = (1.0 - median(&watched.rates) / base_rate) * 100.0;
     let more_cpu = (median(&watched.ns_per_op) / base_ns - 1.0) * 100.0;
@@ -256,30 +283,38 @@ pub(super) fn target_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) ->
         verdict(more_cpu <= DROP_BUDGET_PCT),
         within(more_cpu, cpu_noise)
     );
-    if !rate_ratios.is_empty() {
+    if !r.rate_ratios.is_empty() {
         println!(
             "   (median of the per-round ratios: throughput drop {:.2} %, CPU per alloc {:+.2} %; noise: half the unobserved runs' range over their median)",
-            (1.0 - median(&rate_ratios)) * 100.0,
-            (median(&cpu_ratios) - 1.0) * 100.0
+            (1.0 - median(&r.rate_ratios)) * 100.0,
+            (median(&r.cpu_ratios) - 1.0) * 100.0
         );
     }
-    let cost = median(&costs) * 100.0;
+}
+
+/// The cost inside the allocator windows within each watched run, against
+/// the method's own noise, and the agent's accounting.
+fn print_within_runs(r: &Rounds) {
+    let cost = median(&r.costs) * 100.0;
     // The method's noise: the largest cost it finds in windows that cost
     // nothing, and the spread of the watched runs' own figures.
-    let null_noise = nulls.iter().fold(0.0_f64, |a, b| a.max(b.abs())) * 100.0;
-    let (lo, hi) = costs
+    let null_noise = r.nulls.iter().fold(0.0_f64, |a, b| a.max(b.abs())) * 100.0;
+    let (lo, hi) = r
+        .costs
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
             (lo.min(*c), hi.max(*c))
         });
-    let spread_noise = if costs.len() > 1 {
+    let spread_noise = if r.costs.len() > 1 {
         (hi - lo) / 2.0 * 100.0
     } else {
         0.0
     };
     let noise = null_noise.max(spread_noise);
     println!(
-        "   within each watched run ({n_windows} allocator windows in the runs, {n_early} closed early; CPU per alloc over the run vs its stretches > {} ms from any window):",
+        "   within each watched run ({} allocator windows in the runs, {} closed early; CPU per alloc over the run vs its stretches > {} ms from any window):",
+        r.windows,
+        r.early,
         MARGIN_NS / 1_000_000
     );
     println!(
@@ -288,7 +323,7 @@ pub(super) fn target_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) ->
         format_args!(
             "largest |cost| of the same windows over the unobserved runs {null_noise:.3} %"
         ),
-        costs
+        r.costs
             .iter()
             .map(|c| format!("{:+.3}", c * 100.0))
             .collect::<Vec<_>>()
@@ -301,9 +336,8 @@ pub(super) fn target_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) ->
     );
     println!(
         "   the agent's own accounting: probe hits x calibrated pair cost = {:.3} % of the target's CPU in the runs (median; its alloc_budget: {ALLOC_BUDGET_PCT} %)",
-        median(&accounted) * 100.0
+        median(&r.accounted) * 100.0
     );
-    Ok(())
 }
 
 /// CPU per allocation of a stretch of the timeline, or why there is none: a

@@ -190,31 +190,7 @@ fn one_size(
         "\n== {size} hosts: writing {} simulated minutes ...",
         args.minutes
     );
-    let out = Command::new(sim)
-        .args([
-            "--uri",
-            &uri,
-            "--hosts",
-            &size.to_string(),
-            "--minutes",
-            &args.minutes.to_string(),
-        ])
-        .args([
-            "--history-days",
-            &args.history_days.to_string(),
-            "--concurrency",
-            &args.concurrency.to_string(),
-        ])
-        .args(["--expect-pid", &store.child.id().to_string()])
-        .arg("--data-dir")
-        .arg(&store.data)
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running fleet_sim")?;
-    if !out.status.success() {
-        bail!("fleet_sim failed ({})", out.status);
-    }
-    let s: Value = serde_json::from_slice(&out.stdout).context("fleet_sim's JSON line")?;
+    let s = simulate(args, sim, &store, size)?;
     let minutes = args.minutes as f64;
     let write_secs = num(&s, &["write_secs"]);
     let ops = num(&s, &["ops"]);
@@ -254,8 +230,60 @@ fn one_size(
     );
     println!("  per collection after: {}", s["collections"]);
 
+    let timed = time_views(args, mdiag, &uri, &s, size)?;
+    Ok(Row {
+        size,
+        ops_per_s: ops / write_secs,
+        docs_per_s: docs / write_secs,
+        needed_ops_per_s: ops / (minutes * 60.0),
+        bytes_per_day: row_growth,
+        disk_per_day,
+        views: timed,
+    })
+}
+
+/// Runs fleet_sim against the store: its JSON line of figures.
+fn simulate(args: &FleetBenchArgs, sim: &Path, store: &Store, size: usize) -> Result<Value> {
+    let uri = store.uri();
+    let out = Command::new(sim)
+        .args([
+            "--uri",
+            &uri,
+            "--hosts",
+            &size.to_string(),
+            "--minutes",
+            &args.minutes.to_string(),
+        ])
+        .args([
+            "--history-days",
+            &args.history_days.to_string(),
+            "--concurrency",
+            &args.concurrency.to_string(),
+        ])
+        .args(["--expect-pid", &store.child.id().to_string()])
+        .arg("--data-dir")
+        .arg(&store.data)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running fleet_sim")?;
+    if !out.status.success() {
+        bail!("fleet_sim failed ({})", out.status);
+    }
+    serde_json::from_slice(&out.stdout).context("fleet_sim's JSON line")
+}
+
+/// Times each view of `mdiag fleet` over the store: the busiest rule and a
+/// host with history come from the store itself. By view: its median and
+/// p95 in seconds.
+fn time_views(
+    args: &FleetBenchArgs,
+    mdiag: &Path,
+    uri: &str,
+    s: &Value,
+    size: usize,
+) -> Result<Vec<(String, f64, f64)>> {
     // The views: the busiest rule and a host with history, from the store itself.
-    let (_, now) = fleet_view(mdiag, &uri, &["--format", "json"])?;
+    let (_, now) = fleet_view(mdiag, uri, &["--format", "json"])?;
     let now: Value = serde_json::from_str(&now).context("mdiag fleet's JSON")?;
     if now["hosts_total"].as_u64() != Some(size as u64) {
         bail!(
@@ -292,7 +320,7 @@ fn one_size(
     for (name, a) in &views {
         let mut t = Vec::new();
         for _ in 0..args.runs {
-            t.push(fleet_view(mdiag, &uri, a)?.0);
+            t.push(fleet_view(mdiag, uri, a)?.0);
         }
         println!(
             "  mdiag fleet {name}: median {:.3} s, p95 {:.3} s",
@@ -301,15 +329,7 @@ fn one_size(
         );
         timed.push((name.clone(), median(&t), p95(&t)));
     }
-    Ok(Row {
-        size,
-        ops_per_s: ops / write_secs,
-        docs_per_s: docs / write_secs,
-        needed_ops_per_s: ops / (minutes * 60.0),
-        bytes_per_day: row_growth,
-        disk_per_day,
-        views: timed,
-    })
+    Ok(timed)
 }
 
 pub fn bench_fleet(args: &FleetBenchArgs) -> Result<()> {

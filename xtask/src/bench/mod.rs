@@ -376,8 +376,28 @@ fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
             PathBuf::new()
         }
     };
+    let (results, paired) =
+        throughput_rounds(bins, args, &modes, &bpftrace, &mut bpftrace_problem)?;
+    print_throughput(&results, &paired, bpftrace_problem);
+    Ok(())
+}
+
+/// By mode, the rate of each run.
+type Rates = Vec<(Mode, Vec<f64>)>;
+/// By observed mode, each round's rate over the unobserved run's.
+type Paired = std::collections::HashMap<Mode, Vec<f64>>;
+
+/// Runs the rounds, rotating the order of the modes every round. A
+/// bpftrace that cannot run is noted in `bpftrace_problem` and skipped.
+fn throughput_rounds(
+    bins: &Bins,
+    args: &BenchArgs,
+    modes: &[Mode],
+    bpftrace: &Path,
+    bpftrace_problem: &mut Option<String>,
+) -> Result<(Rates, Paired)> {
     let mut results: Vec<(Mode, Vec<f64>)> = modes.iter().map(|&m| (m, Vec::new())).collect();
-    let mut paired: std::collections::HashMap<Mode, Vec<f64>> = std::collections::HashMap::new();
+    let mut paired = Paired::new();
     for round in 0..args.rounds as usize {
         let mut this_round: Vec<(Mode, f64)> = Vec::new();
         // Rotate the order every round.
@@ -387,7 +407,7 @@ fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
             if mode == Mode::Bpftrace && bpftrace_problem.is_some() {
                 continue;
             }
-            match one_run(bins, args, mode, &bpftrace) {
+            match one_run(bins, args, mode, bpftrace) {
                 Ok(rate) => {
                     say!(
                         "round {} {:<12} {:>8.2} M allocations/s",
@@ -402,7 +422,7 @@ fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
                 }
                 Err(e) if mode == Mode::Bpftrace => {
                     say!("bpftrace cannot run here: {e:#}");
-                    bpftrace_problem = Some(format!("{e:#}"));
+                    *bpftrace_problem = Some(format!("{e:#}"));
                 }
                 Err(e) => return Err(e.context(format!("a {} run", mode.name()))),
             }
@@ -413,6 +433,11 @@ fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
             }
         }
     }
+    Ok((results, paired))
+}
+
+/// The throughput of each mode against the unobserved runs and the budget.
+fn print_throughput(results: &Rates, paired: &Paired, bpftrace_problem: Option<String>) {
     let get = |mode: Mode| {
         results
             .iter()
@@ -487,5 +512,4 @@ fn throughput(bins: &Bins, args: &BenchArgs) -> Result<()> {
             }
         }
     }
-    Ok(())
 }

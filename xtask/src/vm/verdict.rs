@@ -165,18 +165,77 @@ fn judge_with(
     vm_time: Duration,
     trampolines: bool,
 ) -> Verdict {
-    let mut run_errors = Vec::new();
-    let mut per_run = Vec::new();
-    let mut switches = SwitchCheck::Skipped("no host-wide report".into());
-    let mut perf = PerfCheck::Skipped("no spawned report".into());
     let runs: Vec<&'static str> = RUNS
         .into_iter()
         .filter(|r| *r != "mongod" || line.mongod)
         .collect();
+    let r = read_runs(line, guest, &runs, trampolines);
+    let mut failures = r.fallbacks;
+    let mut rows = Vec::new();
+    for family in families(table, overrides, &r.per_run) {
+        let (row, said) = family_row(line, table, overrides, &runs, &r.per_run, family);
+        failures.extend(said);
+        rows.extend(row);
+    }
+    failures.extend(r.switches.failure());
+    failures.extend(r.perf.failure());
+    let mongod = line.mongod.then(|| {
+        mongod_check(
+            &guest.mongod,
+            guest.run("mongod"),
+            r.mongod_report.as_ref(),
+            line.version,
+        )
+    });
+    failures.extend(mongod.as_ref().and_then(MongodCheck::failure));
+    let agent = agent_check(&guest.agent);
+    failures.extend(agent.failure());
+    Verdict {
+        line: line.name,
+        runs,
+        package,
+        release: guest.release.clone(),
+        booted: guest.booted,
+        vm_time,
+        run_errors: r.run_errors,
+        rows,
+        switches: r.switches,
+        perf: r.perf,
+        mongod,
+        agent,
+        failures,
+        console: Vec::new(),
+    }
+}
+
+/// What each run of the kernel recorded, with the checks made on single
+/// runs (switches host-wide, perf spawned) and the syscalls family's
+/// fallbacks from fentry/fexit.
+struct Runs {
+    per_run: Vec<Result<BTreeMap<String, Status>, String>>,
+    run_errors: Vec<(String, String)>,
+    switches: SwitchCheck,
+    perf: PerfCheck,
+    mongod_report: Option<Value>,
+    fallbacks: Vec<String>,
+}
+
+/// Reads each run's probe statuses and report; `trampolines`: whether the
+/// kernel's config has BPF trampolines ([`trampolines_configured`]).
+fn read_runs(
+    line: &'static Line,
+    guest: &GuestLog,
+    runs: &[&'static str],
+    trampolines: bool,
+) -> Runs {
+    let mut run_errors = Vec::new();
+    let mut per_run = Vec::new();
+    let mut switches = SwitchCheck::Skipped("no host-wide report".into());
+    let mut perf = PerfCheck::Skipped("no spawned report".into());
     let mut mongod_report = None;
     // The syscalls family must hook fentry/fexit where the kernel allows it.
     let mut fallbacks = Vec::new();
-    for &name in &runs {
+    for &name in runs {
         let run = guest.run(name);
         let (statuses, report) = run_statuses(run);
         if let Some(hook) = report.as_ref().and_then(syscalls_fallback)
@@ -207,7 +266,22 @@ fn judge_with(
         }
         per_run.push(statuses);
     }
-    // Families of the table first, in its order, then any other reported.
+    Runs {
+        per_run,
+        run_errors,
+        switches,
+        perf,
+        mongod_report,
+        fallbacks,
+    }
+}
+
+/// Families of the table first, in its order, then any other reported.
+fn families(
+    table: &[Expectation],
+    overrides: &[(String, Need)],
+    per_run: &[Result<BTreeMap<String, Status>, String>],
+) -> Vec<String> {
     let mut families: Vec<String> = Vec::new();
     let known = table
         .iter()
@@ -225,82 +299,61 @@ fn judge_with(
             families.push(family);
         }
     }
-    let mut failures = fallbacks;
-    let mut rows = Vec::new();
-    for family in families {
-        let needs: Vec<Option<Need>> = runs
-            .iter()
-            .map(|run| {
-                let own = if *run == "mongod" {
-                    MONGOD_EXPECTATIONS
-                } else {
-                    &[]
-                };
-                need_in_run(table, own, overrides, &family, line)
-            })
-            .collect();
-        let cells: Vec<Status> = per_run
-            .iter()
-            .map(|r| match r {
-                Ok(m) => m.get(&family).cloned().unwrap_or(Status::Absent),
-                Err(e) => Status::NoRecording(e.clone()),
-            })
-            .collect();
-        let mut ok = true;
-        let mut said: Vec<String> = Vec::new();
-        for ((run, cell), need) in runs.iter().zip(&cells).zip(&needs) {
-            let Some(n) = need.filter(|n| !n.met_by(cell)) else {
-                continue;
+    families
+}
+
+/// One family's row (none for a family without expectation that nobody
+/// tried: noise), and what it failed.
+fn family_row(
+    line: &'static Line,
+    table: &[Expectation],
+    overrides: &[(String, Need)],
+    runs: &[&'static str],
+    per_run: &[Result<BTreeMap<String, Status>, String>],
+    family: String,
+) -> (Option<Row>, Vec<String>) {
+    let needs: Vec<Option<Need>> = runs
+        .iter()
+        .map(|run| {
+            let own = if *run == "mongod" {
+                MONGOD_EXPECTATIONS
+            } else {
+                &[]
             };
-            ok = false;
-            let what = match *run {
-                "mongod" => format!("{family} is not {n} in the mongod run"),
-                _ => format!("{family} is not {n}"),
-            };
-            if !said.contains(&what) {
-                said.push(what);
-            }
-        }
-        failures.extend(said);
-        // A family without expectation that nobody tried is noise.
-        if needs.iter().any(Option::is_some) || cells.iter().any(|c| *c != Status::Absent) {
-            rows.push(Row {
-                family,
-                cells,
-                needs,
-                ok,
-            });
+            need_in_run(table, own, overrides, &family, line)
+        })
+        .collect();
+    let cells: Vec<Status> = per_run
+        .iter()
+        .map(|r| match r {
+            Ok(m) => m.get(&family).cloned().unwrap_or(Status::Absent),
+            Err(e) => Status::NoRecording(e.clone()),
+        })
+        .collect();
+    let mut ok = true;
+    let mut said: Vec<String> = Vec::new();
+    for ((run, cell), need) in runs.iter().zip(&cells).zip(&needs) {
+        let Some(n) = need.filter(|n| !n.met_by(cell)) else {
+            continue;
+        };
+        ok = false;
+        let what = match *run {
+            "mongod" => format!("{family} is not {n} in the mongod run"),
+            _ => format!("{family} is not {n}"),
+        };
+        if !said.contains(&what) {
+            said.push(what);
         }
     }
-    failures.extend(switches.failure());
-    failures.extend(perf.failure());
-    let mongod = line.mongod.then(|| {
-        mongod_check(
-            &guest.mongod,
-            guest.run("mongod"),
-            mongod_report.as_ref(),
-            line.version,
-        )
-    });
-    failures.extend(mongod.as_ref().and_then(MongodCheck::failure));
-    let agent = agent_check(&guest.agent);
-    failures.extend(agent.failure());
-    Verdict {
-        line: line.name,
-        runs,
-        package,
-        release: guest.release.clone(),
-        booted: guest.booted,
-        vm_time,
-        run_errors,
-        rows,
-        switches,
-        perf,
-        mongod,
-        agent,
-        failures,
-        console: Vec::new(),
-    }
+    // A family without expectation that nobody tried is noise.
+    let row = (needs.iter().any(Option::is_some) || cells.iter().any(|c| *c != Status::Absent))
+        .then_some(Row {
+            family,
+            cells,
+            needs,
+            ok,
+        });
+    (row, said)
 }
 
 impl Verdict {
@@ -461,6 +514,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one VM log per kernel line, each with its expected verdict, side by side"
+    )]
     fn verdicts_follow_the_table() {
         // 6.1: every family attached but contention's lock programs → contention fails.
         let mongod = mongod_console(&mongod_report(2, &[("tc_malloc", 9)], 50), &[330]);

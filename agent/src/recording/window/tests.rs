@@ -3,6 +3,11 @@
 //! built slice by slice equals one merged from windows, and bounding keeps
 //! every total exact while naming at most `top_n` rows.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test builds its case and checks every figure in one place"
+)]
+
 use super::random::{Rng, slice, slices};
 use super::*;
 

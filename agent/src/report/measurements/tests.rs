@@ -3,6 +3,11 @@
 //! (syscalls, rseq, perf, WiredTiger) as every report format shows them.
 //! `build` and `close` are shared with the families' own tests.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test builds its case and checks every figure in one place"
+)]
+
 use super::*;
 use crate::rules::facts::softirq::testdata::{net_rx_on_cpu0, softirq_probe};
 

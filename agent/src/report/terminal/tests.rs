@@ -2,6 +2,11 @@
 //! fix, failed probes, passed rules, and the measurements section as laid
 //! out from the view model (columns, wrapping, width, colour).
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test builds its case and checks every figure in one place"
+)]
+
 use super::*;
 use crate::explain::explain;
 use crate::rules::{RuleSet, testdata};

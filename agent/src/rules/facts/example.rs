@@ -6,36 +6,18 @@
 //! spells out every field of the recording model once.
 
 use super::{allocator, softirq};
-use crate::recording::model::{Recording, SchedSlice, Slice};
+use crate::recording::model::{
+    HardIrqSlice, HostFacts, MemoryFacts, NetFacts, NetInterface, NumaNode, PerfSlice,
+    PerfSlowPath, ProbeStatus, ProcessFacts, ProgramStatus, Recording, ResourceLimit, RxQueue,
+    SchedDrops, SchedSlice, Slice, SoftirqDrops, SoftirqSlice, SoftirqVector, SysfsChoice,
+    ThpFacts, ThreadSlice, VmSysctls,
+};
+use crate::symbols::AllocatorKind;
 
 /// A made-up, fully populated recording (see [`super::Facts::example`]).
 pub(crate) fn example_recording() -> Recording {
-    use crate::recording::model::{
-        FORMAT_NAME, FORMAT_VERSION, HardIrqSlice, HostFacts, MemoryFacts, NetFacts, NetInterface,
-        NumaNode, PerfSlice, PerfSlowPath, ProbeStatus, ProcessFacts, ProgramStatus, ResourceLimit,
-        RxQueue, SchedDrops, SoftirqDrops, SoftirqSlice, SoftirqVector, SysfsChoice, Target,
-        ThpFacts, ThreadSlice, VmSysctls,
-    };
-    use crate::symbols::AllocatorKind;
-    let choice = |sel: &str| SysfsChoice {
-        selected: Some(sel.into()),
-        raw: format!("always [{sel}] never"),
-    };
+    use crate::recording::model::{FORMAT_NAME, FORMAT_VERSION, Target};
     let started_at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
-    let thread = |tid: u32, comm: &str| ThreadSlice {
-        tid,
-        tgid: 100,
-        comm: comm.into(),
-        voluntary: 10,
-        involuntary: 20,
-        preempted: 15,
-        runq_delay_ns: 3_000_000,
-        runq_delays: 25,
-        oncpu_ns: 400_000_000,
-        wakeup_preempted: 0,
-        migrations: 0,
-        wakeup_preempting: 0,
-    };
     Recording {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
@@ -44,139 +26,7 @@ pub(crate) fn example_recording() -> Recording {
         ended_at: started_at + chrono::TimeDelta::seconds(1),
         requested_duration_ms: 1000,
         stop_reason: "duration".into(),
-        host: HostFacts {
-            hostname: "example".into(),
-            kernel_release: "6.8.1-example".into(),
-            arch: "x86_64".into(),
-            cpu_count: 2,
-            cpu_model: "example".into(),
-            sched_features: Some("WAKEUP_PREEMPTION".into()),
-            net: Some(NetFacts {
-                rps_sock_flow_entries: 4096,
-                interfaces: vec![NetInterface {
-                    name: "eth0".into(),
-                    rx_queues: vec![RxQueue {
-                        name: "rx-0".into(),
-                        rps_cpus: "3".into(),
-                        rps_flow_cnt: 2048,
-                    }],
-                }],
-            }),
-            memory: Some(MemoryFacts {
-                mem_total_bytes: Some(64 << 30),
-                mem_available_bytes: Some(48 << 30),
-                swap_total_bytes: Some(8 << 30),
-                thp: Some(ThpFacts {
-                    enabled: Some(choice("madvise")),
-                    defrag: Some(choice("madvise")),
-                    khugepaged_max_ptes_none: Some(511),
-                }),
-                vm: VmSysctls {
-                    dirty_ratio: Some(20),
-                    dirty_background_ratio: Some(10),
-                    dirty_bytes: Some(0),
-                    dirty_background_bytes: Some(0),
-                    dirty_expire_centisecs: Some(3000),
-                    dirty_writeback_centisecs: Some(500),
-                    swappiness: Some(60),
-                    overcommit_memory: Some(0),
-                    zone_reclaim_mode: Some(0),
-                    max_map_count: Some(65530),
-                    overcommit_ratio: Some(50),
-                    overcommit_kbytes: Some(0),
-                },
-                numa_balancing: Some(1),
-                commit_limit_bytes: Some(40 << 30),
-                committed_as_bytes: Some(20 << 30),
-            }),
-            numa_nodes: Some(vec![NumaNode {
-                id: 0,
-                cpus: "0-1".into(),
-                mem_total_bytes: Some(64 << 30),
-            }]),
-            target_process: Some(ProcessFacts {
-                pid: 100,
-                glibc_version: Some("2.36".into()),
-                numa_policy: Some("default".into()),
-                max_open_files: Some(ResourceLimit {
-                    soft: Some(1024),
-                    hard: Some(524_288),
-                }),
-                thp_enabled: Some(true),
-                max_processes: Some(ResourceLimit {
-                    soft: Some(4096),
-                    hard: Some(63_000),
-                }),
-                max_locked_memory: Some(ResourceLimit {
-                    soft: Some(8 << 20),
-                    hard: Some(8 << 20),
-                }),
-                ..ProcessFacts::default()
-            }),
-            db_path: Some(crate::recording::DbPathFacts {
-                path: Some("/data/db".into()),
-                found_by: Some("open file WiredTiger.lock".into()),
-                unknown_reason: None,
-                storage: Some(crate::recording::StorageFacts {
-                    path: "/data/db".into(),
-                    mount_point: Some("/data".into()),
-                    fs_type: Some("xfs".into()),
-                    source: Some("/dev/nvme0n1p1".into()),
-                    device: Some("259:1".into()),
-                    disk: Some("nvme0n1".into()),
-                    read_ahead_kb: Some(128),
-                    rotational: Some(false),
-                    mount_options: Some(vec!["noatime".into(), "rw".into()]),
-                    scheduler: Some(crate::recording::SysfsChoice {
-                        selected: Some("none".into()),
-                        raw: "[none] mq-deadline".into(),
-                    }),
-                    ..Default::default()
-                }),
-            }),
-            page_size: Some(4096),
-            tcp_keepalive_time: Some(7200),
-            cpu_usage: Some(super::cpu::usage(
-                1,
-                2,
-                1.5,
-                &[(100, "mongod", 1.0), (200, "other", 0.5)],
-            )),
-            system: Some(crate::recording::SystemFacts {
-                file_max: Some(1 << 20),
-                file_handles: Some(2000),
-                pid_max: Some(32_768),
-                threads_max: Some(63_000),
-                tasks: Some(500),
-                clock: Some(crate::recording::ClockFacts {
-                    unsynchronised: true,
-                    state: 5,
-                    max_error_us: 16_000_000,
-                    services: vec!["chronyd".into()],
-                }),
-                tuned: Some(crate::recording::TunedFacts {
-                    profile: "throughput-performance".into(),
-                    thp: Some("always".into()),
-                    readahead: Some(">4096".into()),
-                    running: true,
-                }),
-                mongods: Some(vec![
-                    crate::recording::MongodProcess {
-                        pid: 100,
-                        cache_size_mb: None,
-                        cache_from: "default".into(),
-                        memory_limit_bytes: None,
-                    },
-                    crate::recording::MongodProcess {
-                        pid: 101,
-                        cache_size_mb: Some(2048),
-                        cache_from: "--wiredTigerCacheSizeGB".into(),
-                        memory_limit_bytes: Some(8 << 30),
-                    },
-                ]),
-            }),
-            ..HostFacts::default()
-        },
+        host: example_host(),
         target: Some(Target {
             pid: 100,
             comm: "mongod".into(),
@@ -185,136 +35,8 @@ pub(crate) fn example_recording() -> Recording {
             how: "pid".into(),
             exit_code: None,
         }),
-        probes: vec![
-            ProbeStatus {
-                family: "sched".into(),
-                programs: vec![ProgramStatus {
-                    name: "sched_switch".into(),
-                    attach_point: "tp_btf/sched_switch".into(),
-                    error: None,
-                }],
-            },
-            ProbeStatus {
-                family: "softirq".into(),
-                programs: vec![ProgramStatus {
-                    name: "softirq_entry".into(),
-                    attach_point: "tp_btf/softirq_entry".into(),
-                    error: None,
-                }],
-            },
-        ],
-        slices: vec![Slice {
-            start_ms: 0,
-            duration_ms: 1000,
-            sched: Some(SchedSlice {
-                switches_total: 100,
-                switches_per_cpu: vec![50, 50],
-                voluntary: 20,
-                involuntary: 40,
-                preempted: 30,
-                wakeups: 25,
-                wakeup_preemptions: 0,
-                migrations: 0,
-                runq_hist_log2_ns: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 20, 20],
-                threads: vec![thread(101, "conn1"), thread(102, "WTEvict-1")],
-                drops: SchedDrops {
-                    thread_map_full: 1,
-                    wakeup_map_full: 1,
-                    read_failed: 1,
-                },
-            }),
-            softirq: Some(SoftirqSlice {
-                vectors: softirq::MAIN_VECTORS
-                    .iter()
-                    .map(|name| SoftirqVector {
-                        name: (*name).into(),
-                        count_per_cpu: vec![100, 10],
-                        time_ns_per_cpu: vec![1_000_000, 100_000],
-                    })
-                    .collect(),
-                hardirqs: vec![HardIrqSlice {
-                    irq: 45,
-                    name: "eth0-TxRx-0".into(),
-                    count_per_cpu: vec![50, 5],
-                    time_ns_per_cpu: vec![200_000, 20_000],
-                }],
-                drops: SoftirqDrops {
-                    unmatched_exit: 1,
-                    irq_map_full: 1,
-                    bad_vector: 1,
-                },
-            }),
-            // conn1 waits on futexes inside and outside a 300 ms checkpoint;
-            // one D-state stack in xfs_ilock.
-            syscalls: Some(crate::recording::SyscallsSlice {
-                threads: vec![crate::recording::model::ThreadSyscallSlice {
-                    tid: 101,
-                    tgid: 100,
-                    futex_waits: 10,
-                    futex_wait_ns: 100_000_000,
-                    futex_waits_in_checkpoint: 6,
-                    futex_wait_ns_in_checkpoint: 60_000_000,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            wiredtiger: Some(crate::recording::model::WiredTigerSlice {
-                checkpoints: vec![crate::recording::model::Checkpoint {
-                    tid: 103,
-                    start_ns: 1_000,
-                    duration_ns: 300_000_000,
-                    ret: 0,
-                    in_progress: false,
-                }],
-                drops: Default::default(),
-            }),
-            perf: Some(PerfSlice {
-                freq_hz: 99,
-                samples: 2000,
-                target_samples: 1000,
-                allocator: Some(AllocatorKind::GoogleTcmalloc),
-                allocator_samples: 200,
-                allocator_slow_path_samples: 50,
-                slow_paths: vec![PerfSlowPath {
-                    label: "central_free_list".into(),
-                    samples: 50,
-                }],
-                ..PerfSlice::default()
-            }),
-            alloc: None,
-            contention: Some(crate::recording::ContentionSlice {
-                threads: vec![crate::recording::ThreadContentionSlice {
-                    tid: 101,
-                    tgid: 100,
-                    comm: "conn1".into(),
-                    lock: crate::recording::WindowSplit::from_arrays(
-                        [2, 1],
-                        [2_000_000, 3_000_000],
-                    ),
-                    dstate: crate::recording::WindowSplit::from_arrays(
-                        [1, 2],
-                        [1_000_000, 8_000_000],
-                    ),
-                }],
-                lock_kinds: vec![crate::recording::LockKindSlice {
-                    kind: "rwsem:W".into(),
-                    flags: 0,
-                    waits: crate::recording::WindowSplit::from_arrays(
-                        [2, 1],
-                        [2_000_000, 3_000_000],
-                    ),
-                }],
-                dstate_stacks: vec![crate::recording::DStateStackSlice {
-                    stack_id: 7,
-                    sleeps: crate::recording::WindowSplit::from_arrays(
-                        [1, 2],
-                        [1_000_000, 8_000_000],
-                    ),
-                }],
-                ..Default::default()
-            }),
-            mongod: None,
-        }],
+        probes: example_probes(),
+        slices: vec![example_slice()],
         checks: Default::default(),
         target_code: Some(allocator::example_code(
             AllocatorKind::GoogleTcmalloc,
@@ -340,5 +62,321 @@ pub(crate) fn example_recording() -> Recording {
             signature: Some("xfs_ilock".into()),
         }],
         mongod: None,
+    }
+}
+
+/// The example host: two CPUs, every optional fact present.
+fn example_host() -> HostFacts {
+    HostFacts {
+        hostname: "example".into(),
+        kernel_release: "6.8.1-example".into(),
+        arch: "x86_64".into(),
+        cpu_count: 2,
+        cpu_model: "example".into(),
+        sched_features: Some("WAKEUP_PREEMPTION".into()),
+        net: Some(NetFacts {
+            rps_sock_flow_entries: 4096,
+            interfaces: vec![NetInterface {
+                name: "eth0".into(),
+                rx_queues: vec![RxQueue {
+                    name: "rx-0".into(),
+                    rps_cpus: "3".into(),
+                    rps_flow_cnt: 2048,
+                }],
+            }],
+        }),
+        memory: Some(example_memory()),
+        numa_nodes: Some(vec![NumaNode {
+            id: 0,
+            cpus: "0-1".into(),
+            mem_total_bytes: Some(64 << 30),
+        }]),
+        target_process: Some(example_target_process()),
+        db_path: Some(example_db_path()),
+        page_size: Some(4096),
+        tcp_keepalive_time: Some(7200),
+        cpu_usage: Some(super::cpu::usage(
+            1,
+            2,
+            1.5,
+            &[(100, "mongod", 1.0), (200, "other", 0.5)],
+        )),
+        system: Some(example_system()),
+        ..HostFacts::default()
+    }
+}
+
+/// Memory, THP and the vm sysctls of the example host.
+fn example_memory() -> MemoryFacts {
+    let choice = |sel: &str| SysfsChoice {
+        selected: Some(sel.into()),
+        raw: format!("always [{sel}] never"),
+    };
+    MemoryFacts {
+        mem_total_bytes: Some(64 << 30),
+        mem_available_bytes: Some(48 << 30),
+        swap_total_bytes: Some(8 << 30),
+        thp: Some(ThpFacts {
+            enabled: Some(choice("madvise")),
+            defrag: Some(choice("madvise")),
+            khugepaged_max_ptes_none: Some(511),
+        }),
+        vm: VmSysctls {
+            dirty_ratio: Some(20),
+            dirty_background_ratio: Some(10),
+            dirty_bytes: Some(0),
+            dirty_background_bytes: Some(0),
+            dirty_expire_centisecs: Some(3000),
+            dirty_writeback_centisecs: Some(500),
+            swappiness: Some(60),
+            overcommit_memory: Some(0),
+            zone_reclaim_mode: Some(0),
+            max_map_count: Some(65530),
+            overcommit_ratio: Some(50),
+            overcommit_kbytes: Some(0),
+        },
+        numa_balancing: Some(1),
+        commit_limit_bytes: Some(40 << 30),
+        committed_as_bytes: Some(20 << 30),
+    }
+}
+
+/// The example target's limits, glibc and NUMA policy.
+fn example_target_process() -> ProcessFacts {
+    ProcessFacts {
+        pid: 100,
+        glibc_version: Some("2.36".into()),
+        numa_policy: Some("default".into()),
+        max_open_files: Some(ResourceLimit {
+            soft: Some(1024),
+            hard: Some(524_288),
+        }),
+        thp_enabled: Some(true),
+        max_processes: Some(ResourceLimit {
+            soft: Some(4096),
+            hard: Some(63_000),
+        }),
+        max_locked_memory: Some(ResourceLimit {
+            soft: Some(8 << 20),
+            hard: Some(8 << 20),
+        }),
+        ..ProcessFacts::default()
+    }
+}
+
+/// The example database directory: on XFS on an NVMe disk.
+fn example_db_path() -> crate::recording::DbPathFacts {
+    crate::recording::DbPathFacts {
+        path: Some("/data/db".into()),
+        found_by: Some("open file WiredTiger.lock".into()),
+        unknown_reason: None,
+        storage: Some(crate::recording::StorageFacts {
+            path: "/data/db".into(),
+            mount_point: Some("/data".into()),
+            fs_type: Some("xfs".into()),
+            source: Some("/dev/nvme0n1p1".into()),
+            device: Some("259:1".into()),
+            disk: Some("nvme0n1".into()),
+            read_ahead_kb: Some(128),
+            rotational: Some(false),
+            mount_options: Some(vec!["noatime".into(), "rw".into()]),
+            scheduler: Some(crate::recording::SysfsChoice {
+                selected: Some("none".into()),
+                raw: "[none] mq-deadline".into(),
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// The example host's system limits, clock, tuned profile and mongods.
+fn example_system() -> crate::recording::SystemFacts {
+    crate::recording::SystemFacts {
+        file_max: Some(1 << 20),
+        file_handles: Some(2000),
+        pid_max: Some(32_768),
+        threads_max: Some(63_000),
+        tasks: Some(500),
+        clock: Some(crate::recording::ClockFacts {
+            unsynchronised: true,
+            state: 5,
+            max_error_us: 16_000_000,
+            services: vec!["chronyd".into()],
+        }),
+        tuned: Some(crate::recording::TunedFacts {
+            profile: "throughput-performance".into(),
+            thp: Some("always".into()),
+            readahead: Some(">4096".into()),
+            running: true,
+        }),
+        mongods: Some(vec![
+            crate::recording::MongodProcess {
+                pid: 100,
+                cache_size_mb: None,
+                cache_from: "default".into(),
+                memory_limit_bytes: None,
+            },
+            crate::recording::MongodProcess {
+                pid: 101,
+                cache_size_mb: Some(2048),
+                cache_from: "--wiredTigerCacheSizeGB".into(),
+                memory_limit_bytes: Some(8 << 30),
+            },
+        ]),
+    }
+}
+
+/// The sched and softirq probes, both attached.
+fn example_probes() -> Vec<ProbeStatus> {
+    vec![
+        ProbeStatus {
+            family: "sched".into(),
+            programs: vec![ProgramStatus {
+                name: "sched_switch".into(),
+                attach_point: "tp_btf/sched_switch".into(),
+                error: None,
+            }],
+        },
+        ProbeStatus {
+            family: "softirq".into(),
+            programs: vec![ProgramStatus {
+                name: "softirq_entry".into(),
+                attach_point: "tp_btf/softirq_entry".into(),
+                error: None,
+            }],
+        },
+    ]
+}
+
+/// The one slice of the example recording.
+fn example_slice() -> Slice {
+    Slice {
+        start_ms: 0,
+        duration_ms: 1000,
+        sched: Some(example_sched()),
+        softirq: Some(example_softirq()),
+        // conn1 waits on futexes inside and outside a 300 ms checkpoint;
+        // one D-state stack in xfs_ilock.
+        syscalls: Some(crate::recording::SyscallsSlice {
+            threads: vec![crate::recording::model::ThreadSyscallSlice {
+                tid: 101,
+                tgid: 100,
+                futex_waits: 10,
+                futex_wait_ns: 100_000_000,
+                futex_waits_in_checkpoint: 6,
+                futex_wait_ns_in_checkpoint: 60_000_000,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        wiredtiger: Some(crate::recording::model::WiredTigerSlice {
+            checkpoints: vec![crate::recording::model::Checkpoint {
+                tid: 103,
+                start_ns: 1_000,
+                duration_ns: 300_000_000,
+                ret: 0,
+                in_progress: false,
+            }],
+            drops: Default::default(),
+        }),
+        perf: Some(PerfSlice {
+            freq_hz: 99,
+            samples: 2000,
+            target_samples: 1000,
+            allocator: Some(AllocatorKind::GoogleTcmalloc),
+            allocator_samples: 200,
+            allocator_slow_path_samples: 50,
+            slow_paths: vec![PerfSlowPath {
+                label: "central_free_list".into(),
+                samples: 50,
+            }],
+            ..PerfSlice::default()
+        }),
+        alloc: None,
+        contention: Some(example_contention()),
+        mongod: None,
+    }
+}
+
+/// Scheduler figures of the example slice: two threads of the target.
+fn example_sched() -> SchedSlice {
+    let thread = |tid: u32, comm: &str| ThreadSlice {
+        tid,
+        tgid: 100,
+        comm: comm.into(),
+        voluntary: 10,
+        involuntary: 20,
+        preempted: 15,
+        runq_delay_ns: 3_000_000,
+        runq_delays: 25,
+        oncpu_ns: 400_000_000,
+        wakeup_preempted: 0,
+        migrations: 0,
+        wakeup_preempting: 0,
+    };
+    SchedSlice {
+        switches_total: 100,
+        switches_per_cpu: vec![50, 50],
+        voluntary: 20,
+        involuntary: 40,
+        preempted: 30,
+        wakeups: 25,
+        wakeup_preemptions: 0,
+        migrations: 0,
+        runq_hist_log2_ns: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 20, 20],
+        threads: vec![thread(101, "conn1"), thread(102, "WTEvict-1")],
+        drops: SchedDrops {
+            thread_map_full: 1,
+            wakeup_map_full: 1,
+            read_failed: 1,
+        },
+    }
+}
+
+/// Softirq and hardirq time of the example slice.
+fn example_softirq() -> SoftirqSlice {
+    SoftirqSlice {
+        vectors: softirq::MAIN_VECTORS
+            .iter()
+            .map(|name| SoftirqVector {
+                name: (*name).into(),
+                count_per_cpu: vec![100, 10],
+                time_ns_per_cpu: vec![1_000_000, 100_000],
+            })
+            .collect(),
+        hardirqs: vec![HardIrqSlice {
+            irq: 45,
+            name: "eth0-TxRx-0".into(),
+            count_per_cpu: vec![50, 5],
+            time_ns_per_cpu: vec![200_000, 20_000],
+        }],
+        drops: SoftirqDrops {
+            unmatched_exit: 1,
+            irq_map_full: 1,
+            bad_vector: 1,
+        },
+    }
+}
+
+/// Lock waits and D-state sleeps of the example slice's conn1.
+fn example_contention() -> crate::recording::ContentionSlice {
+    crate::recording::ContentionSlice {
+        threads: vec![crate::recording::ThreadContentionSlice {
+            tid: 101,
+            tgid: 100,
+            comm: "conn1".into(),
+            lock: crate::recording::WindowSplit::from_arrays([2, 1], [2_000_000, 3_000_000]),
+            dstate: crate::recording::WindowSplit::from_arrays([1, 2], [1_000_000, 8_000_000]),
+        }],
+        lock_kinds: vec![crate::recording::LockKindSlice {
+            kind: "rwsem:W".into(),
+            flags: 0,
+            waits: crate::recording::WindowSplit::from_arrays([2, 1], [2_000_000, 3_000_000]),
+        }],
+        dstate_stacks: vec![crate::recording::DStateStackSlice {
+            stack_id: 7,
+            sleeps: crate::recording::WindowSplit::from_arrays([1, 2], [1_000_000, 8_000_000]),
+        }],
+        ..Default::default()
     }
 }

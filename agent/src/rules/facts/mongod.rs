@@ -50,32 +50,61 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
         return Err(format!("mongod did not answer: {why}"));
     }
     let mut g = FactGroup::new();
-    let mut put = |k: &str, v: Option<FactValue>| {
-        if let Some(v) = v {
-            g.insert(k.into(), v);
-        }
-    };
-    let fl = |v: Option<f64>| v.map(float);
-    let it = |v: Option<i64>| v.map(FactValue::Int);
-    let un = |v: Option<u64>| v.map(int);
-    put("source", Some(text(s.source.clone())));
-    put("version", s.version.clone().map(text));
-    put("allocator", s.allocator.clone().map(text));
-    put("process", s.process.clone().map(text));
-    put("storage_engine", s.storage_engine.clone().map(text));
+    identity_facts(&mut g, &s);
+    status_facts(&mut g, rec, &s);
+    if let Some(i) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) {
+        config_facts(&mut g, rec, i);
+    }
+    summary_figures(&mut g, &s);
+    Ok(g)
+}
+
+/// Binds `k` when the server reported it.
+fn put(g: &mut FactGroup, k: &str, v: Option<FactValue>) {
+    if let Some(v) = v {
+        g.insert(k.into(), v);
+    }
+}
+
+/// A float figure, when reported.
+fn fl(v: Option<f64>) -> Option<FactValue> {
+    v.map(float)
+}
+
+/// A signed figure, when reported.
+fn it(v: Option<i64>) -> Option<FactValue> {
+    v.map(FactValue::Int)
+}
+
+/// What the server is: version, allocator, process, storage engine and
+/// TCMalloc's per-CPU caches.
+fn identity_facts(g: &mut FactGroup, s: &MongodSummary) {
+    put(g, "source", Some(text(s.source.clone())));
+    put(g, "version", s.version.clone().map(text));
+    put(g, "allocator", s.allocator.clone().map(text));
+    put(g, "process", s.process.clone().map(text));
+    put(g, "storage_engine", s.storage_engine.clone().map(text));
     put(
+        g,
         "using_per_cpu_caches",
         s.using_per_cpu_caches.map(FactValue::Bool),
     );
     put(
+        g,
         "per_cpu_caches_active",
         s.per_cpu_caches_active.map(FactValue::Bool),
     );
-    put("tcmalloc_cpu_free_bytes", it(s.tcmalloc_cpu_free_bytes));
+    put(g, "tcmalloc_cpu_free_bytes", it(s.tcmalloc_cpu_free_bytes));
     put(
+        g,
         "max_per_cpu_cache_bytes",
         it(s.tcmalloc_max_per_cpu_cache_bytes),
     );
+}
+
+/// From the newest serverStatus samples: the connection limit, resident
+/// memory and the data handles' hash buckets.
+fn status_facts(g: &mut FactGroup, rec: &Recording, s: &MongodSummary) {
     let newest = rec
         .slices
         .iter()
@@ -84,15 +113,17 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
         .find(|st| st.connections_current.is_some() && st.connections_available.is_some());
     if let Some(st) = newest {
         let max = st.connections_current.unwrap_or(0) + st.connections_available.unwrap_or(0);
-        put("max_incoming_connections", Some(FactValue::Int(max)));
+        put(g, "max_incoming_connections", Some(FactValue::Int(max)));
         if let (Some(most), true) = (s.connections_max, max > 0) {
             put(
+                g,
                 "connections_limit_share",
                 Some(float(most as f64 / max as f64)),
             );
         }
         // mongod's own startup check wants at least two mappings per connection.
         put(
+            g,
             "max_map_count_wanted",
             Some(FactValue::Int(max.saturating_mul(2))),
         );
@@ -107,91 +138,114 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
         .filter_map(|sl| sl.mongod.as_ref()?.status.as_ref()?.mem_resident_mb)
         .next();
     put(
+        g,
         "resident_gb",
         resident.map(|mb| float((mb as f64 / 1024.0 * 100.0).round() / 100.0)),
     );
     if let Some(d) = s.dhandles_active_last {
         put(
+            g,
             "suggested_dhandle_buckets",
             Some(FactValue::Int(suggested_hash_buckets(d))),
         );
     }
-    let info = rec.mongod.as_ref().and_then(|m| m.info.as_ref());
-    if let Some(i) = info {
-        let config = i.wt_config_string.clone().unwrap_or_default();
-        let threads = |key: &str| {
-            crate::rules::wt_config::get(&config, key).and_then(|v| v.parse::<i64>().ok())
-        };
-        // mongod opens WiredTiger with eviction=(threads_min=4,threads_max=4)
-        // unless configString says otherwise.
-        let (tmin, tmax) = (
-            threads("eviction.threads_min").unwrap_or(4),
-            threads("eviction.threads_max").unwrap_or(4),
-        );
-        put("config_string", Some(text(config.clone())));
-        // WiredTiger's eviction triggers as percentages of the cache: 95 and
-        // 20 unless configString sets them (a value above 100 is a size in
-        // bytes, which these facts do not express: left out).
-        let percent = |key: &str, default: f64| match crate::rules::wt_config::get(&config, key) {
-            None => Some(default),
-            Some(v) => v.parse::<f64>().ok().filter(|p| *p <= 100.0),
-        };
+}
+
+/// From mongod's startup configuration (hostInfo, WiredTiger's
+/// configString): eviction, checkpoints, the memory limit and what to
+/// suggest instead.
+fn config_facts(g: &mut FactGroup, rec: &Recording, i: &MongodInfo) {
+    let config = i.wt_config_string.clone().unwrap_or_default();
+    let threads =
+        |key: &str| crate::rules::wt_config::get(&config, key).and_then(|v| v.parse::<i64>().ok());
+    // mongod opens WiredTiger with eviction=(threads_min=4,threads_max=4)
+    // unless configString says otherwise.
+    let (tmin, tmax) = (
+        threads("eviction.threads_min").unwrap_or(4),
+        threads("eviction.threads_max").unwrap_or(4),
+    );
+    put(g, "config_string", Some(text(config.clone())));
+    // WiredTiger's eviction triggers as percentages of the cache: 95 and
+    // 20 unless configString sets them (a value above 100 is a size in
+    // bytes, which these facts do not express: left out).
+    let percent = |key: &str, default: f64| match crate::rules::wt_config::get(&config, key) {
+        None => Some(default),
+        Some(v) => v.parse::<f64>().ok().filter(|p| *p <= 100.0),
+    };
+    put(
+        g,
+        "eviction_trigger",
+        percent("eviction_trigger", 95.0).map(float),
+    );
+    put(
+        g,
+        "eviction_dirty_trigger",
+        percent("eviction_dirty_trigger", 20.0).map(float),
+    );
+    // Seconds between checkpoints: storage.syncPeriodSecs (--syncdelay),
+    // else mongod's default of 60.
+    put(
+        g,
+        "checkpoint_interval_s",
+        Some(float(i.sync_period_secs.unwrap_or(DEFAULT_SYNC_PERIOD_S))),
+    );
+    put(g, "eviction_threads_min", Some(FactValue::Int(tmin)));
+    put(g, "eviction_threads_max", Some(FactValue::Int(tmax)));
+    let (smin, smax) = suggested_eviction_threads(tmin, tmax);
+    put(
+        g,
+        "suggested_eviction_threads_min",
+        Some(FactValue::Int(smin)),
+    );
+    put(
+        g,
+        "suggested_eviction_threads_max",
+        Some(FactValue::Int(smax)),
+    );
+    // The memory mongod may use: its own hostInfo memLimitMB (the cgroup
+    // limit when lower than RAM, mongod 4.4+), lowered by the cgroup
+    // limit mdiag read from the target when that is lower (older mongod).
+    let cgroup_mb = rec
+        .host
+        .target_process
+        .as_ref()
+        .and_then(|p| p.cgroup.as_ref())
+        .and_then(|c| c.memory_limit_bytes())
+        .and_then(|b| i64::try_from(b >> 20).ok());
+    let limit_mb = i
+        .host_mem_limit_mb
+        .or(i.host_mem_mb)
+        .filter(|m| *m > 0)
+        .map(|m| cgroup_mb.map_or(m, |c| m.min(c)));
+    if let Some(limit) = limit_mb {
+        let gb = limit as f64 / 1024.0;
+        put(g, "mem_limit_gb", Some(float((gb * 100.0).round() / 100.0)));
         put(
-            "eviction_trigger",
-            percent("eviction_trigger", 95.0).map(float),
+            g,
+            "suggested_cache_size_gb",
+            Some(float(suggested_cache_size_gb(gb))),
         );
         put(
-            "eviction_dirty_trigger",
-            percent("eviction_dirty_trigger", 20.0).map(float),
-        );
-        // Seconds between checkpoints: storage.syncPeriodSecs (--syncdelay),
-        // else mongod's default of 60.
-        put(
-            "checkpoint_interval_s",
-            Some(float(i.sync_period_secs.unwrap_or(DEFAULT_SYNC_PERIOD_S))),
-        );
-        put("eviction_threads_min", Some(FactValue::Int(tmin)));
-        put("eviction_threads_max", Some(FactValue::Int(tmax)));
-        let (smin, smax) = suggested_eviction_threads(tmin, tmax);
-        put("suggested_eviction_threads_min", Some(FactValue::Int(smin)));
-        put("suggested_eviction_threads_max", Some(FactValue::Int(smax)));
-        // The memory mongod may use: its own hostInfo memLimitMB (the cgroup
-        // limit when lower than RAM, mongod 4.4+), lowered by the cgroup
-        // limit mdiag read from the target when that is lower (older mongod).
-        let cgroup_mb = rec
-            .host
-            .target_process
-            .as_ref()
-            .and_then(|p| p.cgroup.as_ref())
-            .and_then(|c| c.memory_limit_bytes())
-            .and_then(|b| i64::try_from(b >> 20).ok());
-        let limit_mb = i
-            .host_mem_limit_mb
-            .or(i.host_mem_mb)
-            .filter(|m| *m > 0)
-            .map(|m| cgroup_mb.map_or(m, |c| m.min(c)));
-        if let Some(limit) = limit_mb {
-            let gb = limit as f64 / 1024.0;
-            put("mem_limit_gb", Some(float((gb * 100.0).round() / 100.0)));
-            put(
-                "suggested_cache_size_gb",
-                Some(float(suggested_cache_size_gb(gb))),
-            );
-            put(
-                "default_cache_size_gb",
-                Some(float(default_cache_size_gb(gb))),
-            );
-        }
-        put("host_mem_limit_mb", it(limit_mb));
-        put("host_cores", it(i.host_cores.filter(|c| *c > 0)));
-        put(
-            "suggested_per_cpu_cache_bytes",
-            it(suggested_per_cpu_cache_bytes(limit_mb, i.host_cores)),
+            g,
+            "default_cache_size_gb",
+            Some(float(default_cache_size_gb(gb))),
         );
     }
-    put("ops_per_s", fl(s.total_ops_per_s()));
+    put(g, "host_mem_limit_mb", it(limit_mb));
+    put(g, "host_cores", it(i.host_cores.filter(|c| *c > 0)));
+    put(
+        g,
+        "suggested_per_cpu_cache_bytes",
+        it(suggested_per_cpu_cache_bytes(limit_mb, i.host_cores)),
+    );
+}
+
+/// The summary's rates and figures over the recording, by name.
+fn summary_figures(g: &mut FactGroup, s: &MongodSummary) {
+    let un = |v: Option<u64>| v.map(int);
+    put(g, "ops_per_s", fl(s.total_ops_per_s()));
     for (kind, rate) in &s.ops_per_s {
-        put(&format!("{kind}_per_s"), Some(float(*rate)));
+        put(g, &format!("{kind}_per_s"), Some(float(*rate)));
     }
     // Figures bound as they are, by name (a BTreeMap: the order is free).
     let figures = [
@@ -233,17 +287,17 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
         ),
     ];
     for (name, v) in figures {
-        put(name, v);
+        put(g, name, v);
     }
-    put("collections", un(s.collections));
-    put("indexes", un(s.indexes));
-    put("seconds_with_sample", Some(int(s.seconds_with_sample)));
-    put("seconds_missing", Some(int(s.seconds_missing)));
+    put(g, "collections", un(s.collections));
+    put(g, "indexes", un(s.indexes));
+    put(g, "seconds_with_sample", Some(int(s.seconds_with_sample)));
+    put(g, "seconds_missing", Some(int(s.seconds_missing)));
     put(
+        g,
         "stopped_answering",
         Some(FactValue::Bool(s.stopped_answering_at_s.is_some())),
     );
-    Ok(g)
 }
 
 /// A step up in WiredTiger's eviction threads from (`min`, `max`): at least

@@ -72,6 +72,32 @@ pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, 
     };
     let duration_s = whole.section_ms.sched as f64 / 1000.0;
     let cpu_count = f64::from(rec.host.cpu_count.max(1));
+    // By tid, as rules have always seen them (busiest thread: lowest tid on ties).
+    let threads: BTreeMap<u32, &ThreadSlice> = s.threads.iter().map(|t| (t.tid, t)).collect();
+
+    let mut g = FactGroup::new();
+    let scope = if rec.target.is_some() {
+        "target"
+    } else {
+        "host"
+    };
+    g.insert("scope".into(), text(scope));
+    g.insert("duration_s".into(), float(duration_s));
+    switch_facts(&mut g, s, duration_s, cpu_count);
+    runq_facts(&mut g, s, &threads, duration_s);
+    oncpu_facts(&mut g, &threads, duration_s, cpu_count);
+    busiest_thread_facts(&mut g, &threads, duration_s);
+    let drops = &s.drops;
+    g.insert("drops".into(), int(drops.total()));
+    g.insert("drops_thread_map_full".into(), int(drops.thread_map_full));
+    g.insert("drops_wakeup_map_full".into(), int(drops.wakeup_map_full));
+    g.insert("drops_read_failed".into(), int(drops.read_failed));
+    g.insert("classes".into(), class_facts(&threads));
+    Ok(g)
+}
+
+/// Context switches, wakeups and migrations: totals, rates and shares.
+fn switch_facts(g: &mut FactGroup, s: &SchedSlice, duration_s: f64, cpu_count: f64) {
     let SchedSlice {
         switches_total: switches,
         voluntary,
@@ -82,32 +108,7 @@ pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, 
         migrations,
         ..
     } = *s;
-    let (hist, drops) = (&s.runq_hist_log2_ns, &s.drops);
-    // By tid, as rules have always seen them (busiest thread: lowest tid on ties).
-    let threads: BTreeMap<u32, &ThreadSlice> = s.threads.iter().map(|t| (t.tid, t)).collect();
-
     let observed = voluntary.saturating_add(involuntary);
-    let runq_delays: u64 = hist.iter().sum();
-    let pct_us = |p: f64| log2_hist_percentile_ns(hist, p).unwrap_or(0.0) / 1000.0;
-    let max_bucket_us = hist
-        .iter()
-        .rposition(|&c| c > 0)
-        .map_or(0.0, |i| bucket_bounds_ns(i).1 / 1000.0);
-    let thread_delay_ns: u64 = threads.values().map(|t| t.runq_delay_ns).sum();
-    let thread_delays: u64 = threads.values().map(|t| t.runq_delays).sum();
-    let oncpu_ns: u64 = threads.values().map(|t| t.oncpu_ns).sum();
-    let oncpu_s = oncpu_ns as f64 / 1e9;
-    let cpu_busy = ratio(oncpu_s, duration_s);
-    let processes: BTreeSet<u32> = threads.values().map(|t| t.tgid).collect();
-
-    let mut g = FactGroup::new();
-    let scope = if rec.target.is_some() {
-        "target"
-    } else {
-        "host"
-    };
-    g.insert("scope".into(), text(scope));
-    g.insert("duration_s".into(), float(duration_s));
     g.insert("switches_total".into(), int(switches));
     g.insert(
         "switches_per_s".into(),
@@ -155,6 +156,26 @@ pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, 
         "migrations_per_s".into(),
         float(ratio(migrations as f64, duration_s)),
     );
+}
+
+/// Run-queue delays: percentiles from the histogram, the mean and the wait
+/// from the per-thread totals.
+fn runq_facts(
+    g: &mut FactGroup,
+    s: &SchedSlice,
+    threads: &BTreeMap<u32, &ThreadSlice>,
+    duration_s: f64,
+) {
+    let hist = &s.runq_hist_log2_ns;
+    let runq_delays: u64 = hist.iter().sum();
+    let pct_us = |p: f64| log2_hist_percentile_ns(hist, p).unwrap_or(0.0) / 1000.0;
+    let max_bucket_us = hist
+        .iter()
+        .rposition(|&c| c > 0)
+        .map_or(0.0, |i| bucket_bounds_ns(i).1 / 1000.0);
+    let thread_delay_ns: u64 = threads.values().map(|t| t.runq_delay_ns).sum();
+    let thread_delays: u64 = threads.values().map(|t| t.runq_delays).sum();
+    let oncpu_ns: u64 = threads.values().map(|t| t.oncpu_ns).sum();
     g.insert("runq_delays".into(), int(runq_delays));
     g.insert("runq_p50_us".into(), float(pct_us(0.50)));
     g.insert("runq_p90_us".into(), float(pct_us(0.90)));
@@ -177,12 +198,28 @@ pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, 
             thread_delay_ns.saturating_add(oncpu_ns) as f64,
         )),
     );
+}
+
+/// The observed threads and processes and their time on a CPU.
+fn oncpu_facts(
+    g: &mut FactGroup,
+    threads: &BTreeMap<u32, &ThreadSlice>,
+    duration_s: f64,
+    cpu_count: f64,
+) {
+    let oncpu_ns: u64 = threads.values().map(|t| t.oncpu_ns).sum();
+    let oncpu_s = oncpu_ns as f64 / 1e9;
+    let cpu_busy = ratio(oncpu_s, duration_s);
+    let processes: BTreeSet<u32> = threads.values().map(|t| t.tgid).collect();
     g.insert("threads".into(), int(threads.len() as u64));
     g.insert("processes".into(), int(processes.len() as u64));
     g.insert("oncpu_s".into(), float(oncpu_s));
     g.insert("cpu_busy".into(), float(cpu_busy));
     g.insert("cpu_busy_share".into(), float(cpu_busy / cpu_count));
+}
 
+/// The thread with the most time on a CPU (lowest tid on ties).
+fn busiest_thread_facts(g: &mut FactGroup, threads: &BTreeMap<u32, &ThreadSlice>, duration_s: f64) {
     let busiest = threads
         .iter()
         .max_by_key(|(tid, t)| (t.oncpu_ns, std::cmp::Reverse(**tid)));
@@ -198,12 +235,10 @@ pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, 
         "busiest_thread_oncpu_share".into(),
         float(busiest.map_or(0.0, |(_, t)| ratio(t.oncpu_ns as f64 / 1e9, duration_s))),
     );
+}
 
-    g.insert("drops".into(), int(drops.total()));
-    g.insert("drops_thread_map_full".into(), int(drops.thread_map_full));
-    g.insert("drops_wakeup_map_full".into(), int(drops.wakeup_map_full));
-    g.insert("drops_read_failed".into(), int(drops.read_failed));
-
+/// `classes`: the threads' counts summed per thread name class.
+fn class_facts(threads: &BTreeMap<u32, &ThreadSlice>) -> FactValue {
     let mut classes: BTreeMap<String, ClassTotals> = BTreeMap::new();
     for t in threads.values() {
         let c = classes.entry(thread_class(&t.comm)).or_default();
@@ -240,8 +275,7 @@ pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, 
             },
         )
         .collect();
-    g.insert("classes".into(), FactValue::Map(classes));
-    Ok(g)
+    FactValue::Map(classes)
 }
 
 #[cfg(test)]

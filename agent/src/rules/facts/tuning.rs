@@ -77,7 +77,24 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
             g.insert(k.into(), v);
         }
     };
-    let gib = |b: Option<u64>| b.map(|b| float(b as f64 / GIB));
+    memory_facts(m, &mut put);
+    dirty_facts(m, &mut put);
+    vm_facts(rec, m, &mut put);
+    process_facts(rec, &mut put);
+    system_facts(rec, &mut put);
+    Ok(g)
+}
+
+/// Bytes as GiB, when known.
+fn gib(b: Option<u64>) -> Option<FactValue> {
+    b.map(|b| float(b as f64 / GIB))
+}
+
+/// Memory, swap and transparent huge pages.
+fn memory_facts(
+    m: &crate::recording::model::MemoryFacts,
+    put: &mut dyn FnMut(&str, Option<FactValue>),
+) {
     put("mem_total_gib", gib(m.mem_total_bytes));
     put("mem_available_gib", gib(m.mem_available_bytes));
     put("swap_total_gib", gib(m.swap_total_bytes));
@@ -105,7 +122,13 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
         "thp_max_ptes_none",
         thp.and_then(|t| t.khugepaged_max_ptes_none).map(int),
     );
+}
 
+/// The dirty page limits: as set, and the thresholds they give.
+fn dirty_facts(
+    m: &crate::recording::model::MemoryFacts,
+    put: &mut dyn FnMut(&str, Option<FactValue>),
+) {
     let vm = &m.vm;
     put("dirty_ratio", vm.dirty_ratio.map(int));
     put("dirty_background_ratio", vm.dirty_background_ratio.map(int));
@@ -133,6 +156,15 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
             m.mem_available_bytes,
         )),
     );
+}
+
+/// Swappiness, overcommit, zone reclaim, map count, NUMA and TCP keepalive.
+fn vm_facts(
+    rec: &Recording,
+    m: &crate::recording::model::MemoryFacts,
+    put: &mut dyn FnMut(&str, Option<FactValue>),
+) {
+    let vm = &m.vm;
     put("swappiness", vm.swappiness.map(int));
     put("overcommit_memory", vm.overcommit_memory.map(int));
     put("overcommit_ratio", vm.overcommit_ratio.map(int));
@@ -157,7 +189,11 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
             .count() as u64
     });
     put("numa_nodes", nodes.map(int));
+}
 
+/// The target process: THP, its memory limit, NUMA policy and resource
+/// limits.
+fn process_facts(rec: &Recording, put: &mut dyn FnMut(&str, Option<FactValue>)) {
     let process = rec.host.target_process.as_ref();
     put(
         "thp_process_enabled",
@@ -218,8 +254,6 @@ pub fn tuning_facts(rec: &Recording) -> Result<FactGroup, String> {
         "memlock_min_bytes",
         Some(int(MEMLOCK_MIN_PAGES.saturating_mul(page))),
     );
-    system_facts(rec, &mut put);
-    Ok(g)
 }
 
 /// mongod's startup check (warning 22188): the soft locked-memory limit

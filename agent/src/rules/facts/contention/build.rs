@@ -43,64 +43,100 @@ pub fn build(rec: &Recording, whole: &Window) -> Option<ContentionMeasurements> 
     let duration_s = wall_ns as f64 / 1e9;
     let checkpoint_s = ckpt_ns as f64 / 1e9;
     let outside_s = (wall_ns - ckpt_ns) as f64 / 1e9;
+    let sums = Sums::of(w);
+    Some(ContentionMeasurements {
+        duration_s,
+        checkpoints: ckpts.len() as u64,
+        checkpoint_s,
+        futex: has_sys.then(|| split(&sums.futex, checkpoint_s, outside_s)),
+        kernel_locks: has_cont.then(|| split(&sums.locks, checkpoint_s, outside_s)),
+        dstate: has_cont.then(|| split(&sums.dstate, checkpoint_s, outside_s)),
+        classes: class_rows(sums.classes, duration_s, checkpoint_s, outside_s),
+        lock_kinds: lock_kind_rows(sums.kinds),
+        top_stacks: top_stacks(rec, sums.stacks),
+        drops: sums.drops,
+    })
+}
 
-    // Thread names: the contention family's (read from /proc, so current),
-    // else the sched family's.
-    let mut comms: HashMap<u32, &str> = HashMap::new();
-    for t in w.contention.iter().flat_map(|c| &c.threads) {
-        comms.insert(t.tid, &t.comm);
-    }
-    for t in w.sched.iter().flat_map(|s| &s.threads) {
-        comms.entry(t.tid).or_insert(&t.comm);
-    }
-    let class_of = |tid: u32| thread_class(comms.get(&tid).copied().unwrap_or(""));
+/// What the syscalls and contention families recorded, summed: by window,
+/// by thread class (with the scheduler figures of the classes that
+/// waited), by lock kind and by D-state stack.
+#[derive(Default)]
+struct Sums {
+    futex: WindowSplit,
+    locks: WindowSplit,
+    dstate: WindowSplit,
+    classes: BTreeMap<&'static str, ClassTotals>,
+    kinds: BTreeMap<String, WindowSplit>,
+    stacks: BTreeMap<u32, WindowSplit>,
+    drops: u64,
+}
 
-    let mut futex = WindowSplit::default();
-    let mut locks = WindowSplit::default();
-    let mut dstate = WindowSplit::default();
-    let mut classes: BTreeMap<&'static str, ClassTotals> = BTreeMap::new();
-    let mut kinds: BTreeMap<String, WindowSplit> = BTreeMap::new();
-    let mut stacks: BTreeMap<u32, WindowSplit> = BTreeMap::new();
-    let mut drops = 0;
-    for t in w.syscalls.iter().flat_map(|s| &s.threads) {
-        if t.futex_waits == 0 && t.futex_wait_ns == 0 {
-            continue;
+impl Sums {
+    fn of(w: &crate::recording::model::Slice) -> Sums {
+        // Thread names: the contention family's (read from /proc, so current),
+        // else the sched family's.
+        let mut comms: HashMap<u32, &str> = HashMap::new();
+        for t in w.contention.iter().flat_map(|c| &c.threads) {
+            comms.insert(t.tid, &t.comm);
         }
-        let split = futex_split(t);
-        futex.add(&split);
-        let c = classes.entry(class_of(t.tid)).or_default();
-        c.tids.insert(t.tid);
-        c.futex_ns += t.futex_wait_ns;
-        c.futex.add(&split);
-    }
-    if let Some(cont) = &w.contention {
-        for t in &cont.threads {
-            locks.add(&t.lock);
-            dstate.add(&t.dstate);
-            let c = classes.entry(class_of(t.tid)).or_default();
+        for t in w.sched.iter().flat_map(|s| &s.threads) {
+            comms.entry(t.tid).or_insert(&t.comm);
+        }
+        let class_of = |tid: u32| thread_class(comms.get(&tid).copied().unwrap_or(""));
+
+        let mut sums = Sums::default();
+        for t in w.syscalls.iter().flat_map(|s| &s.threads) {
+            if t.futex_waits == 0 && t.futex_wait_ns == 0 {
+                continue;
+            }
+            let split = futex_split(t);
+            sums.futex.add(&split);
+            let c = sums.classes.entry(class_of(t.tid)).or_default();
             c.tids.insert(t.tid);
-            c.lock_ns += t.lock.ns();
-            c.dstate_ns += t.dstate.ns();
+            c.futex_ns += t.futex_wait_ns;
+            c.futex.add(&split);
         }
-        for k in &cont.lock_kinds {
-            kinds.entry(k.kind.clone()).or_default().add(&k.waits);
+        if let Some(cont) = &w.contention {
+            for t in &cont.threads {
+                sums.locks.add(&t.lock);
+                sums.dstate.add(&t.dstate);
+                let c = sums.classes.entry(class_of(t.tid)).or_default();
+                c.tids.insert(t.tid);
+                c.lock_ns += t.lock.ns();
+                c.dstate_ns += t.dstate.ns();
+            }
+            for k in &cont.lock_kinds {
+                sums.kinds.entry(k.kind.clone()).or_default().add(&k.waits);
+            }
+            for st in &cont.dstate_stacks {
+                sums.stacks.entry(st.stack_id).or_default().add(&st.sleeps);
+            }
+            let d = &cont.drops;
+            sums.drops = d.inflight_full + d.thread_map_full + d.stack_failed + d.dstack_map_full;
         }
-        for st in &cont.dstate_stacks {
-            stacks.entry(st.stack_id).or_default().add(&st.sleeps);
+        // Scheduler figures of the classes that waited.
+        for t in w.sched.iter().flat_map(|s| &s.threads) {
+            if let Some(c) = sums.classes.get_mut(class_of(t.tid)) {
+                c.tids.insert(t.tid);
+                c.involuntary += t.involuntary;
+                c.wakeup_preempted += t.wakeup_preempted;
+                c.runq_ns += t.runq_delay_ns;
+                c.runq_delays += t.runq_delays;
+            }
         }
-        let d = &cont.drops;
-        drops = d.inflight_full + d.thread_map_full + d.stack_failed + d.dstack_map_full;
+        sums
     }
-    // Scheduler figures of the classes that waited.
-    for t in w.sched.iter().flat_map(|s| &s.threads) {
-        if let Some(c) = classes.get_mut(class_of(t.tid)) {
-            c.tids.insert(t.tid);
-            c.involuntary += t.involuntary;
-            c.wakeup_preempted += t.wakeup_preempted;
-            c.runq_ns += t.runq_delay_ns;
-            c.runq_delays += t.runq_delays;
-        }
-    }
+}
+
+/// One row per thread class that waited, rates per second of the recording,
+/// the class that waited most first.
+fn class_rows(
+    classes: BTreeMap<&'static str, ClassTotals>,
+    duration_s: f64,
+    checkpoint_s: f64,
+    outside_s: f64,
+) -> Vec<ClassContention> {
     let per_s = |v: f64| {
         if duration_s > 0.0 {
             v / duration_s
@@ -133,7 +169,11 @@ pub fn build(rec: &Recording, whole: &Window) -> Option<ContentionMeasurements> 
     let waited =
         |c: &ClassContention| c.futex_wait_ms_per_s + c.lock_wait_ms_per_s + c.dstate_ms_per_s;
     class_rows.sort_by(|a, b| waited(b).total_cmp(&waited(a)).then(a.class.cmp(&b.class)));
+    class_rows
+}
 
+/// Kernel lock waits by lock kind, the most waited first.
+fn lock_kind_rows(kinds: BTreeMap<String, WindowSplit>) -> Vec<LockKindMeasurement> {
     let mut lock_kinds: Vec<LockKindMeasurement> = kinds
         .into_iter()
         .map(|(kind, w)| LockKindMeasurement {
@@ -144,7 +184,11 @@ pub fn build(rec: &Recording, whole: &Window) -> Option<ContentionMeasurements> 
         })
         .collect();
     lock_kinds.sort_by(|a, b| b.wait_ms.total_cmp(&a.wait_ms).then(a.kind.cmp(&b.kind)));
+    lock_kinds
+}
 
+/// The D-state stacks with most time, with their frames.
+fn top_stacks(rec: &Recording, stacks: BTreeMap<u32, WindowSplit>) -> Vec<StackMeasurement> {
     let by_id: HashMap<u32, &KernelStack> =
         rec.kernel_stacks.iter().map(|k| (k.stack_id, k)).collect();
     let mut top_stacks: Vec<StackMeasurement> = stacks
@@ -167,19 +211,7 @@ pub fn build(rec: &Recording, whole: &Window) -> Option<ContentionMeasurements> 
             .then(a.stack_id.cmp(&b.stack_id))
     });
     top_stacks.truncate(TOP_STACKS);
-
-    Some(ContentionMeasurements {
-        duration_s,
-        checkpoints: ckpts.len() as u64,
-        checkpoint_s,
-        futex: has_sys.then(|| split(&futex, checkpoint_s, outside_s)),
-        kernel_locks: has_cont.then(|| split(&locks, checkpoint_s, outside_s)),
-        dstate: has_cont.then(|| split(&dstate, checkpoint_s, outside_s)),
-        classes: class_rows,
-        lock_kinds,
-        top_stacks,
-        drops,
-    })
+    top_stacks
 }
 
 /// A thread's futex waits split by checkpoint window (the inside part
