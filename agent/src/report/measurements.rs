@@ -141,12 +141,9 @@ impl Measurements {
             Some(g) => m.sched = Some(super::sched::build(g)),
             None => m.not_recorded.push(note(facts, "sched")),
         }
-        match (
-            facts.group("softirq"),
-            SoftirqTotals::from_window(rec, whole).ok(),
-        ) {
-            (Some(g), Some(totals)) => m.softirq = Some(super::softirq::build(g, &totals)),
-            _ => m.not_recorded.push(note(facts, "softirq")),
+        match SoftirqTotals::from_window(rec, whole) {
+            Ok(totals) => m.softirq = Some(super::softirq::build(&totals)),
+            Err(_) => m.not_recorded.push(note(facts, "softirq")),
         }
         m.syscalls = super::syscalls::build(whole);
         m.rseq = rec.rseq.as_ref().map(super::syscalls::rseq_measurement);
@@ -240,10 +237,6 @@ pub(super) fn i64_of(g: &FactGroup, name: &str) -> i64 {
         Some(FactValue::Int(i)) => *i,
         _ => 0,
     }
-}
-
-pub(super) fn u32_of(g: &FactGroup, name: &str) -> u32 {
-    u32::try_from(i64_of(g, name)).unwrap_or(0)
 }
 
 /// Wall time a window covers, seconds (for a recording's window: every

@@ -1,17 +1,16 @@
 //! The softirq family in the report: softirq CPU time per CPU and vector,
 //! NET_RX imbalance, the busiest CPU and the hard IRQs with most time,
-//! taken from the `softirq` facts and from the same [`SoftirqTotals`] the
-//! facts are computed from (for the per-CPU and per-IRQ tables facts do not
-//! carry), and the view of them that the terminal and Markdown reports lay
+//! built from the same [`SoftirqTotals`] the `softirq` facts are computed
+//! from (its summary figures are the facts' own typed [`SoftirqFigures`];
+//! the per-CPU and per-IRQ tables, which facts do not carry, from the
+//! totals), and the view of them that the terminal and Markdown reports lay
 //! out.
 
 use serde::{Deserialize, Serialize};
 
-use super::measurements::{f64_of, u32_of};
 use super::view::{Block, Cell, Column, Line, Row, Section, Table, capitalise, md_cell, percent};
 use crate::findings::format_number;
-use crate::rules::facts::FactGroup;
-use crate::rules::facts::softirq::{MAIN_VECTORS, SoftirqTotals};
+use crate::rules::facts::softirq::{MAIN_VECTORS, SoftirqFigures, SoftirqTotals};
 
 /// Hard IRQs listed, by time.
 pub const TOP_HARDIRQS: usize = 3;
@@ -108,7 +107,10 @@ pub struct SoftirqDropsReport {
     pub total: u64,
 }
 
-pub(super) fn build(g: &FactGroup, t: &SoftirqTotals) -> SoftirqMeasurements {
+/// The measurements of `t`; its summary figures are the very ones its facts
+/// are written from ([`SoftirqFigures`]).
+pub(super) fn build(t: &SoftirqTotals) -> SoftirqMeasurements {
+    let f = SoftirqFigures::of(t);
     let vectors: Vec<SoftirqVectorMeasurement> = MAIN_VECTORS
         .iter()
         .map(|name| {
@@ -180,26 +182,23 @@ pub(super) fn build(g: &FactGroup, t: &SoftirqTotals) -> SoftirqMeasurements {
         vectors,
         cpus: shown.into_iter().map(row).collect(),
         other_cpus,
-        count_per_s: f64_of(g, "count_per_s"),
-        time_ms_per_s: f64_of(g, "time_ms_per_s"),
-        cpu_mean_share: f64_of(g, "cpu_mean_share"),
-        cpu_max_share_cpu: u32_of(g, "cpu_max_share_cpu"),
-        cpu_max_share: f64_of(g, "cpu_max_share"),
-        net_rx_imbalance: f64_of(g, "net_rx_imbalance"),
-        net_rx_busiest_cpu: u32_of(g, "net_rx_busiest_cpu"),
-        net_rx_busiest_share: f64_of(g, "net_rx_busiest_share"),
-        net_rx_time_share_of_cpu: f64_of(g, "net_rx_time_share_of_cpu"),
-        hardirq_count_per_s: f64_of(g, "hardirq_count_per_s"),
-        hardirq_time_ms_per_s: f64_of(g, "hardirq_time_ms_per_s"),
+        count_per_s: f.count_per_s,
+        time_ms_per_s: f.time_ms_per_s,
+        cpu_mean_share: f.cpu_mean_share,
+        cpu_max_share_cpu: f.cpu_max_share_cpu,
+        cpu_max_share: f.cpu_max_share,
+        net_rx_imbalance: f.net_rx_imbalance,
+        net_rx_busiest_cpu: f.net_rx_busiest_cpu,
+        net_rx_busiest_share: f.net_rx_busiest_share,
+        net_rx_time_share_of_cpu: f.net_rx_time_share_of_cpu,
+        hardirq_count_per_s: f.hardirq_count_per_s,
+        hardirq_time_ms_per_s: f.hardirq_time_ms_per_s,
         top_hardirqs,
         drops: SoftirqDropsReport {
             unmatched_exit: d.unmatched_exit,
             irq_map_full: d.irq_map_full,
             bad_vector: d.bad_vector,
-            total: d
-                .unmatched_exit
-                .saturating_add(d.irq_map_full)
-                .saturating_add(d.bad_vector),
+            total: f.drops,
         },
     }
 }

@@ -20,8 +20,11 @@ use mdiag_common::softirq::VECTOR_NAMES;
 
 pub use super::net::rps_mask_set;
 use super::{FactGroup, float, int, ratio, text};
+
+mod figures;
 use crate::recording::Window;
 use crate::recording::model::{Recording, SoftirqDrops, SoftirqSlice};
+pub use figures::SoftirqFigures;
 
 /// The vectors with their own facts and report columns, in display order.
 pub const MAIN_VECTORS: [&str; 6] = ["NET_RX", "NET_TX", "TIMER", "RCU", "SCHED", "BLOCK"];
@@ -273,46 +276,35 @@ pub(super) fn softirq_facts(rec: &Recording, whole: &Window) -> Result<FactGroup
         );
         g.insert(format!("{p}_imbalance"), float(v.imbalance()));
     }
-    let net_rx = t.vector("NET_RX");
-    let busiest = net_rx.busiest();
+    let f = SoftirqFigures::of(&t);
     g.insert(
         "net_rx_busiest_cpu".into(),
-        int(busiest.map_or(0, |(cpu, _)| cpu as u64)),
+        int(u64::from(f.net_rx_busiest_cpu)),
     );
-    g.insert("net_rx_busiest_share".into(), float(net_rx.busiest_share()));
+    g.insert("net_rx_busiest_share".into(), float(f.net_rx_busiest_share));
     g.insert(
         "net_rx_time_share_of_cpu".into(),
-        float(busiest.map_or(0.0, |(_, ns)| t.cpu_share(ns))),
+        float(f.net_rx_time_share_of_cpu),
     );
-
-    let (count, time): (u64, u64) = t.vectors.values().fold((0, 0), |(c, n), v| {
-        (
-            c.saturating_add(v.count_total()),
-            n.saturating_add(v.time_total_ns()),
-        )
-    });
-    g.insert("count_per_s".into(), float(t.per_s(count)));
-    g.insert("time_ms_per_s".into(), float(t.ms_per_s(time)));
-    let per_cpu = t.softirq_ns_per_cpu();
-    let (max, cpu) = max_with_cpu(&per_cpu);
-    g.insert("cpu_max_share".into(), float(t.cpu_share(max)));
-    g.insert("cpu_max_share_cpu".into(), int(cpu as u64));
+    g.insert("count_per_s".into(), float(f.count_per_s));
+    g.insert("time_ms_per_s".into(), float(f.time_ms_per_s));
+    g.insert("cpu_max_share".into(), float(f.cpu_max_share));
     g.insert(
-        "cpu_mean_share".into(),
-        float(t.cpu_share(time) / t.cpus as f64),
+        "cpu_max_share_cpu".into(),
+        int(u64::from(f.cpu_max_share_cpu)),
     );
+    g.insert("cpu_mean_share".into(), float(f.cpu_mean_share));
 
-    let (hcount, htime): (u64, u64) = t.hardirqs.values().fold((0, 0), |(c, n), h| {
-        (
-            c.saturating_add(h.per_cpu.count_total()),
-            n.saturating_add(h.per_cpu.time_total_ns()),
-        )
-    });
     g.insert("hardirqs".into(), int(t.hardirqs.len() as u64));
-    g.insert("hardirq_count_per_s".into(), float(t.per_s(hcount)));
-    g.insert("hardirq_time_ms_per_s".into(), float(t.ms_per_s(htime)));
-    let (hmax, _) = max_with_cpu(&t.hardirq_ns_per_cpu());
-    g.insert("hardirq_cpu_max_share".into(), float(t.cpu_share(hmax)));
+    g.insert("hardirq_count_per_s".into(), float(f.hardirq_count_per_s));
+    g.insert(
+        "hardirq_time_ms_per_s".into(),
+        float(f.hardirq_time_ms_per_s),
+    );
+    g.insert(
+        "hardirq_cpu_max_share".into(),
+        float(f.hardirq_cpu_max_share),
+    );
     let top = t.hardirqs_by_time().into_iter().next();
     g.insert(
         "hardirq_busiest".into(),
@@ -332,13 +324,7 @@ pub(super) fn softirq_facts(rec: &Recording, whole: &Window) -> Result<FactGroup
     );
 
     let d = t.drops;
-    g.insert(
-        "drops".into(),
-        int(d
-            .unmatched_exit
-            .saturating_add(d.irq_map_full)
-            .saturating_add(d.bad_vector)),
-    );
+    g.insert("drops".into(), int(f.drops));
     g.insert("drops_unmatched_exit".into(), int(d.unmatched_exit));
     g.insert("drops_irq_map_full".into(), int(d.irq_map_full));
     g.insert("drops_bad_vector".into(), int(d.bad_vector));
