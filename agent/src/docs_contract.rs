@@ -8,6 +8,7 @@
 //! `Slice`. For each family, the "programs" column must name exactly the
 //! program kinds of its kernel file (`tp_btf`, `uprobe`, `perf_event`, ...),
 //! and the "attaches to" column every BTF tracepoint that file attaches to.
+//! And "How to add a probe family" names only files that exist.
 
 use std::collections::BTreeSet;
 
@@ -25,15 +26,7 @@ struct Row {
 
 /// The rows of the table under "## Probe families".
 fn documented_families() -> Vec<Row> {
-    let start = DOC
-        .find("\n## Probe families\n")
-        .expect("docs/ARCHITECTURE.md has a \"## Probe families\" section");
-    let section = &DOC[start + 1..];
-    // Up to the next "## " heading.
-    let section = section[1..]
-        .find("\n## ")
-        .map_or(section, |end| &section[..=end]);
-    section
+    doc_section("## Probe families")
         .lines()
         .filter(|l| l.starts_with("| `"))
         .map(|l| {
@@ -207,4 +200,41 @@ fn program_kinds_are_read_from_the_attributes() {
         btf_tracepoints(src),
         BTreeSet::from(["sched_switch".to_string()])
     );
+}
+
+/// The section of `DOC` under `heading` ("## ..."), up to the next one.
+fn doc_section(heading: &str) -> &'static str {
+    let start = DOC
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("docs/ARCHITECTURE.md has a \"{heading}\" section"));
+    let section = &DOC[start + 1..];
+    section[1..]
+        .find("\n## ")
+        .map_or(section, |end| &section[..=end])
+}
+
+/// "How to add a probe family" names real files: every backticked path in
+/// it (a word with a `/` ending in `.rs`, `.md` or `.toml`), with
+/// `<family>` and `<group>` read as `softirq` (a family with one file per
+/// layer), exists from the repository's root or from `agent/src/`.
+#[test]
+fn the_steps_to_add_a_family_name_files_that_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let paths: Vec<String> = doc_section("## How to add a probe family")
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.contains('/') && !w.contains([' ', '*']))
+        .filter(|w| [".rs", ".md", ".toml"].iter().any(|e| w.ends_with(e)))
+        .map(|w| {
+            w.replace("<family>", "softirq")
+                .replace("<group>", "softirq")
+        })
+        .collect();
+    assert!(paths.len() >= 15, "too few paths found: {paths:?}");
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|p| !root.join(p).exists() && !root.join("agent/src").join(p).exists())
+        .collect();
+    assert!(missing.is_empty(), "named but missing: {missing:?}");
 }
