@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::recording::Window;
 use crate::recording::model::{Recording, RxQueue};
-use crate::rules::FactValue;
+use crate::rules::facts::Facts;
+use crate::rules::facts::sched::SchedFigures;
 use crate::rules::facts::softirq::{SoftirqTotals, rps_mask_set};
-use crate::rules::facts::{FactGroup, Facts};
 
 pub use super::perf::{PerfMeasurements, PerfSymbolMeasurement, TOP_SYMBOLS};
 pub use super::sched::{SchedMeasurements, TOP_CLASSES, ThreadClassMeasurement};
@@ -137,9 +137,9 @@ impl Measurements {
     /// summary, which need single seconds, walk the slices.
     pub fn build(rec: &Recording, whole: &Window, facts: &Facts) -> Measurements {
         let mut m = Measurements::default();
-        match facts.group("sched") {
-            Some(g) => m.sched = Some(super::sched::build(g)),
-            None => m.not_recorded.push(note(facts, "sched")),
+        match SchedFigures::of(rec, whole) {
+            Ok(f) => m.sched = Some(super::sched::build(&f)),
+            Err(_) => m.not_recorded.push(note(facts, "sched")),
         }
         match SoftirqTotals::from_window(rec, whole) {
             Ok(totals) => m.softirq = Some(super::softirq::build(&totals)),
@@ -225,17 +225,6 @@ fn note(facts: &Facts, family: &str) -> FamilyNote {
             .absent_reason(family)
             .unwrap_or("no data was recorded")
             .to_string(),
-    }
-}
-
-pub(super) fn f64_of(g: &FactGroup, name: &str) -> f64 {
-    g.get(name).and_then(FactValue::as_f64).unwrap_or(0.0)
-}
-
-pub(super) fn i64_of(g: &FactGroup, name: &str) -> i64 {
-    match g.get(name) {
-        Some(FactValue::Int(i)) => *i,
-        _ => 0,
     }
 }
 

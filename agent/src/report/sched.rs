@@ -1,16 +1,15 @@
 //! The scheduler family in the report: context switches, the involuntary
 //! share, run-queue delay percentiles and the thread classes preempted most,
-//! taken from the `sched` facts (the numbers the rules see), and the view
+//! taken from the typed figures the `sched` facts are written from
+//! ([`SchedFigures`]: the numbers the rules see), and the view
 //! of them (a title line, the figures, a table of classes) that the
 //! terminal and Markdown reports lay out.
 
 use serde::{Deserialize, Serialize};
 
-use super::measurements::{f64_of, i64_of};
 use super::view::{Block, Cell, Column, Line, Section, Span, Table, md_cell, percent};
 use crate::findings::format_number;
-use crate::rules::FactValue;
-use crate::rules::facts::FactGroup;
+use crate::rules::facts::sched::SchedFigures;
 
 /// Thread classes listed, by involuntary switches.
 pub const TOP_CLASSES: usize = 5;
@@ -50,51 +49,42 @@ pub struct ThreadClassMeasurement {
     pub runq_mean_us: f64,
 }
 
-pub(super) fn build(g: &FactGroup) -> SchedMeasurements {
-    let duration_s = f64_of(g, "duration_s");
-    let mut top_classes: Vec<ThreadClassMeasurement> = match g.get("classes") {
-        Some(FactValue::Map(classes)) => classes
-            .iter()
-            .filter_map(|(name, c)| match c {
-                FactValue::Map(c) => Some((name, c)),
-                _ => None,
-            })
-            .filter(|(_, c)| i64_of(c, "involuntary") > 0)
-            .map(|(name, c)| ThreadClassMeasurement {
-                class: name.clone(),
-                threads: i64_of(c, "threads"),
-                involuntary_per_s: if duration_s > 0.0 {
-                    i64_of(c, "involuntary") as f64 / duration_s
-                } else {
-                    0.0
-                },
-                involuntary_share: f64_of(c, "involuntary_share"),
-                runq_mean_us: f64_of(c, "runq_mean_us"),
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
+/// The measurements of a recording's [`SchedFigures`], the very figures
+/// its `sched` facts are written from.
+pub(super) fn build(f: &SchedFigures) -> SchedMeasurements {
+    let mut top_classes: Vec<ThreadClassMeasurement> = f
+        .classes
+        .iter()
+        .filter(|(_, c)| c.involuntary > 0)
+        .map(|(name, c)| ThreadClassMeasurement {
+            class: name.clone(),
+            threads: i64::try_from(c.threads).unwrap_or(i64::MAX),
+            involuntary_per_s: if f.duration_s > 0.0 {
+                c.involuntary as f64 / f.duration_s
+            } else {
+                0.0
+            },
+            involuntary_share: c.involuntary_share,
+            runq_mean_us: c.runq_mean_us,
+        })
+        .collect();
     top_classes.sort_by(|a, b| {
         b.involuntary_per_s
             .total_cmp(&a.involuntary_per_s)
             .then_with(|| a.class.cmp(&b.class))
     });
     top_classes.truncate(TOP_CLASSES);
-    let scope = match g.get("scope") {
-        Some(FactValue::Text(s)) => s.clone(),
-        _ => String::new(),
-    };
     SchedMeasurements {
-        scope,
-        duration_s,
-        switches_per_s: f64_of(g, "switches_per_s"),
-        observed_switches_per_s: f64_of(g, "observed_switches_per_s"),
-        involuntary_per_s: f64_of(g, "involuntary_per_s"),
-        involuntary_share: f64_of(g, "involuntary_share"),
-        runq_p50_us: f64_of(g, "runq_p50_us"),
-        runq_p90_us: f64_of(g, "runq_p90_us"),
-        runq_p99_us: f64_of(g, "runq_p99_us"),
-        threads: i64_of(g, "threads"),
+        scope: f.scope.to_owned(),
+        duration_s: f.duration_s,
+        switches_per_s: f.switches_per_s,
+        observed_switches_per_s: f.observed_switches_per_s,
+        involuntary_per_s: f.involuntary_per_s,
+        involuntary_share: f.involuntary_share,
+        runq_p50_us: f.runq_p50_us,
+        runq_p90_us: f.runq_p90_us,
+        runq_p99_us: f.runq_p99_us,
+        threads: i64::try_from(f.threads).unwrap_or(i64::MAX),
         top_classes,
     }
 }

@@ -42,7 +42,7 @@ mod host;
 pub mod mongod;
 pub mod net;
 pub mod replication;
-mod sched;
+pub mod sched;
 pub mod softirq;
 pub mod storage;
 pub mod system;

@@ -8,10 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{FactGroup, FactValue, family_unavailable, float, int, ratio, text, thread_class};
-use crate::hist::{bucket_bounds_ns, log2_hist_percentile_ns};
+use super::{FactGroup, FactValue, float, int, ratio, text};
+use crate::hist::bucket_bounds_ns;
 use crate::recording::Window;
 use crate::recording::model::{Recording, SchedSlice, ThreadSlice};
+
+mod figures;
+pub use figures::{ClassFigures, SchedFigures};
 
 /// Switches, run-queue delays and on-CPU time of a thread or a class of
 /// threads, summed over slices (saturating).
@@ -61,30 +64,18 @@ struct ClassTotals {
 /// matched by tid and summed, histograms bucket by bucket); rates are over
 /// the time the sched section covered.
 pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, String> {
-    if let Some(reason) = family_unavailable(rec, "sched") {
-        return Err(reason);
-    }
-    let Some(s) = whole.slice.sched.as_ref() else {
-        return Err(format!(
-            "the sched probe attached but the recording has no scheduler data ({} slices)",
-            rec.slices.len()
-        ));
-    };
-    let duration_s = whole.section_ms.sched as f64 / 1000.0;
+    let f = SchedFigures::of(rec, whole)?;
+    let s = figures::sched_section(rec, whole)?;
+    let duration_s = f.duration_s;
     let cpu_count = f64::from(rec.host.cpu_count.max(1));
     // By tid, as rules have always seen them (busiest thread: lowest tid on ties).
     let threads: BTreeMap<u32, &ThreadSlice> = s.threads.iter().map(|t| (t.tid, t)).collect();
 
     let mut g = FactGroup::new();
-    let scope = if rec.target.is_some() {
-        "target"
-    } else {
-        "host"
-    };
-    g.insert("scope".into(), text(scope));
+    g.insert("scope".into(), text(f.scope));
     g.insert("duration_s".into(), float(duration_s));
-    switch_facts(&mut g, s, duration_s, cpu_count);
-    runq_facts(&mut g, s, &threads, duration_s);
+    switch_facts(&mut g, s, &f, cpu_count);
+    runq_facts(&mut g, s, &f, &threads);
     oncpu_facts(&mut g, &threads, duration_s, cpu_count);
     busiest_thread_facts(&mut g, &threads, duration_s);
     let drops = &s.drops;
@@ -92,12 +83,13 @@ pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, 
     g.insert("drops_thread_map_full".into(), int(drops.thread_map_full));
     g.insert("drops_wakeup_map_full".into(), int(drops.wakeup_map_full));
     g.insert("drops_read_failed".into(), int(drops.read_failed));
-    g.insert("classes".into(), class_facts(&threads));
+    g.insert("classes".into(), class_facts(&f));
     Ok(g)
 }
 
 /// Context switches, wakeups and migrations: totals, rates and shares.
-fn switch_facts(g: &mut FactGroup, s: &SchedSlice, duration_s: f64, cpu_count: f64) {
+fn switch_facts(g: &mut FactGroup, s: &SchedSlice, f: &SchedFigures, cpu_count: f64) {
+    let duration_s = f.duration_s;
     let SchedSlice {
         switches_total: switches,
         voluntary,
@@ -110,18 +102,15 @@ fn switch_facts(g: &mut FactGroup, s: &SchedSlice, duration_s: f64, cpu_count: f
     } = *s;
     let observed = voluntary.saturating_add(involuntary);
     g.insert("switches_total".into(), int(switches));
-    g.insert(
-        "switches_per_s".into(),
-        float(ratio(switches as f64, duration_s)),
-    );
+    g.insert("switches_per_s".into(), float(f.switches_per_s));
     g.insert(
         "switches_per_cpu_per_s".into(),
-        float(ratio(switches as f64, duration_s) / cpu_count),
+        float(f.switches_per_s / cpu_count),
     );
     g.insert("observed_switches".into(), int(observed));
     g.insert(
         "observed_switches_per_s".into(),
-        float(ratio(observed as f64, duration_s)),
+        float(f.observed_switches_per_s),
     );
     g.insert("voluntary".into(), int(voluntary));
     g.insert("involuntary".into(), int(involuntary));
@@ -131,14 +120,8 @@ fn switch_facts(g: &mut FactGroup, s: &SchedSlice, duration_s: f64, cpu_count: f
         "wakeups_per_s".into(),
         float(ratio(wakeups as f64, duration_s)),
     );
-    g.insert(
-        "involuntary_share".into(),
-        float(ratio(involuntary as f64, observed as f64)),
-    );
-    g.insert(
-        "involuntary_per_s".into(),
-        float(ratio(involuntary as f64, duration_s)),
-    );
+    g.insert("involuntary_share".into(), float(f.involuntary_share));
+    g.insert("involuntary_per_s".into(), float(f.involuntary_per_s));
     g.insert(
         "preempted_share".into(),
         float(ratio(preempted as f64, involuntary as f64)),
@@ -163,12 +146,12 @@ fn switch_facts(g: &mut FactGroup, s: &SchedSlice, duration_s: f64, cpu_count: f
 fn runq_facts(
     g: &mut FactGroup,
     s: &SchedSlice,
+    f: &SchedFigures,
     threads: &BTreeMap<u32, &ThreadSlice>,
-    duration_s: f64,
 ) {
+    let duration_s = f.duration_s;
     let hist = &s.runq_hist_log2_ns;
     let runq_delays: u64 = hist.iter().sum();
-    let pct_us = |p: f64| log2_hist_percentile_ns(hist, p).unwrap_or(0.0) / 1000.0;
     let max_bucket_us = hist
         .iter()
         .rposition(|&c| c > 0)
@@ -177,9 +160,9 @@ fn runq_facts(
     let thread_delays: u64 = threads.values().map(|t| t.runq_delays).sum();
     let oncpu_ns: u64 = threads.values().map(|t| t.oncpu_ns).sum();
     g.insert("runq_delays".into(), int(runq_delays));
-    g.insert("runq_p50_us".into(), float(pct_us(0.50)));
-    g.insert("runq_p90_us".into(), float(pct_us(0.90)));
-    g.insert("runq_p99_us".into(), float(pct_us(0.99)));
+    g.insert("runq_p50_us".into(), float(f.runq_p50_us));
+    g.insert("runq_p90_us".into(), float(f.runq_p90_us));
+    g.insert("runq_p99_us".into(), float(f.runq_p99_us));
     g.insert("runq_max_bucket_us".into(), float(max_bucket_us));
     g.insert(
         "runq_mean_us".into(),
@@ -237,43 +220,24 @@ fn busiest_thread_facts(g: &mut FactGroup, threads: &BTreeMap<u32, &ThreadSlice>
     );
 }
 
-/// `classes`: the threads' counts summed per thread name class.
-fn class_facts(threads: &BTreeMap<u32, &ThreadSlice>) -> FactValue {
-    let mut classes: BTreeMap<String, ClassTotals> = BTreeMap::new();
-    for t in threads.values() {
-        let c = classes.entry(thread_class(&t.comm)).or_default();
-        c.threads += 1;
-        c.n.add(&Counts::from(*t));
-    }
-    let classes: BTreeMap<String, FactValue> = classes
-        .into_iter()
-        .map(
-            |(
-                name,
-                ClassTotals {
-                    threads: members,
-                    n: c,
-                },
-            )| {
-                let mut m = BTreeMap::new();
-                let switched = c.voluntary.saturating_add(c.involuntary);
-                m.insert("threads".into(), int(members));
-                m.insert("voluntary".into(), int(c.voluntary));
-                m.insert("involuntary".into(), int(c.involuntary));
-                m.insert("preempted".into(), int(c.preempted));
-                m.insert(
-                    "involuntary_share".into(),
-                    float(ratio(c.involuntary as f64, switched as f64)),
-                );
-                m.insert("runq_delays".into(), int(c.runq_delays));
-                m.insert(
-                    "runq_mean_us".into(),
-                    float(ratio(c.runq_delay_ns as f64, c.runq_delays as f64) / 1000.0),
-                );
-                m.insert("oncpu_s".into(), float(c.oncpu_ns as f64 / 1e9));
-                (name, FactValue::Map(m))
-            },
-        )
+/// `classes`: the threads' counts summed per thread name class
+/// ([`SchedFigures::classes`]).
+fn class_facts(f: &SchedFigures) -> FactValue {
+    let classes: BTreeMap<String, FactValue> = f
+        .classes
+        .iter()
+        .map(|(name, c)| {
+            let mut m = BTreeMap::new();
+            m.insert("threads".into(), int(c.threads));
+            m.insert("voluntary".into(), int(c.voluntary));
+            m.insert("involuntary".into(), int(c.involuntary));
+            m.insert("preempted".into(), int(c.preempted));
+            m.insert("involuntary_share".into(), float(c.involuntary_share));
+            m.insert("runq_delays".into(), int(c.runq_delays));
+            m.insert("runq_mean_us".into(), float(c.runq_mean_us));
+            m.insert("oncpu_s".into(), float(c.oncpu_s));
+            (name.clone(), FactValue::Map(m))
+        })
         .collect();
     FactValue::Map(classes)
 }
