@@ -118,8 +118,9 @@ pub const NAMES: &[(&str, &str)] = &[
 /// How many characters of a long name mongod keeps before the dot.
 const STEM: usize = 7;
 
-/// The class of a thread named `comm`.
-pub fn thread_class(comm: &str) -> &'static str {
+/// mongod's class of a thread named `comm` ([`OTHER`] for a name that is not one
+/// of mongod's; `rules::facts::thread_class` names those too, for per-class figures).
+pub fn mongod_class(comm: &str) -> &'static str {
     let name = comm.trim_end_matches('\0').trim();
     if let Some(rest) = name.strip_prefix("conn")
         && (rest.is_empty() || rest.bytes().all(|b| b.is_ascii_digit()))
@@ -194,7 +195,7 @@ mod tests {
             ("WaitFor.dPool-1", BACKGROUND),
             ("mongod", WIREDTIGER),
         ] {
-            assert_eq!(thread_class(comm), class, "{comm}");
+            assert_eq!(mongod_class(comm), class, "{comm}");
         }
     }
 
@@ -222,10 +223,10 @@ mod tests {
             "Unknown.Abbrevd",
             "mongodb",
         ] {
-            assert_eq!(thread_class(comm), OTHER, "{comm:?}");
+            assert_eq!(mongod_class(comm), OTHER, "{comm:?}");
         }
         // NUL padding and surrounding blanks are ignored.
-        assert_eq!(thread_class("conn7\0\0\0"), CONN);
-        assert!(CLASSES.contains(&thread_class("anything")));
+        assert_eq!(mongod_class("conn7\0\0\0"), CONN);
+        assert!(CLASSES.contains(&mongod_class("anything")));
     }
 }

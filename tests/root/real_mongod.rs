@@ -18,7 +18,7 @@
 use std::{collections::BTreeMap, process::Command};
 
 use mdiag::recording::{Recording, read_file};
-use mdiag::threads::{OTHER, thread_class};
+use mdiag::threads::{OTHER, mongod_class};
 use mdiag_tests::{
     mongod::{Mongod, Options, load_binary},
     require_root, start_record_until,
@@ -230,7 +230,7 @@ fn a_sample_every_second_under_load_with_opcounters_threads_and_replica_set_righ
 
     // Every thread of mongod 6.0 has a class of its own.
     let classes: BTreeMap<&str, Vec<&str>> = names.iter().fold(BTreeMap::new(), |mut m, n| {
-        m.entry(thread_class(n)).or_default().push(n.as_str());
+        m.entry(mongod_class(n)).or_default().push(n.as_str());
         m
     });
     eprintln!("mongod 6.0.5's threads by class: {classes:#?}");
@@ -251,7 +251,7 @@ fn a_sample_every_second_under_load_with_opcounters_threads_and_replica_set_righ
     for busy_thread in ["Checkpointer", "JournalFlusher", "ftdc"] {
         assert!(seen.contains(busy_thread), "{busy_thread} not in {seen:?}");
     }
-    assert!(seen.iter().any(|c| thread_class(c) == "conn"), "{seen:?}");
+    assert!(seen.iter().any(|c| mongod_class(c) == "conn"), "{seen:?}");
 
     // What mongod says of itself: the replica set named on the command line.
     let info = m.info.as_ref().expect("facts read once");

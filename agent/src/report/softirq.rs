@@ -244,11 +244,8 @@ fn softirq_drops_line(s: &SoftirqMeasurements) -> Option<String> {
     })
 }
 
-/// The softirq section.
-#[allow(
-    clippy::too_many_lines,
-    reason = "to be split when the softirq family moves to family/softirq/ (issue #26)"
-)]
+/// The softirq section: the title, the per-CPU table, the summary lines and
+/// the hard IRQs with most time.
 pub fn section(s: &SoftirqMeasurements) -> Section {
     let mut out = Section::new(Some("Softirq"));
     out.push(Line::title(
@@ -263,6 +260,19 @@ pub fn section(s: &SoftirqMeasurements) -> Section {
         "Host-wide, {} CPUs, {:.1} s. CPU time in ms per second (1000 = one whole CPU).",
         s.cpu_count, s.duration_s
     )));
+    out.push(Block::Table(cpu_table(s)));
+    let drops = softirq_drops_line(s);
+    summary_lines(&mut out, s, drops.as_deref());
+    out.push(Block::Table(hardirq_table(s)));
+    if let Some(d) = drops {
+        out.push(Line::wrapped("    ", d));
+    }
+    out
+}
+
+/// Softirq time per CPU and vector (the busiest CPUs and a mean of the
+/// others on large hosts), the all-CPU total, and entries per second.
+fn cpu_table(s: &SoftirqMeasurements) -> Table {
     let mut columns = vec![Column::num("CPU", "CPU", "", 10)];
     columns[0].align = super::view::Align::Left;
     for v in &s.vectors {
@@ -308,8 +318,12 @@ pub fn section(s: &SoftirqMeasurements) -> Section {
     counts.push(Cell::new(format!("{:.0}", s.count_per_s)));
     counts.push(Cell::new(""));
     t.rows.push(counts.into());
-    out.push(Block::Table(t));
+    t
+}
 
+/// NET_RX, the busiest CPU and hard IRQs: lines for the terminal, bullets
+/// for Markdown (with the drops, when any).
+fn summary_lines(out: &mut Section, s: &SoftirqMeasurements, drops: Option<&str>) {
     let hard = (
         format_number(s.hardirq_count_per_s),
         format_number(s.hardirq_time_ms_per_s),
@@ -334,11 +348,14 @@ pub fn section(s: &SoftirqMeasurements) -> Section {
         format!("{}.", capitalise(&softirq_cpu_line(s))),
         format!("Hard IRQs: {}/s, {} ms/s.", hard.0, hard.1),
     ];
-    let drops = softirq_drops_line(s);
-    if let Some(d) = &drops {
+    if let Some(d) = drops {
         bullets.push(format!("{}.", capitalise(d)));
     }
     out.push(Block::Bullets(bullets));
+}
+
+/// The hard IRQs with most time.
+fn hardirq_table(s: &SoftirqMeasurements) -> Table {
     let mut irqs = Table::new(
         "      ",
         vec![
@@ -361,11 +378,7 @@ pub fn section(s: &SoftirqMeasurements) -> Section {
             .into(),
         );
     }
-    out.push(Block::Table(irqs));
-    if let Some(d) = drops {
-        out.push(Line::wrapped("    ", d));
-    }
-    out
+    irqs
 }
 
 #[cfg(test)]

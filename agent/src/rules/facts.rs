@@ -352,14 +352,14 @@ pub fn parse_kernel_version(release: &str) -> Option<Version> {
 }
 
 /// The class of a thread for per-class breakdowns: mongod's own classes
-/// where the name is one of mongod's threads ([`crate::threads::thread_class`]:
+/// where the name is one of mongod's threads ([`crate::threads::mongod_class`]:
 /// "conn1234" → "conn", "WTEvict-3" → "eviction", "Checkpointer" →
 /// "checkpointer"), so the scheduler and contention figures group alike;
 /// otherwise the name without trailing digits and separators
 /// ("mdiag-spin-2" → "mdiag-spin"), and the part before '/' for kernel
 /// threads ("kworker/3:1H" → "kworker").
 pub fn thread_class(comm: &str) -> String {
-    let mongod = crate::threads::thread_class(comm);
+    let mongod = crate::threads::mongod_class(comm);
     if mongod != crate::threads::OTHER {
         return mongod.to_string();
     }

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::recording::model::{Recording, ThreadSyscallSlice};
 use crate::recording::{KernelStack, Window, WindowSplit};
-use crate::threads::thread_class;
+use crate::threads::mongod_class;
 
 #[derive(Default)]
 struct ClassTotals {
@@ -83,7 +83,7 @@ impl Sums {
         for t in w.sched.iter().flat_map(|s| &s.threads) {
             comms.entry(t.tid).or_insert(&t.comm);
         }
-        let class_of = |tid: u32| thread_class(comms.get(&tid).copied().unwrap_or(""));
+        let class_of = |tid: u32| mongod_class(comms.get(&tid).copied().unwrap_or(""));
 
         let mut sums = Sums::default();
         for t in w.syscalls.iter().flat_map(|s| &s.threads) {

@@ -53,7 +53,7 @@ pub struct SplitMeasurement {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassContention {
-    /// See `threads::thread_class`: conn, checkpointer, eviction, ...
+    /// See `threads::mongod_class`: conn, checkpointer, eviction, ...
     pub class: String,
     pub threads: u64,
     /// Milliseconds of waiting per second of wall time, summed over the class.
