@@ -234,10 +234,13 @@ fn a_quiet_process_shows_almost_no_contention() {
     eprintln!("quiet: {waits} lock waits, {lock_ns} ns; D state {d_ns} ns; {report}");
     // Thread creation and exit, page faults and the host's own work touch a
     // contended lock a few times (19 waits, 0.6 ms seen in CI) — against
-    // ~1700 waits and >1 s in the mmap_lock fight of the test above.
+    // ~1700 waits and >1 s in the mmap_lock fight of the test above. On a
+    // host whose CPUs are all busy a waiter sleeps until the preempted
+    // holder runs again: 10 waits took 8.2 ms (D state 8.0 ms) with both
+    // CPUs compiling, so the times are bounded at a tenth of the fight's.
     assert!(waits <= 60, "{totals:?}");
-    assert!(lock_ns < 5_000_000, "{totals:?}");
-    assert!(d_ns < 20_000_000, "{totals:?}");
+    assert!(lock_ns < 100_000_000, "{totals:?}");
+    assert!(d_ns < 100_000_000, "{totals:?}");
 }
 
 /// `mdiag record --pid` of the workload run with `args`: started once the
