@@ -401,16 +401,30 @@ impl Probes {
     /// Every attached family's reader in slice order, beside the loaded
     /// object their lifecycle hooks act on.
     fn readers_and_object(&mut self) -> (impl Iterator<Item = &mut dyn FamilyReader>, &mut Ebpf) {
+        // Exhaustive: a new reader field does not compile until it is here.
+        let Probes {
+            sched,
+            softirq,
+            syscalls,
+            wiredtiger,
+            perf,
+            alloc,
+            contention,
+            status: _,
+            wiredtiger_retry: _,
+            cycle: _,
+            ebpf,
+        } = self;
         let table: [Option<&mut dyn FamilyReader>; 7] = [
-            self.syscalls.as_mut().map(|r| r as _),
-            self.sched.as_mut().map(|r| r as _),
-            self.contention.as_mut().map(|r| r as _),
-            self.softirq.as_mut().map(|r| r as _),
-            self.wiredtiger.as_mut().map(|r| r as _),
-            self.perf.as_mut().map(|r| r as _),
-            self.alloc.as_mut().map(|r| r as _),
+            syscalls.as_mut().map(|r| r as _),
+            sched.as_mut().map(|r| r as _),
+            contention.as_mut().map(|r| r as _),
+            softirq.as_mut().map(|r| r as _),
+            wiredtiger.as_mut().map(|r| r as _),
+            perf.as_mut().map(|r| r as _),
+            alloc.as_mut().map(|r| r as _),
         ];
-        (table.into_iter().flatten(), &mut self.ebpf)
+        (table.into_iter().flatten(), ebpf)
     }
 
     /// What runs between slices: every family's [`FamilyReader::poll`]

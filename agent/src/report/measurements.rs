@@ -13,8 +13,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::recording::Window;
 use crate::recording::model::{Recording, RxQueue};
+use crate::recording::{Family, Window};
 use crate::rules::facts::Facts;
 use crate::rules::facts::sched::SchedFigures;
 use crate::rules::facts::softirq::{SoftirqTotals, rps_mask_set};
@@ -108,16 +108,18 @@ pub struct InterfaceMeasurement {
 impl Measurements {
     /// Whether `family` has measurements in this report (a family listed in
     /// `not_recorded` with measurements was measured only in part).
+    /// Exhaustive over [`Family`]: a new family does not compile until it
+    /// is here.
     pub fn has(&self, family: &str) -> bool {
-        match family {
-            "sched" => self.sched.is_some(),
-            "softirq" => self.softirq.is_some(),
-            "syscalls" => self.syscalls.is_some(),
-            "perf" => self.perf.is_some(),
-            "wiredtiger" => self.wiredtiger.is_some(),
-            "alloc" => self.alloc.is_some(),
-            "contention" => self.contention.is_some(),
-            _ => false,
+        match Family::from_name(family) {
+            Some(Family::Sched) => self.sched.is_some(),
+            Some(Family::Softirq) => self.softirq.is_some(),
+            Some(Family::Syscalls) => self.syscalls.is_some(),
+            Some(Family::Perf) => self.perf.is_some(),
+            Some(Family::Wiredtiger) => self.wiredtiger.is_some(),
+            Some(Family::Alloc) => self.alloc.is_some(),
+            Some(Family::Contention) => self.contention.is_some(),
+            None => false,
         }
     }
 

@@ -264,15 +264,32 @@ pub fn truncate(name: &str, max: usize) -> String {
 
 /// The Measurements section, in the order the reports show it.
 pub fn measurements(m: &Measurements) -> Vec<Section> {
+    // Exhaustive: a new family's measurements do not compile until their
+    // section is laid out here (the other fields are laid out below).
+    let Measurements {
+        sched,
+        softirq,
+        net: _,
+        syscalls,
+        rseq,
+        perf,
+        wiredtiger,
+        alloc,
+        contention,
+        mongod: _,
+        host_settings: _,
+        not_recorded: _,
+        timeline: _,
+    } = m;
     let mut out = Vec::new();
-    out.extend(m.sched.as_ref().map(super::sched::section));
-    out.extend(m.softirq.as_ref().map(super::softirq::section));
-    out.extend(m.syscalls.as_ref().map(super::syscalls::section));
-    out.extend(m.rseq.as_ref().map(super::syscalls::rseq_section));
-    out.extend(m.perf.as_ref().map(super::perf::section));
-    out.extend(m.wiredtiger.as_ref().map(super::wiredtiger::section));
-    out.extend(m.alloc.as_ref().map(super::alloc::section));
-    out.extend(m.contention.as_ref().map(super::contention::section));
+    out.extend(sched.as_ref().map(super::sched::section));
+    out.extend(softirq.as_ref().map(super::softirq::section));
+    out.extend(syscalls.as_ref().map(super::syscalls::section));
+    out.extend(rseq.as_ref().map(super::syscalls::rseq_section));
+    out.extend(perf.as_ref().map(super::perf::section));
+    out.extend(wiredtiger.as_ref().map(super::wiredtiger::section));
+    out.extend(alloc.as_ref().map(super::alloc::section));
+    out.extend(contention.as_ref().map(super::contention::section));
     out.push(mongod(m));
     out.extend(m.host_settings.as_ref().map(|h| {
         let mut s = Section::new(Some("Host settings"));
