@@ -22,10 +22,7 @@
 
 use aya::{
     Ebpf,
-    programs::{
-        BtfTracePoint, FEntry, FExit, fentry::FEntryLinkId, fexit::FExitLinkId,
-        tp_btf::BtfTracePointLinkId,
-    },
+    programs::{BtfTracePoint, FEntry, FExit},
 };
 
 use super::{contention, sched, softirq, syscalls};
@@ -38,22 +35,7 @@ pub const CYCLED: [&str; 4] = [
     contention::FAMILY,
 ];
 
-/// An attached program's link, by program type.
-#[derive(Debug)]
-pub enum LinkId {
-    Tp(BtfTracePointLinkId),
-    FEntry(FEntryLinkId),
-    FExit(FExitLinkId),
-}
-
-/// One program a family attached: its link while attached, `None` while
-/// the cycle has it detached.
-#[derive(Debug)]
-pub struct Link {
-    pub family: &'static str,
-    pub program: &'static str,
-    pub id: Option<LinkId>,
-}
+pub use crate::kit::probe::links::{Link, LinkId};
 
 /// Why a program could not be detached or attached again.
 #[derive(Debug, thiserror::Error)]

@@ -8,25 +8,22 @@
 //! descriptors, so even a crash leaves the host as it was).
 
 pub mod alloc;
-mod attach;
-pub mod btf;
 pub mod contention;
-pub mod credit;
 pub mod cycle;
-pub mod delta;
+mod load;
 pub mod perf;
-mod reader;
 pub mod sched;
-pub mod softirq;
 pub mod syscalls;
+pub use crate::family::softirq::probe as softirq;
 pub mod wiredtiger;
 
-pub use attach::{AttachContext, missing_tracepoint, not_applicable};
-pub(crate) use attach::{NOT_APPLICABLE, error_chain};
-pub use reader::{Counters, FamilyReader, ReadError, TakeMapError};
-pub(crate) use reader::{
-    PerCpuSum, clear_map, clock_ns, edit_per_cpu, monotonic_now_ns, read_per_cpu, read_summed,
-    sum_cpus, take_map,
+pub use crate::kit::probe::{
+    AttachContext, Counters, FamilyReader, ReadError, SectionReader, TakeMapError, btf, credit,
+    delta, missing_tracepoint, not_applicable,
+};
+pub(crate) use crate::kit::probe::{
+    NOT_APPLICABLE, PerCpuSum, clear_map, clock_ns, edit_per_cpu, error_chain, monotonic_now_ns,
+    read_per_cpu, read_summed, reader_if, reader_or_warn, sum_cpus, take_map,
 };
 
 use aya::Ebpf;
@@ -91,7 +88,11 @@ pub struct LaterPlan {
 /// exactly these (`docs_contract.rs`).
 pub const FAMILIES: [FamilyDef; 7] = [
     sched::DEF,
-    softirq::DEF,
+    FamilyDef::at_start(softirq::FAMILY, softirq::TRACEPOINTS, |probes, cx| {
+        let (status, reader) = softirq::attach(&mut probes.ebpf, cx);
+        probes.softirq = reader;
+        Some(status)
+    }),
     syscalls::DEF,
     perf::DEF,
     wiredtiger::DEF,
@@ -143,8 +144,8 @@ impl Probes {
         if crate::EBPF_OBJECT.is_empty() {
             return Err(ProbeError::NoObject);
         }
-        attach::raise_memlock();
-        let (cx, ebpf) = AttachContext::load(config)?;
+        load::raise_memlock();
+        let (cx, ebpf) = load::load(config)?;
         let mut probes = Self {
             sched: None,
             softirq: None,
@@ -177,7 +178,7 @@ impl Probes {
         }
         probes.cycle = cycle::Cycle::new(cx.links.take());
         drop(cx);
-        attach::release_freed_memory();
+        load::release_freed_memory();
         Ok(probes)
     }
 
@@ -197,17 +198,33 @@ impl Probes {
     /// has no section, with a warning. The `last` slice also lists the
     /// checkpoints still running.
     pub fn take_slice(&mut self, last: bool) -> Slice {
-        let mut slice = Slice::default();
         let paused = self.paused_families();
-        for reader in self.readers() {
-            if paused.contains(&reader.family()) {
-                continue;
-            }
-            if let Err(e) = reader.read_into(&mut slice, last) {
-                tracing::warn!("{} slice lost: {e}", reader.family());
-            }
+        // Exhaustive, in the order of `readers_and_object`: a new reader
+        // field does not compile until its section is read here.
+        let Probes {
+            sched,
+            softirq,
+            syscalls,
+            wiredtiger,
+            perf,
+            alloc,
+            contention,
+            status: _,
+            wiredtiger_retry: _,
+            cycle: _,
+            ebpf: _,
+        } = self;
+        // Struct fields are evaluated in the order written: slice order.
+        Slice {
+            syscalls: read_section(syscalls, last, &paused),
+            sched: read_section(sched, last, &paused),
+            contention: read_section(contention, last, &paused),
+            softirq: read_section(softirq, last, &paused),
+            wiredtiger: read_section(wiredtiger, last, &paused),
+            perf: read_section(perf, last, &paused),
+            alloc: read_section(alloc, last, &paused),
+            ..Slice::default()
         }
-        slice
     }
 
     /// Reads a running target's symbols for the families that symbolize
@@ -465,11 +482,33 @@ impl Probes {
         }
     }
 
-    /// Adds what every family keeps beside its slices to `recording`
-    /// ([`FamilyReader::fill_recording`]).
-    pub fn fill_recording(&mut self, recording: &mut crate::recording::Recording) {
-        for reader in self.readers() {
-            reader.fill_recording(recording);
+    /// Adds what the families keep beside their slices to `recording`:
+    /// the allocator's record (what was probed, the calibration, the cost)
+    /// and the kernel stacks the contention slices refer to, by id.
+    pub fn fill_recording(&self, recording: &mut crate::recording::Recording) {
+        if let Some(alloc) = &self.alloc {
+            recording.alloc = Some(alloc.record());
+        }
+        if let Some(contention) = &self.contention {
+            recording.kernel_stacks = contention.kernel_stacks();
         }
     }
+}
+
+/// The section `reader` read for the slice that ends now; none when the
+/// family is not attached, paused by the duty cycle, or its read failed
+/// (with a warning).
+fn read_section<R: SectionReader>(
+    reader: &mut Option<R>,
+    last: bool,
+    paused: &[&'static str],
+) -> Option<R::Section> {
+    let reader = reader.as_mut()?;
+    if paused.contains(&reader.family()) {
+        return None;
+    }
+    reader
+        .read(last)
+        .map_err(|e| tracing::warn!("{} slice lost: {e}", reader.family()))
+        .ok()
 }

@@ -31,12 +31,13 @@ use mdiag_common::{
 };
 
 use super::{
-    AttachContext, Counters, FamilyDef, FamilyReader, Probes, ReadError, TakeMapError,
-    attach::reader_if,
+    AttachContext, Counters, FamilyDef, FamilyReader, Probes, ReadError, SectionReader,
+    TakeMapError,
     credit::{self, Credit},
     delta::{self, ThreadValue},
+    reader_if,
 };
-use crate::recording::{ProbeStatus, SchedDrops, SchedSlice, Slice, ThreadSlice};
+use crate::recording::{ProbeStatus, SchedDrops, SchedSlice, ThreadSlice};
 
 /// `bpf_map_update_elem`'s flag: only an entry that exists.
 const BPF_EXIST: u64 = 2;
@@ -50,7 +51,12 @@ pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &sched_common::TRACEPOINT
 /// Needs the `task_struct` offsets; `sched_switch` (the first program) is
 /// essential.
 fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
-    let status = cx.attach_tracepoints(&mut probes.ebpf, &DEF, &cx.task_offsets);
+    let status = cx.attach_tracepoints(
+        &mut probes.ebpf,
+        DEF.name,
+        DEF.tracepoints,
+        &cx.task_offsets,
+    );
     probes.sched = reader_if(&status, 0, FAMILY, || {
         SchedReader::new(&mut probes.ebpf, cx.target_tgid)
     });
@@ -202,10 +208,13 @@ impl FamilyReader for SchedReader {
             });
         Ok(())
     }
+}
 
-    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
-        slice.sched = Some(self.next_slice()?);
-        Ok(())
+impl SectionReader for SchedReader {
+    type Section = SchedSlice;
+
+    fn read(&mut self, _last: bool) -> Result<SchedSlice, ReadError> {
+        self.next_slice()
     }
 }
 

@@ -27,10 +27,10 @@ use mdiag_common::wiredtiger::{
 
 use super::{
     AttachContext, FamilyDef, FamilyReader, NOT_APPLICABLE, PerCpuSum, Probes, ReadError,
-    error_chain,
+    SectionReader, error_chain,
 };
 use crate::recording::{
-    Checkpoint, ProbeStatus, ProgramStatus, Slice, WiredTigerDropsSlice, WiredTigerSlice,
+    Checkpoint, ProbeStatus, ProgramStatus, WiredTigerDropsSlice, WiredTigerSlice,
 };
 
 /// Family name in the recording's `probes`.
@@ -388,14 +388,17 @@ impl FamilyReader for WiredTigerReader {
         self.drain();
         None
     }
+}
 
-    fn read_into(&mut self, slice: &mut Slice, last: bool) -> Result<(), ReadError> {
-        slice.wiredtiger = Some(if last {
+impl SectionReader for WiredTigerReader {
+    type Section = WiredTigerSlice;
+
+    fn read(&mut self, last: bool) -> Result<WiredTigerSlice, ReadError> {
+        Ok(if last {
             self.final_slice()?
         } else {
             self.next_slice()?
-        });
-        Ok(())
+        })
     }
 }
 

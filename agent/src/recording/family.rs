@@ -1,68 +1,12 @@
-//! The probe families by name, at the bottom of the layers: one enum that
-//! the probes, the recording's slice sections and the agent's totals all
-//! name a family by, and [`Section`], what every family's section of a
-//! slice says about itself.
-//!
-//! Why an enum and not strings: a new family is one variant, and every
-//! `match` over it (and every exhaustive destructuring of
-//! [`Slice`](super::Slice), as in [`Slice::sections`]) stops compiling until
-//! the new family has its place there.
+//! Every family's section of a slice, by [`Family`]: [`Slice::sections`]
+//! destructures the slice exhaustively, so a new section does not compile
+//! until it is listed there.
+
+pub use crate::kit::family::{Family, Section};
 
 use super::{
-    AllocSlice, ContentionSlice, PerfSlice, SchedSlice, Slice, SoftirqSlice, SyscallsSlice,
-    WiredTigerSlice,
+    AllocSlice, ContentionSlice, PerfSlice, SchedSlice, Slice, SyscallsSlice, WiredTigerSlice,
 };
-
-/// A probe family. Its [`name`](Self::name) is the string a recording's
-/// `probes` and every report carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Family {
-    Sched,
-    Softirq,
-    Syscalls,
-    Perf,
-    Wiredtiger,
-    Contention,
-    Alloc,
-}
-
-impl Family {
-    /// Every family, in the order their sections stand in a [`Slice`].
-    pub const ALL: [Family; 7] = [
-        Family::Sched,
-        Family::Softirq,
-        Family::Syscalls,
-        Family::Wiredtiger,
-        Family::Perf,
-        Family::Alloc,
-        Family::Contention,
-    ];
-
-    /// The family's name in recordings, reports and metrics.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Family::Sched => "sched",
-            Family::Softirq => "softirq",
-            Family::Syscalls => "syscalls",
-            Family::Perf => "perf",
-            Family::Wiredtiger => "wiredtiger",
-            Family::Contention => "contention",
-            Family::Alloc => "alloc",
-        }
-    }
-
-    /// The family named `name`, if any.
-    pub fn from_name(name: &str) -> Option<Family> {
-        Family::ALL.into_iter().find(|f| f.name() == name)
-    }
-}
-
-/// What every family's section of a slice says about itself.
-pub trait Section {
-    /// Events its kernel side could not count in this section (full maps,
-    /// unmatched exits, full ring buffers...), all kinds summed.
-    fn drops_total(&self) -> u64;
-}
 
 impl Slice {
     /// Every family's section of this slice (`None`: the family has none),
@@ -99,13 +43,6 @@ impl Slice {
 impl Section for SchedSlice {
     fn drops_total(&self) -> u64 {
         self.drops.total()
-    }
-}
-
-impl Section for SoftirqSlice {
-    fn drops_total(&self) -> u64 {
-        let d = &self.drops;
-        d.unmatched_exit + d.irq_map_full + d.bad_vector
     }
 }
 
@@ -151,18 +88,7 @@ impl Section for ContentionSlice {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_round_trip_and_are_distinct() {
-        for f in Family::ALL {
-            assert_eq!(Family::from_name(f.name()), Some(f));
-        }
-        let mut names: Vec<_> = Family::ALL.iter().map(|f| f.name()).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), Family::ALL.len());
-        assert_eq!(Family::from_name("allocator"), None);
-    }
+    use crate::recording::SoftirqSlice;
 
     #[test]
     fn sections_follow_the_slice() {

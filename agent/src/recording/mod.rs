@@ -14,7 +14,7 @@ pub mod perf;
 pub mod rseq;
 pub mod sched;
 pub mod server_status;
-pub mod softirq;
+
 pub mod syscalls;
 pub mod window;
 pub mod wiredtiger;

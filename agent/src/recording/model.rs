@@ -30,11 +30,15 @@ pub use super::host::{
 pub use super::host_cpu::{HostCpuUsage, ProcessCpu};
 pub use super::perf::{PerfSlice, PerfSlowPath, PerfSymbol};
 pub use super::sched::{SchedDrops, SchedSlice, ThreadSlice};
-pub use super::softirq::{HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector};
 pub use super::syscalls::{
     RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
 };
 pub use super::wiredtiger::{Checkpoint, WiredTigerDropsSlice, WiredTigerSlice};
+pub use crate::family::softirq::section::{
+    HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector,
+};
+
+pub use crate::kit::probe::status::{ProbeStatus, ProgramStatus};
 
 /// Value of [`Recording::format`].
 pub const FORMAT_NAME: &str = "mdiag-recording";
@@ -102,54 +106,6 @@ pub struct Target {
     /// For a spawned target: its exit status if it ended during the recording
     /// (`None` when mdiag stopped it at the end).
     pub exit_code: Option<i32>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProbeStatus {
-    /// Probe family: "sched", ...
-    pub family: String,
-    /// Each program of the family and where it attached.
-    pub programs: Vec<ProgramStatus>,
-}
-
-impl ProbeStatus {
-    /// A family whose programs all share one attach point and one outcome
-    /// (an entry/exit uprobe pair): `error` is `None` when they attached.
-    pub fn same_for_all(
-        family: &str,
-        programs: &[&str],
-        attach_point: String,
-        error: Option<String>,
-    ) -> Self {
-        ProbeStatus {
-            family: family.to_owned(),
-            programs: programs
-                .iter()
-                .map(|p| ProgramStatus {
-                    name: (*p).to_owned(),
-                    attach_point: attach_point.clone(),
-                    error: error.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    /// A family counts as attached when every one of its programs attached.
-    pub fn attached(&self) -> bool {
-        !self.programs.is_empty() && self.programs.iter().all(|p| p.error.is_none())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProgramStatus {
-    /// Program name in the eBPF object.
-    pub name: String,
-    /// Attach point, e.g. "tp_btf/sched_switch".
-    pub attach_point: String,
-    /// `None` when attached; the reason otherwise.
-    pub error: Option<String>,
 }
 
 /// The default slice is empty (no time, no section): the identity of

@@ -120,7 +120,7 @@ fn field_tables_list_exactly_the_json_fields() {
 /// list is the document's, not repeated here, so a new family is one row there.
 #[test]
 fn measurements_of_a_partial_recording_have_every_documented_field() {
-    let v = report_json(&crate::rules::facts::softirq::testdata::net_rx_on_cpu0());
+    let v = report_json(&crate::family::softirq::testdata::net_rx_on_cpu0());
     let documented = documented_tables()
         .into_iter()
         .find_map(|(path, fields)| (path == "measurements").then_some(fields))

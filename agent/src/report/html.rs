@@ -8,11 +8,9 @@
 //! checkpoint windows against lock waits, preemptions and network work.
 //! A chart without data says why instead of drawing an empty frame.
 
-use std::fmt::Write;
-
 use pulldown_cmark::{Event, Options, Parser, html::push_html};
 
-use super::svg::{Panel, esc, hbars, log2_histogram, ns_label, stacked_bars, time_panels};
+use super::svg::{Panel, esc, figure, hbars, log2_histogram, no_data, ns_label, time_panels};
 use super::{Measurements, Report};
 
 pub(crate) const CSS: &str = r#"
@@ -64,24 +62,6 @@ pub fn render(report: &Report) -> String {
     )
 }
 
-fn figure(out: &mut String, svg: &str, caption: &str) {
-    let _ = writeln!(
-        out,
-        "<figure>{svg}<figcaption>{}</figcaption></figure>",
-        esc(caption)
-    );
-}
-
-fn no_data(out: &mut String, id: &str, what: &str, why: &str) {
-    let _ = writeln!(
-        out,
-        "<p class=\"no-data\" id=\"{}\">No {}: {}</p>",
-        esc(id),
-        esc(what),
-        esc(why)
-    );
-}
-
 /// Why a family has no measurements, from `not_recorded`.
 fn why_missing(m: &Measurements, family: &str) -> String {
     m.not_recorded
@@ -96,68 +76,12 @@ fn why_missing(m: &Measurements, family: &str) -> String {
 /// The "Charts" section.
 pub fn charts(m: &Measurements) -> String {
     let mut out = String::from("<section class=\"charts\">\n<h2>Charts</h2>\n");
-    softirq_chart(&mut out, m);
+    crate::family::softirq::chart(&mut out, m.softirq.as_ref(), &why_missing(m, "softirq"));
     preemption_chart(&mut out, m);
     alloc_charts(&mut out, m);
     timeline_chart(&mut out, m);
     out.push_str("</section>\n");
     out
-}
-
-/// Softirq time per CPU, stacked by vector.
-fn softirq_chart(out: &mut String, m: &Measurements) {
-    match &m.softirq {
-        Some(s) if !s.cpus.is_empty() => {
-            let mut categories: Vec<String> =
-                s.cpus.iter().map(|c| format!("cpu{}", c.cpu)).collect();
-            let mut series: Vec<(&str, Vec<f64>)> = s
-                .vectors
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    (
-                        v.name.as_str(),
-                        s.cpus
-                            .iter()
-                            .map(|c| c.time_ms_per_s.get(i).copied().unwrap_or(0.0))
-                            .collect(),
-                    )
-                })
-                .collect();
-            if let Some(o) = &s.other_cpus {
-                categories.push(format!("other {} (mean)", o.cpus));
-                for (i, (_, values)) in series.iter_mut().enumerate() {
-                    values.push(o.time_ms_per_s.get(i).copied().unwrap_or(0.0));
-                }
-            }
-            figure(
-                out,
-                &stacked_bars(
-                    "chart-softirq",
-                    "Softirq time per CPU and vector",
-                    "ms of CPU per s",
-                    &categories,
-                    &series,
-                ),
-                &if s.net_rx_imbalance > 0.0 {
-                    format!(
-                        "CPU time in softirq handlers per CPU (1000 ms/s = a whole CPU). NET_RX imbalance {} (busiest / mean; 1 = even), busiest CPU {} with {} % of NET_RX time.",
-                        crate::findings::format_number(s.net_rx_imbalance),
-                        s.net_rx_busiest_cpu,
-                        crate::findings::format_number(s.net_rx_busiest_share * 100.0)
-                    )
-                } else {
-                    "CPU time in softirq handlers per CPU (1000 ms/s = a whole CPU). No NET_RX time was recorded.".to_string()
-                },
-            );
-        }
-        _ => no_data(
-            out,
-            "chart-softirq",
-            "softirq chart",
-            &why_missing(m, "softirq"),
-        ),
-    }
 }
 
 /// Involuntary switches per thread class.

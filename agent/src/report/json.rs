@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn measurements_are_structured_and_facts_carry_the_new_groups() {
-        let v = rendered(&crate::rules::facts::softirq::testdata::net_rx_on_cpu0());
+        let v = rendered(&crate::family::softirq::testdata::net_rx_on_cpu0());
         let m = &v["measurements"];
         // Its keys are those of `docs/report-json.md`: `report/contract.rs`.
         for family in [

@@ -375,7 +375,7 @@ mod tests {
 
     #[test]
     fn markdown_measurements_are_tables() {
-        let rec = crate::rules::facts::softirq::testdata::net_rx_on_cpu0();
+        let rec = crate::family::softirq::testdata::net_rx_on_cpu0();
         let report = explain(&rec, &RuleSet::builtin().unwrap(), None, None).unwrap();
         let md = render(&report);
         let start = md.find("## Measurements\n").expect("section present");

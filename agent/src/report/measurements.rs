@@ -13,23 +13,24 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use crate::family::softirq::SoftirqTotals;
 use crate::recording::model::{Recording, RxQueue};
 use crate::recording::{Family, Window};
 use crate::rules::facts::Facts;
+use crate::rules::facts::net::rps_mask_set;
 use crate::rules::facts::sched::SchedFigures;
-use crate::rules::facts::softirq::{SoftirqTotals, rps_mask_set};
 
 pub use super::perf::{PerfMeasurements, PerfSymbolMeasurement, TOP_SYMBOLS};
 pub use super::sched::{SchedMeasurements, TOP_CLASSES, ThreadClassMeasurement};
-pub use super::softirq::{
-    BUSIEST_CPU_ROWS, HardIrqMeasurement, MAX_CPU_ROWS, SoftirqCpuMean, SoftirqCpuRow,
-    SoftirqDropsReport, SoftirqMeasurements, SoftirqVectorMeasurement, TOP_HARDIRQS,
-};
 pub use super::syscalls::{
     ErrnoCount, FutexThreadMeasurement, MEMORY_SYSCALLS, RseqMeasurement, SyscallMeasurement,
     SyscallsMeasurements, TOP_FUTEX_THREADS, errno_name, verdict_text,
 };
 pub use super::wiredtiger::WiredTigerMeasurements;
+pub use crate::family::softirq::report::{
+    BUSIEST_CPU_ROWS, HardIrqMeasurement, MAX_CPU_ROWS, SoftirqCpuMean, SoftirqCpuRow,
+    SoftirqDropsReport, SoftirqMeasurements, SoftirqVectorMeasurement, TOP_HARDIRQS,
+};
 
 /// What the probes measured, by family.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -143,8 +144,9 @@ impl Measurements {
             Ok(f) => m.sched = Some(super::sched::build(&f)),
             Err(_) => m.not_recorded.push(note(facts, "sched")),
         }
-        match SoftirqTotals::from_window(rec, whole) {
-            Ok(totals) => m.softirq = Some(super::softirq::build(&totals)),
+        let softirq = rec.family_window(whole, Family::Softirq, whole.slice.softirq.as_ref());
+        match SoftirqTotals::from_window(&softirq) {
+            Ok(totals) => m.softirq = Some(crate::family::softirq::report::build(&totals)),
             Err(_) => m.not_recorded.push(note(facts, "softirq")),
         }
         m.syscalls = super::syscalls::build(whole);
@@ -173,7 +175,7 @@ impl Measurements {
                 _ => None,
             };
             if measured == Some(false)
-                && crate::rules::facts::family_unavailable(rec, &probe.family).is_none()
+                && crate::rules::facts::family_unavailable(&rec.probes, &probe.family).is_none()
             {
                 m.not_recorded.push(FamilyNote {
                     family: probe.family.clone(),
@@ -183,7 +185,8 @@ impl Measurements {
             }
             if probe.family != "sched"
                 && probe.family != "softirq"
-                && let Some(reason) = crate::rules::facts::family_unavailable(rec, &probe.family)
+                && let Some(reason) =
+                    crate::rules::facts::family_unavailable(&rec.probes, &probe.family)
             {
                 m.not_recorded.push(FamilyNote {
                     family: probe.family.clone(),

@@ -27,8 +27,8 @@ pub mod markdown;
 pub mod measurements;
 pub mod perf;
 pub mod sched;
-pub mod softirq;
-pub mod svg;
+
+pub use crate::kit::svg;
 pub mod syscalls;
 pub mod terminal;
 pub mod timeline;

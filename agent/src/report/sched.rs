@@ -212,7 +212,7 @@ pub fn section(s: &SchedMeasurements) -> Section {
 #[cfg(test)]
 mod tests {
     use super::super::measurements::tests::{build, close};
-    use crate::rules::facts::softirq::testdata::net_rx_on_cpu0;
+    use crate::family::softirq::testdata::net_rx_on_cpu0;
 
     #[test]
     fn sched_measurements_come_from_the_facts() {

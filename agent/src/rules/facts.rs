@@ -27,10 +27,12 @@
 use std::collections::BTreeMap;
 
 use semver::Version;
-use serde::Serialize;
 
 use crate::recording::Window;
 use crate::recording::model::Recording;
+
+pub use crate::kit::fact::{FactGroup, FactValue, family_unavailable, thread_class};
+pub(crate) use crate::kit::fact::{float, int, map_to_cel, ratio, text};
 
 pub mod allocator;
 pub(crate) mod connection;
@@ -43,7 +45,7 @@ pub mod mongod;
 pub mod net;
 pub mod replication;
 pub mod sched;
-pub mod softirq;
+
 pub mod storage;
 pub mod system;
 pub mod tuning;
@@ -73,47 +75,6 @@ pub const FACT_GROUPS: &[&str] = &[
 /// The values of a rule's `applies_to.target`: the kinds of process a rule
 /// can be restricted to (see [`host::target_process`]).
 pub const TARGET_KINDS: &[&str] = &["mongod"];
-
-/// One fact value: what a CEL expression sees.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum FactValue {
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Text(String),
-    Map(BTreeMap<String, FactValue>),
-}
-
-impl FactValue {
-    /// The value as CEL sees it.
-    pub fn to_cel(&self) -> cel::Value {
-        match self {
-            FactValue::Bool(b) => cel::Value::Bool(*b),
-            FactValue::Int(i) => cel::Value::Int(*i),
-            FactValue::Float(f) => cel::Value::Float(*f),
-            FactValue::Text(s) => cel::Value::from(s.clone()),
-            FactValue::Map(m) => map_to_cel(m),
-        }
-    }
-
-    pub fn as_f64(&self) -> Option<f64> {
-        match self {
-            FactValue::Int(i) => Some(*i as f64),
-            FactValue::Float(f) => Some(*f),
-            _ => None,
-        }
-    }
-}
-
-pub(crate) fn map_to_cel(map: &BTreeMap<String, FactValue>) -> cel::Value {
-    let converted: std::collections::HashMap<String, cel::Value> =
-        map.iter().map(|(k, v)| (k.clone(), v.to_cel())).collect();
-    cel::Value::from(converted)
-}
-
-/// A fact group's name → its facts.
-pub type FactGroup = BTreeMap<String, FactValue>;
 
 /// All facts of one recording.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -187,7 +148,14 @@ impl Facts {
         }
         facts.insert_or_absent("sched", sched::sched_facts(rec, whole));
         facts.insert_or_absent("cpu", cpu::cpu_facts(rec));
-        facts.insert_or_absent("softirq", softirq::softirq_facts(rec, whole));
+        facts.insert_or_absent(
+            "softirq",
+            crate::family::softirq::facts::facts(&rec.family_window(
+                whole,
+                crate::kit::family::Family::Softirq,
+                whole.slice.softirq.as_ref(),
+            )),
+        );
         facts.insert_or_absent(
             "net",
             rec.host
@@ -349,92 +317,6 @@ pub fn parse_kernel_version(release: &str) -> Option<Version> {
         }
     }
     Some(Version::new(numbers[0], numbers[1], numbers[2]))
-}
-
-/// The class of a thread for per-class breakdowns: mongod's own classes
-/// where the name is one of mongod's threads ([`crate::threads::mongod_class`]:
-/// "conn1234" → "conn", "WTEvict-3" → "eviction", "Checkpointer" →
-/// "checkpointer"), so the scheduler and contention figures group alike;
-/// otherwise the name without trailing digits and separators
-/// ("mdiag-spin-2" → "mdiag-spin"), and the part before '/' for kernel
-/// threads ("kworker/3:1H" → "kworker").
-pub fn thread_class(comm: &str) -> String {
-    let mongod = crate::threads::mongod_class(comm);
-    if mongod != crate::threads::OTHER {
-        return mongod.to_string();
-    }
-    let base = match comm.split_once('/') {
-        Some((head, _)) if !head.is_empty() => head,
-        _ => comm,
-    };
-    let trimmed = base.trim_end_matches(|c: char| {
-        c.is_ascii_digit() || matches!(c, '-' | '_' | '.' | ':' | ' ' | '#')
-    });
-    if trimmed.is_empty() {
-        base.to_string()
-    } else {
-        trimmed.to_string()
-    }
-}
-
-fn int(v: u64) -> FactValue {
-    FactValue::Int(i64::try_from(v).unwrap_or(i64::MAX))
-}
-
-fn float(v: f64) -> FactValue {
-    FactValue::Float(if v.is_finite() { v } else { 0.0 })
-}
-
-fn text(s: impl Into<String>) -> FactValue {
-    FactValue::Text(s.into())
-}
-
-fn ratio(num: f64, den: f64) -> f64 {
-    if den > 0.0 { num / den } else { 0.0 }
-}
-
-/// relied on, or `None` when every program of the family attached.
-pub fn family_unavailable(rec: &Recording, family: &str) -> Option<String> {
-    let Some(probe) = rec.probes.iter().find(|p| p.family == family) else {
-        return Some(format!("the {family} probe was not part of this recording"));
-    };
-    if probe.programs.is_empty() {
-        return Some(format!(
-            "the {family} probe has no programs in this recording"
-        ));
-    }
-    let failed: Vec<String> = probe
-        .programs
-        .iter()
-        .filter_map(|p| {
-            p.error
-                .as_ref()
-                .map(|e| format!("{} ({}): {e}", p.name, p.attach_point))
-        })
-        .collect();
-    // When every program failed for the same reason (e.g. "not applicable:
-    // no WiredTiger symbols"), say it once.
-    let errors: Vec<&String> = probe
-        .programs
-        .iter()
-        .filter_map(|p| p.error.as_ref())
-        .collect();
-    let same_reason = errors.len() > 1 && errors.iter().all(|e| *e == errors[0]);
-    if failed.is_empty() {
-        None
-    } else if failed.len() == probe.programs.len() && same_reason {
-        Some(format!("the {family} probe did not attach: {}", errors[0]))
-    } else if failed.len() == probe.programs.len() {
-        Some(format!(
-            "the {family} probe did not attach: {}",
-            failed.join("; ")
-        ))
-    } else {
-        Some(format!(
-            "the {family} probe attached only partly, its numbers are incomplete: {}",
-            failed.join("; ")
-        ))
-    }
 }
 
 #[cfg(test)]

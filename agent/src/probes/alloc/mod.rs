@@ -50,11 +50,11 @@ use self::entry_points::{Resolved, resolve};
 use self::schedule::{Action, WindowSchedule, Windows};
 use self::stats::{drops_between, hist_between, sum_counters, sum_hists, trimmed};
 use self::status::{status, status_of};
-use super::{Attach, FamilyDef, FamilyReader, NOT_APPLICABLE, ReadError};
+use super::{Attach, FamilyDef, FamilyReader, NOT_APPLICABLE, ReadError, SectionReader};
 use crate::offload::{Offloaded, Polled};
 use crate::recording::{
     AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSizeClassWindow, AllocSlice, AllocWindow,
-    ProbeStatus, Slice,
+    ProbeStatus,
 };
 
 /// Family name in the recording's `probes`.
@@ -610,11 +610,6 @@ impl FamilyReader for AllocProbe {
         FAMILY
     }
 
-    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
-        slice.alloc = Some(self.next_slice());
-        Ok(())
-    }
-
     /// Opens or closes a window when due ([`AllocProbe::step`]); a status
     /// once the entry points were resolved or found missing.
     fn poll(&mut self, ebpf: &mut Ebpf, now: Instant, rec_start: Instant) -> Option<ProbeStatus> {
@@ -629,9 +624,12 @@ impl FamilyReader for AllocProbe {
     fn finish(&mut self, ebpf: &mut Ebpf, rec_start: Instant) {
         self.close_last(ebpf, rec_start);
     }
+}
 
-    /// The allocator record: what was probed, the calibration, the cost.
-    fn fill_recording(&self, recording: &mut crate::recording::Recording) {
-        recording.alloc = Some(self.record());
+impl SectionReader for AllocProbe {
+    type Section = AllocSlice;
+
+    fn read(&mut self, _last: bool) -> Result<AllocSlice, ReadError> {
+        Ok(self.next_slice())
     }
 }

@@ -33,12 +33,12 @@ use self::{
     slice::{delta_between, finish},
 };
 use super::{
-    AttachContext, Counters, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError,
-    attach::reader_or_warn,
+    AttachContext, Counters, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError, SectionReader,
     delta::{self, ThreadValue},
+    reader_or_warn,
 };
 use crate::kstack::{self, KernelSymbols};
-use crate::recording::{ContentionSlice, KernelStack, ProbeStatus, Slice};
+use crate::recording::{ContentionSlice, KernelStack, ProbeStatus};
 
 /// Family name in the recording's `probes`.
 pub const FAMILY: &str = crate::recording::Family::Contention.name();
@@ -62,7 +62,13 @@ fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
         contention_common::PROG_SWITCH,
         sched_common::PROG_SCHED_SWITCH,
     ));
-    let status = cx.attach_tracepoints_folded(&mut probes.ebpf, &DEF, &cx.task_offsets, into);
+    let status = cx.attach_tracepoints_folded(
+        &mut probes.ebpf,
+        DEF.name,
+        DEF.tracepoints,
+        &cx.task_offsets,
+        into,
+    );
     if status.programs.iter().any(|p| p.error.is_none()) {
         probes.contention = reader_or_warn(FAMILY, || ContentionReader::new(&mut probes.ebpf));
     }
@@ -250,15 +256,13 @@ impl FamilyReader for ContentionReader {
         });
         Ok(())
     }
+}
 
-    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
-        slice.contention = Some(self.next_slice()?);
-        Ok(())
-    }
+impl SectionReader for ContentionReader {
+    type Section = ContentionSlice;
 
-    /// The kernel stacks the slices refer to, by id.
-    fn fill_recording(&self, recording: &mut crate::recording::Recording) {
-        recording.kernel_stacks = self.kernel_stacks();
+    fn read(&mut self, _last: bool) -> Result<ContentionSlice, ReadError> {
+        self.next_slice()
     }
 }
 

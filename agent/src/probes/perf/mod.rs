@@ -38,9 +38,10 @@ use mdiag_common::perf::{
 
 use self::attribution::{TargetSymbols, classify};
 use super::{
-    AttachContext, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError, attach::reader_or_warn,
+    AttachContext, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError, SectionReader,
+    reader_or_warn,
 };
-use crate::recording::{PerfSlice, ProbeStatus, ProgramStatus, Slice};
+use crate::recording::{PerfSlice, ProbeStatus, ProgramStatus};
 use crate::symbols::{ObjectCache, ProcessSymbols};
 
 /// Family name in the recording's `probes`.
@@ -266,10 +267,13 @@ impl FamilyReader for PerfReader {
     fn rebase(&mut self) -> Result<(), ReadError> {
         self.drain().map(drop)
     }
+}
 
-    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
-        slice.perf = Some(self.next_slice()?);
-        Ok(())
+impl SectionReader for PerfReader {
+    type Section = PerfSlice;
+
+    fn read(&mut self, _last: bool) -> Result<PerfSlice, ReadError> {
+        self.next_slice()
     }
 }
 

@@ -113,7 +113,8 @@ pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext, def: &FamilyDef) -> Pr
                 family = def.name,
                 "via sys_enter/sys_exit, which run on every syscall of the host: fentry unavailable: {why}"
             );
-            let mut status = cx.attach_tracepoints(ebpf, def, &cx.regs_offsets);
+            let mut status =
+                cx.attach_tracepoints(ebpf, def.name, def.tracepoints, &cx.regs_offsets);
             for p in &mut status.programs {
                 p.attach_point = fallback_attach_point(&p.attach_point, &why);
             }

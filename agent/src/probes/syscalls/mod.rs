@@ -10,9 +10,9 @@
 //! hooked on just the watched syscalls where the kernel allows ([`hooks`]).
 
 pub mod credit;
-pub mod entry_points;
+pub use crate::kit::probe::syscall_entries as entry_points;
 pub mod hooks;
-mod numbers;
+pub(crate) mod numbers;
 
 pub use numbers::syscall_numbers;
 
@@ -32,13 +32,12 @@ use mdiag_common::{
 };
 
 use super::{
-    AttachContext, Counters, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError,
-    attach::reader_or_warn,
+    AttachContext, Counters, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError, SectionReader,
     delta::{self, ThreadValue},
+    reader_or_warn,
 };
 use crate::recording::{
-    ProbeStatus, RseqCall, Slice, SyscallCalls, SyscallDropsSlice, SyscallsSlice,
-    ThreadSyscallSlice,
+    ProbeStatus, RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
 };
 
 /// Family name in the recording's `probes`.
@@ -320,10 +319,13 @@ impl FamilyReader for SyscallsReader {
         self.credit.begin(cut, |tid| last_counted_wait(last, tid));
         Ok(())
     }
+}
 
-    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
-        slice.syscalls = Some(self.next_slice()?);
-        Ok(())
+impl SectionReader for SyscallsReader {
+    type Section = SyscallsSlice;
+
+    fn read(&mut self, _last: bool) -> Result<SyscallsSlice, ReadError> {
+        self.next_slice()
     }
 }
 

@@ -132,7 +132,7 @@ pub fn syscall_numbers() -> [u64; NR_SYSCALL_NRS] {
 /// The kernel's syscall table lines of the watched calls, for the tests
 /// here and of the entry functions (`entry_points.rs`).
 #[cfg(test)]
-pub(super) mod tables {
+pub(crate) mod tables {
     /// The kernel's table lines for the watched calls (and their 32-bit
     /// twins, which must not be taken), copied verbatim:
     /// `<nr> <abi> <name> <64-bit entry> [<compat entry>]`.

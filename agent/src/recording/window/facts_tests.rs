@@ -193,7 +193,7 @@ fn recordings() -> Vec<(&'static str, Recording)> {
         ("baseline", testdata::baseline()),
         (
             "net_rx_on_cpu0",
-            crate::rules::facts::softirq::testdata::net_rx_on_cpu0(),
+            crate::family::softirq::testdata::net_rx_on_cpu0(),
         ),
         ("contention", crate::report::contention::tests::recording()),
         ("mongod", crate::mongo::summary::tests::recording()),
@@ -332,7 +332,7 @@ fn facts_of_random_windows_equal_the_facts_of_their_slices() {
     for n in [1, 2, 5, 20] {
         let mut rec = crate::rules::testdata::base("6.18.0", "x86_64", 4);
         rec.probes
-            .push(crate::rules::facts::softirq::testdata::softirq_probe(None));
+            .push(crate::family::softirq::testdata::softirq_probe(None));
         crate::rules::testdata::set_allocator(
             &mut rec,
             crate::symbols::AllocatorKind::GoogleTcmalloc,

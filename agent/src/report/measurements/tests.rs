@@ -9,7 +9,7 @@
 )]
 
 use super::*;
-use crate::rules::facts::softirq::testdata::{net_rx_on_cpu0, softirq_probe};
+use crate::family::softirq::testdata::{net_rx_on_cpu0, softirq_probe};
 
 pub(crate) fn build(rec: &Recording) -> Measurements {
     Measurements::build(rec, &rec.window(), &Facts::derive(rec))

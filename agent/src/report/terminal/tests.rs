@@ -135,7 +135,7 @@ fn flat(text: &str) -> String {
 
 #[test]
 fn measurements_show_the_numbers_of_each_family() {
-    let rec = crate::rules::facts::softirq::testdata::net_rx_on_cpu0();
+    let rec = crate::family::softirq::testdata::net_rx_on_cpu0();
     let report = explain(&rec, &RuleSet::builtin().unwrap(), None, None).unwrap();
     let text = render(&report, false);
     assert!(!text.contains('\x1b'), "escape sequence without color");

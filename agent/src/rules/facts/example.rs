@@ -5,7 +5,8 @@
 //! Kept apart from the fact derivation because it is data, not logic: it
 //! spells out every field of the recording model once.
 
-use super::{allocator, softirq};
+use super::allocator;
+use crate::family::softirq;
 use crate::recording::model::{
     HardIrqSlice, HostFacts, MemoryFacts, NetFacts, NetInterface, NumaNode, PerfSlice,
     PerfSlowPath, ProbeStatus, ProcessFacts, ProgramStatus, Recording, ResourceLimit, RxQueue,

@@ -48,7 +48,7 @@ pub(super) fn net_facts(net: &NetFacts) -> FactGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::facts::softirq::testdata::{net_rps_off_rfs_on, net_rx_on_cpu0};
+    use crate::family::softirq::testdata::{net_rps_off_rfs_on, net_rx_on_cpu0};
     use crate::rules::{FactValue, Facts};
 
     #[test]

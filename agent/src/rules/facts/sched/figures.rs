@@ -87,7 +87,7 @@ pub(super) fn sched_section<'w>(
     rec: &Recording,
     whole: &'w Window,
 ) -> Result<&'w SchedSlice, String> {
-    if let Some(reason) = family_unavailable(rec, "sched") {
+    if let Some(reason) = family_unavailable(&rec.probes, "sched") {
         return Err(reason);
     }
     whole.slice.sched.as_ref().ok_or_else(|| {

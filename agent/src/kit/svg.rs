@@ -341,6 +341,26 @@ pub fn time_panels(
     out
 }
 
+/// A chart with its caption.
+pub fn figure(out: &mut String, svg: &str, caption: &str) {
+    let _ = writeln!(
+        out,
+        "<figure>{svg}<figcaption>{}</figcaption></figure>",
+        esc(caption)
+    );
+}
+
+/// Where a chart would be: what it would show and why there is no data.
+pub fn no_data(out: &mut String, id: &str, what: &str, why: &str) {
+    let _ = writeln!(
+        out,
+        "<p class=\"no-data\" id=\"{}\">No {}: {}</p>",
+        esc(id),
+        esc(what),
+        esc(why)
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,18 +1,18 @@
 //! What every probe family's reader shares: the one error type of map reads,
 //! taking maps out of the loaded object, the kernel's clock, per-CPU sums,
-//! and the two traits the record loop drives the families through.
+//! and the traits the record loop drives the families through.
 //!
 //! [`Counters`] is the cumulative-counter machinery (a snapshot, the pure
 //! difference of two snapshots, totals since attach); [`FamilyReader`] is
-//! what [`super::Probes`] needs of every attached family, whatever its
-//! kind (counters, ring buffers, sampled windows): its name, how it starts
-//! at the recording's clock, how it fills its section of a [`Slice`], and
-//! its lifecycle between slices (poll, the next time it is due, finish, what
-//! it adds to the recording), so that the record loop and the agent drive
-//! every family alike and name none.
-//! `Probes` keeps one table of them in slice order
-//! ([`super::Probes::readers`]), which drives the clock's start, each
-//! slice and the "nothing attached" check. Modelled on aya's own map
+//! what the hub (`probes::Probes`) needs of every attached family, whatever
+//! its kind (counters, ring buffers, sampled windows): its name, how it
+//! starts at the recording's clock and its lifecycle between slices (poll,
+//! the next time it is due, finish), so that the record loop and the agent
+//! drive every family alike and name none; [`SectionReader`] reads the
+//! family's typed section of each slice, which the hub stores in its field
+//! of the slice. `Probes` keeps one table of them in slice order
+//! (`Probes::readers`), which drives the clock's start, each slice and the
+//! "nothing attached" check. Modelled on aya's own map
 //! machinery: typed maps built by `TryFrom<Map>`, values read per CPU as
 //! `PerCpuValues`, and one error type for every map.
 
@@ -23,7 +23,7 @@ use aya::{
 
 use std::time::Instant;
 
-use crate::recording::{ProbeStatus, Recording, Slice};
+use super::status::ProbeStatus;
 
 /// Why a family's reader could not read its maps (every family's reader
 /// returns this one type).
@@ -151,16 +151,12 @@ pub trait FamilyReader {
     }
 
     /// The family's programs were detached for a while (the agent's duty
-    /// cycle, [`super::cycle`]) and are about to attach again: forgets what
+    /// cycle, `probes::cycle`) and are about to attach again: forgets what
     /// the kernel side had in flight, whose end went unseen. Called while
     /// nothing is attached, before [`Self::rebase`].
     fn forget_in_flight(&mut self) -> Result<(), ReadError> {
         Ok(())
     }
-
-    /// Reads the slice since the previous call into the family's section of
-    /// `slice`; `last` for the recording's last slice.
-    fn read_into(&mut self, slice: &mut Slice, last: bool) -> Result<(), ReadError>;
 
     /// Between slices, at every poll of the record loop (a few times a
     /// second): drains what the kernel side streams (ring buffers) while
@@ -184,10 +180,16 @@ pub trait FamilyReader {
 
     /// Before the recording's last slice: closes what is still open.
     fn finish(&mut self, _ebpf: &mut Ebpf, _rec_start: Instant) {}
+}
 
-    /// Adds what the family keeps beside its slices to the recording (the
-    /// allocator's record, the contention family's kernel stacks).
-    fn fill_recording(&self, _recording: &mut Recording) {}
+/// A family's reader of its section of each slice.
+pub trait SectionReader: FamilyReader {
+    /// The family's section of a recording slice.
+    type Section;
+
+    /// The section since the previous call; `last` for the recording's
+    /// last slice.
+    fn read(&mut self, last: bool) -> Result<Self::Section, ReadError>;
 }
 
 /// Deletes every entry of a kernel hash map (an entry deleted meanwhile is

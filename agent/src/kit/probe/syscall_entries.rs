@@ -167,7 +167,9 @@ mod tests {
     /// kernel's syscall table (`sys_old_mmap` on s390x).
     #[test]
     fn wrappers_are_the_prefix_and_the_table_entry() {
-        use super::super::numbers::tables::{AARCH64_TBL, S390X_TBL, X86_64_TBL, lookup};
+        use crate::probes::syscalls::numbers::tables::{
+            AARCH64_TBL, S390X_TBL, X86_64_TBL, lookup,
+        };
         for (naming, tbl) in [
             (&X86_64, X86_64_TBL),
             (&AARCH64, AARCH64_TBL),

@@ -5,7 +5,7 @@
 //! name (the report used to read these back from the fact group by string,
 //! with a silent 0 for a name it did not find).
 
-use super::{SoftirqTotals, max_with_cpu};
+use super::totals::{SoftirqTotals, max_with_cpu};
 
 /// Rates over [`SoftirqTotals::duration_s`]; shares of one CPU's time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -88,7 +88,15 @@ mod tests {
     #[test]
     fn the_facts_carry_the_figures() {
         let rec = net_rx_on_cpu0();
-        let f = SoftirqFigures::of(&SoftirqTotals::from_window(&rec, &rec.window()).unwrap());
+        let whole = rec.window();
+        let f = SoftirqFigures::of(
+            &SoftirqTotals::from_window(&rec.family_window(
+                &whole,
+                crate::kit::family::Family::Softirq,
+                whole.slice.softirq.as_ref(),
+            ))
+            .unwrap(),
+        );
         let facts = Facts::derive(&rec);
         let fact = |name: &str| match facts.get(&format!("softirq.{name}")) {
             Some(FactValue::Float(x)) => *x,

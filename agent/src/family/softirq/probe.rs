@@ -15,25 +15,26 @@ use mdiag_common::softirq::{
     self as softirq_common, IrqStat, MAP_CPU, MAP_HARDIRQ, NR_SOFTIRQS, SoftirqCpu, VECTOR_NAMES,
 };
 
-use super::{
-    AttachContext, Counters, FamilyDef, FamilyReader, Probes, ReadError, attach::reader_if,
-};
-use crate::recording::{
-    HardIrqSlice, ProbeStatus, Slice, SoftirqDrops, SoftirqSlice, SoftirqVector,
+use super::section::{HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector};
+use crate::kit::family::Family;
+use crate::kit::probe::{
+    AttachContext, Counters, FamilyReader, ProbeStatus, ReadError, SectionReader, edit_per_cpu,
+    read_per_cpu, reader_if, take_map,
 };
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = crate::recording::Family::Softirq.name();
+pub const FAMILY: &str = Family::Softirq.name();
 
-/// The family's entry in [`FAMILIES`](super::FAMILIES).
-pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &softirq_common::TRACEPOINTS, attach);
+/// Its `(program, BTF tracepoint)` pairs, checked against the kernel's BTF
+/// before anything attaches.
+pub const TRACEPOINTS: &[(&str, &str)] = &softirq_common::TRACEPOINTS;
 
 /// Host-wide by nature (interrupts belong to CPUs); no precondition;
-/// `softirq_entry` (the first program) is essential.
-fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
-    let status = cx.attach_tracepoints(&mut probes.ebpf, &DEF, &Ok(()));
-    probes.softirq = reader_if(&status, 0, FAMILY, || SoftirqReader::new(&mut probes.ebpf));
-    Some(status)
+/// `softirq_entry` (the first program) is essential: its reader only then.
+pub fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> (ProbeStatus, Option<SoftirqReader>) {
+    let status = cx.attach_tracepoints(ebpf, FAMILY, TRACEPOINTS, &Ok(()));
+    let reader = reader_if(&status, 0, FAMILY, || SoftirqReader::new(ebpf));
+    (status, reader)
 }
 
 /// Cumulative counters at one instant.
@@ -53,9 +54,9 @@ pub struct SoftirqReader {
 }
 
 impl SoftirqReader {
-    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, ReadError> {
-        let cpu: PerCpuArray<MapData, SoftirqCpu> = super::take_map(ebpf, MAP_CPU)?;
-        let irqs: PerCpuHashMap<MapData, u32, IrqStat> = super::take_map(ebpf, MAP_HARDIRQ)?;
+    pub fn new(ebpf: &mut Ebpf) -> Result<Self, ReadError> {
+        let cpu: PerCpuArray<MapData, SoftirqCpu> = take_map(ebpf, MAP_CPU)?;
+        let irqs: PerCpuHashMap<MapData, u32, IrqStat> = take_map(ebpf, MAP_HARDIRQ)?;
         let mut reader = Self {
             cpu,
             irqs,
@@ -87,7 +88,7 @@ impl Counters for SoftirqReader {
     type Slice = SoftirqSlice;
 
     fn snapshot(&self) -> Result<SoftirqSnapshot, ReadError> {
-        let cpus = super::read_per_cpu(&self.cpu, 0, MAP_CPU)?;
+        let cpus = read_per_cpu(&self.cpu, 0, MAP_CPU)?;
         let cpus: Vec<SoftirqCpu> = cpus.iter().copied().collect();
         let mut irqs = BTreeMap::new();
         for (irq, values) in self.irqs.iter().flatten() {
@@ -108,7 +109,7 @@ impl FamilyReader for SoftirqReader {
 
     /// No softirq or hard IRQ open on any CPU.
     fn forget_in_flight(&mut self) -> Result<(), ReadError> {
-        super::edit_per_cpu(&mut self.cpu, 0, MAP_CPU, |c| {
+        edit_per_cpu(&mut self.cpu, 0, MAP_CPU, |c| {
             c.softirq_entry_ts = 0;
             c.hardirq_entry_ts = 0;
         })
@@ -118,10 +119,13 @@ impl FamilyReader for SoftirqReader {
         self.last = self.snapshot()?;
         Ok(())
     }
+}
 
-    fn read_into(&mut self, slice: &mut Slice, _last: bool) -> Result<(), ReadError> {
-        slice.softirq = Some(self.next_slice()?);
-        Ok(())
+impl SectionReader for SoftirqReader {
+    type Section = SoftirqSlice;
+
+    fn read(&mut self, _last: bool) -> Result<SoftirqSlice, ReadError> {
+        self.next_slice()
     }
 }
 

@@ -1,11 +1,12 @@
 //! Recording types of the softirq family: softirq time and count per CPU and
 //! vector, and hard-IRQ time per IRQ, in each slice.
 //!
-//! One file per family (as `contention.rs`), so that each family's format lives
-//! in one place; `model.rs` re-exports these types so `recording::model::X`
-//! still names them.
+//! The family's part of the recording format; `recording::model`
+//! re-exports these types so `recording::model::X` still names them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::kit::family::Section;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,4 +56,11 @@ pub struct SoftirqDrops {
     pub irq_map_full: u64,
     /// Softirq vector numbers out of range.
     pub bad_vector: u64,
+}
+
+impl Section for SoftirqSlice {
+    fn drops_total(&self) -> u64 {
+        let d = &self.drops;
+        d.unmatched_exit + d.irq_map_full + d.bad_vector
+    }
 }

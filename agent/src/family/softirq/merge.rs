@@ -3,8 +3,10 @@
 //! hard IRQs by number, bounded by handler time with an "others" IRQ; drops
 //! summed.
 
-use super::{Mergeable, OTHERS_ID, OTHERS_NAME, Ranked, Row, add, add_each, keep_top, merge_rows};
-use crate::recording::model::{HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector};
+use super::section::{HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector};
+use crate::kit::merge::{
+    Mergeable, OTHERS_ID, OTHERS_NAME, Ranked, Row, add, add_each, keep_top, merge_rows,
+};
 
 impl Mergeable for SoftirqSlice {
     fn merge(&mut self, later: &Self) {

@@ -8,9 +8,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::view::{Block, Cell, Column, Line, Row, Section, Table, capitalise, md_cell, percent};
+use super::figures::SoftirqFigures;
+use super::totals::{MAIN_VECTORS, SoftirqTotals};
 use crate::findings::format_number;
-use crate::rules::facts::softirq::{MAIN_VECTORS, SoftirqFigures, SoftirqTotals};
+use crate::kit::view::{
+    Block, Cell, Column, Line, Row, Section, Table, capitalise, md_cell, percent,
+};
 
 /// Hard IRQs listed, by time.
 pub const TOP_HARDIRQS: usize = 3;
@@ -109,7 +112,7 @@ pub struct SoftirqDropsReport {
 
 /// The measurements of `t`; its summary figures are the very ones its facts
 /// are written from ([`SoftirqFigures`]).
-pub(super) fn build(t: &SoftirqTotals) -> SoftirqMeasurements {
+pub fn build(t: &SoftirqTotals) -> SoftirqMeasurements {
     let f = SoftirqFigures::of(t);
     let vectors: Vec<SoftirqVectorMeasurement> = MAIN_VECTORS
         .iter()
@@ -274,7 +277,7 @@ pub fn section(s: &SoftirqMeasurements) -> Section {
 /// others on large hosts), the all-CPU total, and entries per second.
 fn cpu_table(s: &SoftirqMeasurements) -> Table {
     let mut columns = vec![Column::num("CPU", "CPU", "", 10)];
-    columns[0].align = super::view::Align::Left;
+    columns[0].align = crate::kit::view::Align::Left;
     for v in &s.vectors {
         columns.push(Column::num(&v.name, &v.name, "", 8));
     }
@@ -383,9 +386,9 @@ fn hardirq_table(s: &SoftirqMeasurements) -> Table {
 
 #[cfg(test)]
 mod tests {
-    use super::super::measurements::tests::{build, close, close_all};
+    use super::super::testdata::net_rx_on_cpu0;
     use super::*;
-    use crate::rules::facts::softirq::testdata::net_rx_on_cpu0;
+    use crate::report::measurements::tests::{build, close, close_all};
 
     #[test]
     fn softirq_measurements_have_per_cpu_rows_and_top_irqs() {

@@ -1,0 +1,17 @@
+//! The probe families, one folder each (`family/<name>/`), each owning
+//! everything from its maps to its report section: its probe (attach and
+//! reader), its recording section and how sections merge, its typed totals
+//! computed once from a window, its facts and its report section and chart,
+//! all from those totals.
+//!
+//! A family depends only on the kit below it ([`crate::kit`]) and on the
+//! low shared modules (findings, hist, threads, mdiag-common's kernel
+//! types); the hubs above (`probes`, `recording`, `rules`, `report`, the
+//! agent) name the families, never the other way round
+//! (`module_graph_tests.rs` fails on a cycle).
+//!
+//! Families still in the older layout (one file per layer in `probes/`,
+//! `recording/`, `recording/window/`, `rules/facts/` and `report/`) move
+//! here one by one; `docs/ARCHITECTURE.md` lists which.
+
+pub mod softirq;

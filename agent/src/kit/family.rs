@@ -1,0 +1,97 @@
+//! The probe families by name, at the bottom of the layers: one enum that
+//! the probes, the recording's slice sections and the agent's totals all
+//! name a family by, and [`Section`], what every family's section of a
+//! slice says about itself.
+//!
+//! Why an enum and not strings: a new family is one variant, and every
+//! `match` over it (and every exhaustive destructuring of the recording's
+//! `Slice`, as in `Slice::sections`) stops compiling until the new family
+//! has its place there.
+
+use super::probe::ProbeStatus;
+
+/// A probe family. Its [`name`](Self::name) is the string a recording's
+/// `probes` and every report carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    Sched,
+    Softirq,
+    Syscalls,
+    Perf,
+    Wiredtiger,
+    Contention,
+    Alloc,
+}
+
+impl Family {
+    /// Every family, in the order their sections stand in a [`Slice`].
+    pub const ALL: [Family; 7] = [
+        Family::Sched,
+        Family::Softirq,
+        Family::Syscalls,
+        Family::Wiredtiger,
+        Family::Perf,
+        Family::Alloc,
+        Family::Contention,
+    ];
+
+    /// The family's name in recordings, reports and metrics.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Family::Sched => "sched",
+            Family::Softirq => "softirq",
+            Family::Syscalls => "syscalls",
+            Family::Perf => "perf",
+            Family::Wiredtiger => "wiredtiger",
+            Family::Contention => "contention",
+            Family::Alloc => "alloc",
+        }
+    }
+
+    /// The family named `name`, if any.
+    pub fn from_name(name: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// What every family's section of a slice says about itself.
+pub trait Section {
+    /// Events its kernel side could not count in this section (full maps,
+    /// unmatched exits, full ring buffers...), all kinds summed.
+    fn drops_total(&self) -> u64;
+}
+
+/// What a family's totals are computed from: its section of a window
+/// (every slice merged) and what the recording says around it. The hub
+/// (`recording::Recording::family_window`) fills it, so a family's facts
+/// and report section never read the whole recording.
+#[derive(Debug, Clone, Copy)]
+pub struct FamilyWindow<'a, S> {
+    /// The recording's probe statuses (why a family is unavailable).
+    pub probes: &'a [ProbeStatus],
+    /// The family's section of the window; `None`: no slice had one.
+    pub section: Option<&'a S>,
+    /// Milliseconds the section covers (rates are over this time).
+    pub section_ms: u64,
+    /// Slices in the recording.
+    pub slices: usize,
+    /// The host's online CPUs.
+    pub host_cpus: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_distinct() {
+        for f in Family::ALL {
+            assert_eq!(Family::from_name(f.name()), Some(f));
+        }
+        let mut names: Vec<_> = Family::ALL.iter().map(|f| f.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Family::ALL.len());
+        assert_eq!(Family::from_name("allocator"), None);
+    }
+}
