@@ -14,4 +14,5 @@
 //! `recording/`, `recording/window/`, `rules/facts/` and `report/`) move
 //! here one by one; `docs/ARCHITECTURE.md` lists which.
 
+pub mod sched;
 pub mod softirq;

@@ -77,6 +77,8 @@ pub struct FamilyWindow<'a, S> {
     pub slices: usize,
     /// The host's online CPUs.
     pub host_cpus: u32,
+    /// A target process was recorded (else the host as a whole).
+    pub targeted: bool,
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ pub mod contention;
 pub mod cycle;
 mod load;
 pub mod perf;
-pub mod sched;
 pub mod syscalls;
+pub use crate::family::sched::probe as sched;
 pub use crate::family::softirq::probe as softirq;
 pub mod wiredtiger;
 
@@ -22,8 +22,8 @@ pub use crate::kit::probe::{
     delta, missing_tracepoint, not_applicable,
 };
 pub(crate) use crate::kit::probe::{
-    NOT_APPLICABLE, PerCpuSum, clear_map, clock_ns, edit_per_cpu, error_chain, monotonic_now_ns,
-    read_per_cpu, read_summed, reader_if, reader_or_warn, sum_cpus, take_map,
+    NOT_APPLICABLE, PerCpuSum, clear_map, clock_ns, error_chain, monotonic_now_ns, read_per_cpu,
+    read_summed, reader_or_warn, sum_cpus, take_map,
 };
 
 use aya::Ebpf;
@@ -87,7 +87,11 @@ pub struct LaterPlan {
 /// [`Probes::attach_later`]). `docs/ARCHITECTURE.md`'s family table lists
 /// exactly these (`docs_contract.rs`).
 pub const FAMILIES: [FamilyDef; 7] = [
-    sched::DEF,
+    FamilyDef::at_start(sched::FAMILY, sched::TRACEPOINTS, |probes, cx| {
+        let (status, reader) = sched::attach(&mut probes.ebpf, cx);
+        probes.sched = reader;
+        Some(status)
+    }),
     FamilyDef::at_start(softirq::FAMILY, softirq::TRACEPOINTS, |probes, cx| {
         let (status, reader) = softirq::attach(&mut probes.ebpf, cx);
         probes.softirq = reader;

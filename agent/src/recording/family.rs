@@ -4,9 +4,7 @@
 
 pub use crate::kit::family::{Family, Section};
 
-use super::{
-    AllocSlice, ContentionSlice, PerfSlice, SchedSlice, Slice, SyscallsSlice, WiredTigerSlice,
-};
+use super::{AllocSlice, ContentionSlice, PerfSlice, Slice, SyscallsSlice, WiredTigerSlice};
 
 impl Slice {
     /// Every family's section of this slice (`None`: the family has none),
@@ -37,12 +35,6 @@ impl Slice {
             (Family::Alloc, dyn_of(alloc)),
             (Family::Contention, dyn_of(contention)),
         ]
-    }
-}
-
-impl Section for SchedSlice {
-    fn drops_total(&self) -> u64 {
-        self.drops.total()
     }
 }
 

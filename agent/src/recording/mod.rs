@@ -12,7 +12,6 @@ pub mod model;
 pub mod mongod;
 pub mod perf;
 pub mod rseq;
-pub mod sched;
 pub mod server_status;
 
 pub mod syscalls;

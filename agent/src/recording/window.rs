@@ -42,7 +42,6 @@ mod alloc;
 mod contention;
 mod mongod;
 mod perf;
-mod sched;
 
 mod syscalls;
 
@@ -282,6 +281,7 @@ impl Recording {
             section_ms: whole.section_ms.of_family(family),
             slices: self.slices.len(),
             host_cpus: self.host.cpu_count,
+            targeted: self.target.is_some(),
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use pulldown_cmark::{Event, Options, Parser, html::push_html};
 
-use super::svg::{Panel, esc, figure, hbars, log2_histogram, no_data, ns_label, time_panels};
+use super::svg::{Panel, esc, figure, log2_histogram, no_data, ns_label, time_panels};
 use super::{Measurements, Report};
 
 pub(crate) const CSS: &str = r#"
@@ -77,56 +77,11 @@ fn why_missing(m: &Measurements, family: &str) -> String {
 pub fn charts(m: &Measurements) -> String {
     let mut out = String::from("<section class=\"charts\">\n<h2>Charts</h2>\n");
     crate::family::softirq::chart(&mut out, m.softirq.as_ref(), &why_missing(m, "softirq"));
-    preemption_chart(&mut out, m);
+    crate::family::sched::chart(&mut out, m.sched.as_ref(), &why_missing(m, "sched"));
     alloc_charts(&mut out, m);
     timeline_chart(&mut out, m);
     out.push_str("</section>\n");
     out
-}
-
-/// Involuntary switches per thread class.
-fn preemption_chart(out: &mut String, m: &Measurements) {
-    match &m.sched {
-        Some(s) if !s.top_classes.is_empty() => {
-            let rows: Vec<(String, f64)> = s
-                .top_classes
-                .iter()
-                .map(|c| {
-                    (
-                        format!("{} ({} thr.)", c.class, c.threads),
-                        c.involuntary_per_s,
-                    )
-                })
-                .collect();
-            figure(
-                out,
-                &hbars(
-                    "chart-preemptions",
-                    "Involuntary switches (preemptions) per thread class",
-                    "involuntary switches per second",
-                    &rows,
-                ),
-                &format!(
-                    "Threads switched out while still runnable, by thread name class ({} threads observed; {} % of their switches involuntary; run-queue delay p99 {} µs).",
-                    s.threads,
-                    crate::findings::format_number(s.involuntary_share * 100.0),
-                    crate::findings::format_number(s.runq_p99_us)
-                ),
-            );
-        }
-        Some(_) => no_data(
-            out,
-            "chart-preemptions",
-            "preemption chart",
-            "no thread was switched out involuntarily",
-        ),
-        None => no_data(
-            out,
-            "chart-preemptions",
-            "preemption chart",
-            &why_missing(m, "sched"),
-        ),
-    }
 }
 
 /// The latency histograms of up to four called allocator functions.

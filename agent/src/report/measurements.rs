@@ -13,20 +13,20 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use crate::family::sched::SchedFigures;
 use crate::family::softirq::SoftirqTotals;
 use crate::recording::model::{Recording, RxQueue};
 use crate::recording::{Family, Window};
 use crate::rules::facts::Facts;
 use crate::rules::facts::net::rps_mask_set;
-use crate::rules::facts::sched::SchedFigures;
 
 pub use super::perf::{PerfMeasurements, PerfSymbolMeasurement, TOP_SYMBOLS};
-pub use super::sched::{SchedMeasurements, TOP_CLASSES, ThreadClassMeasurement};
 pub use super::syscalls::{
     ErrnoCount, FutexThreadMeasurement, MEMORY_SYSCALLS, RseqMeasurement, SyscallMeasurement,
     SyscallsMeasurements, TOP_FUTEX_THREADS, errno_name, verdict_text,
 };
 pub use super::wiredtiger::WiredTigerMeasurements;
+pub use crate::family::sched::report::{SchedMeasurements, TOP_CLASSES, ThreadClassMeasurement};
 pub use crate::family::softirq::report::{
     BUSIEST_CPU_ROWS, HardIrqMeasurement, MAX_CPU_ROWS, SoftirqCpuMean, SoftirqCpuRow,
     SoftirqDropsReport, SoftirqMeasurements, SoftirqVectorMeasurement, TOP_HARDIRQS,
@@ -140,8 +140,9 @@ impl Measurements {
     /// summary, which need single seconds, walk the slices.
     pub fn build(rec: &Recording, whole: &Window, facts: &Facts) -> Measurements {
         let mut m = Measurements::default();
-        match SchedFigures::of(rec, whole) {
-            Ok(f) => m.sched = Some(super::sched::build(&f)),
+        let sched = rec.family_window(whole, Family::Sched, whole.slice.sched.as_ref());
+        match SchedFigures::of(&sched) {
+            Ok(f) => m.sched = Some(crate::family::sched::report::build(&f)),
             Err(_) => m.not_recorded.push(note(facts, "sched")),
         }
         let softirq = rec.family_window(whole, Family::Softirq, whole.slice.softirq.as_ref());

@@ -26,7 +26,6 @@ pub mod json;
 pub mod markdown;
 pub mod measurements;
 pub mod perf;
-pub mod sched;
 
 pub use crate::kit::svg;
 pub mod syscalls;

@@ -26,7 +26,7 @@ pub fn measurements(m: &Measurements) -> Vec<Section> {
         timeline: _,
     } = m;
     let mut out = Vec::new();
-    out.extend(sched.as_ref().map(super::sched::section));
+    out.extend(sched.as_ref().map(crate::family::sched::report::section));
     out.extend(
         softirq
             .as_ref()

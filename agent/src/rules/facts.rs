@@ -44,7 +44,6 @@ mod host;
 pub mod mongod;
 pub mod net;
 pub mod replication;
-pub mod sched;
 
 pub mod storage;
 pub mod system;
@@ -146,7 +145,14 @@ impl Facts {
                 "host-wide recording: no target process was observed".into(),
             );
         }
-        facts.insert_or_absent("sched", sched::sched_facts(rec, whole));
+        facts.insert_or_absent(
+            "sched",
+            crate::family::sched::facts::facts(&rec.family_window(
+                whole,
+                crate::kit::family::Family::Sched,
+                whole.slice.sched.as_ref(),
+            )),
+        );
         facts.insert_or_absent("cpu", cpu::cpu_facts(rec));
         facts.insert_or_absent(
             "softirq",

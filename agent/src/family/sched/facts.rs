@@ -8,28 +8,26 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{FactGroup, FactValue, float, int, ratio, text};
+use super::figures::{SchedFigures, sched_section};
+use super::section::{SchedSlice, ThreadSlice};
 use crate::hist::bucket_bounds_ns;
-use crate::recording::Window;
-use crate::recording::model::{Recording, SchedSlice, ThreadSlice};
-
-mod figures;
-pub use figures::{ClassFigures, SchedFigures};
+use crate::kit::fact::{FactGroup, FactValue, float, int, ratio, text};
+use crate::kit::family::FamilyWindow;
 
 /// Switches, run-queue delays and on-CPU time of a thread or a class of
 /// threads, summed over slices (saturating).
 #[derive(Default)]
-struct Counts {
-    voluntary: u64,
-    involuntary: u64,
-    preempted: u64,
-    runq_delay_ns: u64,
-    runq_delays: u64,
-    oncpu_ns: u64,
+pub(super) struct Counts {
+    pub(super) voluntary: u64,
+    pub(super) involuntary: u64,
+    pub(super) preempted: u64,
+    pub(super) runq_delay_ns: u64,
+    pub(super) runq_delays: u64,
+    pub(super) oncpu_ns: u64,
 }
 
 impl Counts {
-    fn add(&mut self, o: &Counts) {
+    pub(super) fn add(&mut self, o: &Counts) {
         self.voluntary = self.voluntary.saturating_add(o.voluntary);
         self.involuntary = self.involuntary.saturating_add(o.involuntary);
         self.preempted = self.preempted.saturating_add(o.preempted);
@@ -53,21 +51,21 @@ impl From<&ThreadSlice> for Counts {
 }
 
 #[derive(Default)]
-struct ClassTotals {
-    threads: u64,
-    n: Counts,
+pub(super) struct ClassTotals {
+    pub(super) threads: u64,
+    pub(super) n: Counts,
 }
 
 /// The `sched` group, or why it is absent (the probe did not attach, or no
 /// slice carries scheduler data). Every figure is a total of the whole
-/// recording, read from its merged window `whole` (the slices' threads
+/// recording, read from its merged window (the slices' threads
 /// matched by tid and summed, histograms bucket by bucket); rates are over
 /// the time the sched section covered.
-pub(super) fn sched_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, String> {
-    let f = SchedFigures::of(rec, whole)?;
-    let s = figures::sched_section(rec, whole)?;
+pub fn facts(w: &FamilyWindow<SchedSlice>) -> Result<FactGroup, String> {
+    let f = SchedFigures::of(w)?;
+    let s = sched_section(w)?;
     let duration_s = f.duration_s;
-    let cpu_count = f64::from(rec.host.cpu_count.max(1));
+    let cpu_count = f64::from(w.host_cpus.max(1));
     // By tid, as rules have always seen them (busiest thread: lowest tid on ties).
     let threads: BTreeMap<u32, &ThreadSlice> = s.threads.iter().map(|t| (t.tid, t)).collect();
 

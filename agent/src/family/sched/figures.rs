@@ -6,11 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use super::super::{family_unavailable, ratio, thread_class};
-use super::{ClassTotals, Counts};
+use super::facts::{ClassTotals, Counts};
+use super::section::{SchedSlice, ThreadSlice};
 use crate::hist::log2_hist_percentile_ns;
-use crate::recording::Window;
-use crate::recording::model::{Recording, SchedSlice, ThreadSlice};
+use crate::kit::fact::{family_unavailable, ratio, thread_class};
+use crate::kit::family::FamilyWindow;
 
 /// Rates over [`Self::duration_s`], the time the sched section covered.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -52,22 +52,18 @@ pub struct ClassFigures {
 }
 
 impl SchedFigures {
-    /// The figures of `rec`, read from `whole`, the window of all its
-    /// slices; `Err` with the reason when the sched probe did not attach or
-    /// no slice carries scheduler data.
-    pub fn of(rec: &Recording, whole: &Window) -> Result<SchedFigures, String> {
-        let s = sched_section(rec, whole)?;
-        let duration_s = whole.section_ms.sched as f64 / 1000.0;
+    /// The figures of a window of a recording (all its slices merged);
+    /// `Err` with the reason when the sched probe did not attach or no slice
+    /// carries scheduler data.
+    pub fn of(w: &FamilyWindow<SchedSlice>) -> Result<SchedFigures, String> {
+        let s = sched_section(w)?;
+        let duration_s = w.section_ms as f64 / 1000.0;
         let threads: BTreeMap<u32, &ThreadSlice> = s.threads.iter().map(|t| (t.tid, t)).collect();
         let observed = s.voluntary.saturating_add(s.involuntary);
         let pct_us =
             |p: f64| log2_hist_percentile_ns(&s.runq_hist_log2_ns, p).unwrap_or(0.0) / 1000.0;
         Ok(SchedFigures {
-            scope: if rec.target.is_some() {
-                "target"
-            } else {
-                "host"
-            },
+            scope: if w.targeted { "target" } else { "host" },
             duration_s,
             switches_per_s: ratio(s.switches_total as f64, duration_s),
             observed_switches_per_s: ratio(observed as f64, duration_s),
@@ -84,16 +80,15 @@ impl SchedFigures {
 
 /// The window's sched section, or why there is none.
 pub(super) fn sched_section<'w>(
-    rec: &Recording,
-    whole: &'w Window,
+    w: &FamilyWindow<'w, SchedSlice>,
 ) -> Result<&'w SchedSlice, String> {
-    if let Some(reason) = family_unavailable(&rec.probes, "sched") {
+    if let Some(reason) = family_unavailable(w.probes, super::FAMILY) {
         return Err(reason);
     }
-    whole.slice.sched.as_ref().ok_or_else(|| {
+    w.section.ok_or_else(|| {
         format!(
             "the sched probe attached but the recording has no scheduler data ({} slices)",
-            rec.slices.len()
+            w.slices
         )
     })
 }
@@ -135,7 +130,13 @@ mod tests {
     #[test]
     fn the_facts_carry_the_figures() {
         let rec = testdata::oversubscribed();
-        let f = SchedFigures::of(&rec, &rec.window()).unwrap();
+        let whole = rec.window();
+        let f = SchedFigures::of(&rec.family_window(
+            &whole,
+            crate::kit::family::Family::Sched,
+            whole.slice.sched.as_ref(),
+        ))
+        .unwrap();
         let facts = Facts::derive(&rec);
         let fact = |path: &str| match facts.get(&format!("sched.{path}")) {
             Some(FactValue::Float(x)) => *x,

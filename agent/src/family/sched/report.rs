@@ -7,9 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::view::{Block, Cell, Column, Line, Section, Span, Table, md_cell, percent};
+use super::figures::SchedFigures;
 use crate::findings::format_number;
-use crate::rules::facts::sched::SchedFigures;
+use crate::kit::view::{Block, Cell, Column, Line, Section, Span, Table, md_cell, percent};
 
 /// Thread classes listed, by involuntary switches.
 pub const TOP_CLASSES: usize = 5;
@@ -51,7 +51,7 @@ pub struct ThreadClassMeasurement {
 
 /// The measurements of a recording's [`SchedFigures`], the very figures
 /// its `sched` facts are written from.
-pub(super) fn build(f: &SchedFigures) -> SchedMeasurements {
+pub fn build(f: &SchedFigures) -> SchedMeasurements {
     let mut top_classes: Vec<ThreadClassMeasurement> = f
         .classes
         .iter()
@@ -211,8 +211,8 @@ pub fn section(s: &SchedMeasurements) -> Section {
 
 #[cfg(test)]
 mod tests {
-    use super::super::measurements::tests::{build, close};
     use crate::family::softirq::testdata::net_rx_on_cpu0;
+    use crate::report::measurements::tests::{build, close};
 
     #[test]
     fn sched_measurements_come_from_the_facts() {

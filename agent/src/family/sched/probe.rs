@@ -11,7 +11,7 @@
 //! all of it in one slice. The kernel also keeps, per CPU, which observed
 //! thread runs there since when (`SCHED_RUNNING`), so at every cut the runs
 //! in progress are credited up to the cut and the credit is taken back when
-//! the run ends ([`super::credit`]): `oncpu_ns` is the time on a CPU within
+//! the run ends ([`crate::kit::probe::credit`]): `oncpu_ns` is the time on a CPU within
 //! the slice. The per-CPU record, not the thread's own `last_in_ns`, says
 //! what runs: it is rewritten at every switch on its CPU, so a switch-out
 //! the probe did not see (measured: threads of a sandbox's init leave their
@@ -30,42 +30,37 @@ use mdiag_common::{
     },
 };
 
-use super::{
-    AttachContext, Counters, FamilyDef, FamilyReader, Probes, ReadError, SectionReader,
-    TakeMapError,
+use super::section::{SchedDrops, SchedSlice, ThreadSlice};
+use crate::kit::probe::{
+    AttachContext, Counters, FamilyReader, ProbeStatus, ReadError, SectionReader, TakeMapError,
     credit::{self, Credit},
     delta::{self, ThreadValue},
-    reader_if,
+    edit_per_cpu, monotonic_now_ns, read_per_cpu, reader_if, take_map,
 };
-use crate::recording::{ProbeStatus, SchedDrops, SchedSlice, ThreadSlice};
 
 /// `bpf_map_update_elem`'s flag: only an entry that exists.
 const BPF_EXIST: u64 = 2;
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = crate::recording::Family::Sched.name();
+pub const FAMILY: &str = crate::kit::family::Family::Sched.name();
 
-/// The family's entry in [`FAMILIES`](super::FAMILIES).
-pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &sched_common::TRACEPOINTS, attach);
+/// Its `(program, BTF tracepoint)` pairs, checked against the kernel's BTF
+/// before anything attaches.
+pub const TRACEPOINTS: &[(&str, &str)] = &sched_common::TRACEPOINTS;
 
 /// Needs the `task_struct` offsets; `sched_switch` (the first program) is
-/// essential.
-fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
-    let status = cx.attach_tracepoints(
-        &mut probes.ebpf,
-        DEF.name,
-        DEF.tracepoints,
-        &cx.task_offsets,
-    );
-    probes.sched = reader_if(&status, 0, FAMILY, || {
-        SchedReader::new(&mut probes.ebpf, cx.target_tgid)
+/// essential: its reader only then.
+pub fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> (ProbeStatus, Option<SchedReader>) {
+    let status = cx.attach_tracepoints(ebpf, FAMILY, TRACEPOINTS, &cx.task_offsets);
+    let reader = reader_if(&status, 0, FAMILY, || {
+        SchedReader::new(ebpf, cx.target_tgid)
     });
-    Some(status)
+    (status, reader)
 }
 
 /// Sets `bits` in `SCHED_FOLD`: the switch program takes over another
 /// family's switch work (see `mdiag_common::sched::FOLD_DSTATE`).
-pub(super) fn fold(ebpf: &mut Ebpf, bits: u32) -> Result<(), ReadError> {
+pub fn fold(ebpf: &mut Ebpf, bits: u32) -> Result<(), ReadError> {
     let name = sched_common::MAP_FOLD;
     let map = ebpf
         .map_mut(name)
@@ -94,10 +89,10 @@ pub struct SchedReader {
 }
 
 impl SchedReader {
-    pub(super) fn new(ebpf: &mut Ebpf, target_tgid: Option<u32>) -> Result<Self, ReadError> {
-        let threads: BpfHashMap<MapData, u32, ThreadSched> = super::take_map(ebpf, MAP_THREADS)?;
-        let cpu: PerCpuArray<MapData, SchedCpu> = super::take_map(ebpf, MAP_CPU)?;
-        let running: PerCpuArray<MapData, Running> = super::take_map(ebpf, MAP_RUNNING)?;
+    pub fn new(ebpf: &mut Ebpf, target_tgid: Option<u32>) -> Result<Self, ReadError> {
+        let threads: BpfHashMap<MapData, u32, ThreadSched> = take_map(ebpf, MAP_THREADS)?;
+        let cpu: PerCpuArray<MapData, SchedCpu> = take_map(ebpf, MAP_CPU)?;
+        let running: PerCpuArray<MapData, Running> = take_map(ebpf, MAP_RUNNING)?;
         let mut reader = Self {
             threads,
             cpu,
@@ -113,7 +108,7 @@ impl SchedReader {
     /// The slice since the previous call (or since attach).
     pub fn next_slice(&mut self) -> Result<SchedSlice, ReadError> {
         let open = self.runs_in_progress()?;
-        let at_ns = super::monotonic_now_ns();
+        let at_ns = monotonic_now_ns();
         let now = self.snapshot()?;
         let open = uncounted_runs(open, &now);
         let mut slice = slice_between(&self.last, &now);
@@ -126,9 +121,9 @@ impl SchedReader {
     }
 
     /// The observed threads on a CPU now, with the start of their run (read
-    /// before the counters: see [`super::credit`]).
+    /// before the counters: see [`crate::kit::probe::credit`]).
     fn runs_in_progress(&self) -> Result<Vec<credit::Open<()>>, ReadError> {
-        let per_cpu = super::read_per_cpu(&self.running, 0, MAP_RUNNING)?;
+        let per_cpu = read_per_cpu(&self.running, 0, MAP_RUNNING)?;
         Ok(per_cpu
             .iter()
             .filter(|r| r.tid != 0)
@@ -151,7 +146,7 @@ impl Counters for SchedReader {
     type Slice = SchedSlice;
 
     fn snapshot(&self) -> Result<SchedSnapshot, ReadError> {
-        let cpus = super::read_per_cpu(&self.cpu, 0, MAP_CPU)?;
+        let cpus = read_per_cpu(&self.cpu, 0, MAP_CPU)?;
         let cpus: Vec<SchedCpu> = cpus.iter().copied().collect();
         let mut threads = HashMap::new();
         // An entry deleted between key iteration and lookup is simply skipped.
@@ -174,7 +169,7 @@ impl FamilyReader for SchedReader {
     /// No run in progress on any CPU, and no thread's run or run-queue wait
     /// open (nor a D-state sleep marked open for the folded contention work).
     fn forget_in_flight(&mut self) -> Result<(), ReadError> {
-        super::edit_per_cpu(&mut self.running, 0, MAP_RUNNING, |r| {
+        edit_per_cpu(&mut self.running, 0, MAP_RUNNING, |r| {
             *r = Running::default()
         })?;
         let tids: Vec<u32> = self.threads.keys().flatten().collect();
@@ -198,7 +193,7 @@ impl FamilyReader for SchedReader {
 
     fn rebase(&mut self) -> Result<(), ReadError> {
         let open = self.runs_in_progress()?;
-        let at_ns = super::monotonic_now_ns();
+        let at_ns = monotonic_now_ns();
         self.last = self.snapshot()?;
         let open = uncounted_runs(open, &self.last);
         let last = &self.last;

@@ -1,11 +1,12 @@
 //! Recording types of the sched family: context switches, run-queue delay
 //! and on-CPU time per thread, in each slice.
 //!
-//! One file per family (as `contention.rs`), so that each family's format lives
-//! in one place; `model.rs` re-exports these types so `recording::model::X`
-//! still names them.
+//! The family's part of the recording format; `recording::model`
+//! re-exports these types so `recording::model::X` still names them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::kit::family::Section;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,5 +76,11 @@ pub struct SchedDrops {
 impl SchedDrops {
     pub fn total(&self) -> u64 {
         self.thread_map_full + self.wakeup_map_full + self.read_failed
+    }
+}
+
+impl Section for SchedSlice {
+    fn drops_total(&self) -> u64 {
+        self.drops.total()
     }
 }

@@ -3,8 +3,8 @@
 //! switches bucket by bucket; threads by tid, bounded by CPU demand (time on
 //! a CPU plus time waiting for one) with an "others" thread.
 
-use super::{Mergeable, ThreadRow, add, add_each, keep_top, merge_rows};
-use crate::recording::model::{SchedDrops, SchedSlice, ThreadSlice};
+use super::section::{SchedDrops, SchedSlice, ThreadSlice};
+use crate::kit::merge::{Mergeable, ThreadRow, add, add_each, keep_top, merge_rows};
 
 impl Mergeable for SchedSlice {
     fn merge(&mut self, later: &Self) {
