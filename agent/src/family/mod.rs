@@ -14,5 +14,6 @@
 //! `recording/`, `recording/window/`, `rules/facts/` and `report/`) move
 //! here one by one; `docs/ARCHITECTURE.md` lists which.
 
+pub mod perf;
 pub mod sched;
 pub mod softirq;

@@ -73,6 +73,9 @@ pub struct FamilyWindow<'a, S> {
     pub section: Option<&'a S>,
     /// Milliseconds the section covers (rates are over this time).
     pub section_ms: u64,
+    /// Milliseconds the whole window covers (every slice, with the
+    /// family's section or not).
+    pub window_ms: u64,
     /// Slices in the recording.
     pub slices: usize,
     /// The host's online CPUs.

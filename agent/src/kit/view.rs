@@ -259,6 +259,19 @@ pub fn truncate(name: &str, max: usize) -> String {
     }
 }
 
+/// snake_case serde name of a unit enum value.
+pub fn snake<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => "unknown".into(),
+    }
+}
+
+/// The file name of an object path ("/usr/lib/libc.so.6" → "libc.so.6").
+pub fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,8 +11,8 @@ pub mod alloc;
 pub mod contention;
 pub mod cycle;
 mod load;
-pub mod perf;
 pub mod syscalls;
+pub use crate::family::perf::probe as perf;
 pub use crate::family::sched::probe as sched;
 pub use crate::family::softirq::probe as softirq;
 pub mod wiredtiger;
@@ -98,7 +98,11 @@ pub const FAMILIES: [FamilyDef; 7] = [
         Some(status)
     }),
     syscalls::DEF,
-    perf::DEF,
+    FamilyDef::at_start(perf::FAMILY, &[], |probes, cx| {
+        let (status, reader) = perf::attach(&mut probes.ebpf, cx);
+        probes.perf = reader;
+        Some(status)
+    }),
     wiredtiger::DEF,
     contention::DEF,
     alloc::DEF,

@@ -4,7 +4,7 @@
 
 pub use crate::kit::family::{Family, Section};
 
-use super::{AllocSlice, ContentionSlice, PerfSlice, Slice, SyscallsSlice, WiredTigerSlice};
+use super::{AllocSlice, ContentionSlice, Slice, SyscallsSlice, WiredTigerSlice};
 
 impl Slice {
     /// Every family's section of this slice (`None`: the family has none),
@@ -52,12 +52,6 @@ impl Section for WiredTigerSlice {
     }
 }
 
-impl Section for PerfSlice {
-    fn drops_total(&self) -> u64 {
-        self.drops
-    }
-}
-
 impl Section for AllocSlice {
     fn drops_total(&self) -> u64 {
         self.windows
@@ -80,7 +74,7 @@ impl Section for ContentionSlice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::SoftirqSlice;
+    use crate::recording::{PerfSlice, SoftirqSlice};
 
     #[test]
     fn sections_follow_the_slice() {

@@ -10,7 +10,6 @@ pub mod host_cpu;
 pub mod io;
 pub mod model;
 pub mod mongod;
-pub mod perf;
 pub mod rseq;
 pub mod server_status;
 

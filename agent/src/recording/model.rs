@@ -28,11 +28,11 @@ pub use super::host::{
     StorageFacts, SysfsChoice, SystemFacts, ThpFacts, TunedFacts, VmSysctls,
 };
 pub use super::host_cpu::{HostCpuUsage, ProcessCpu};
-pub use super::perf::{PerfSlice, PerfSlowPath, PerfSymbol};
 pub use super::syscalls::{
     RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
 };
 pub use super::wiredtiger::{Checkpoint, WiredTigerDropsSlice, WiredTigerSlice};
+pub use crate::family::perf::section::{PerfSlice, PerfSlowPath, PerfSymbol};
 pub use crate::family::sched::section::{SchedDrops, SchedSlice, ThreadSlice};
 pub use crate::family::softirq::section::{
     HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector,

@@ -41,7 +41,6 @@ use crate::kit::family::{Family, FamilyWindow};
 mod alloc;
 mod contention;
 mod mongod;
-mod perf;
 
 mod syscalls;
 
@@ -279,6 +278,7 @@ impl Recording {
             probes: &self.probes,
             section,
             section_ms: whole.section_ms.of_family(family),
+            window_ms: whole.duration_ms(),
             slices: self.slices.len(),
             host_cpus: self.host.cpu_count,
             targeted: self.target.is_some(),

@@ -155,7 +155,7 @@ pub fn summary_line(a: &AllocMeasurements) -> String {
     let mut line = String::new();
     match &a.allocator {
         Some(k) => {
-            let _ = write!(line, "{k} ({})", super::measurements::file_name(&a.object));
+            let _ = write!(line, "{k} ({})", crate::kit::view::file_name(&a.object));
         }
         None => line.push_str("allocator entry points not found yet"),
     }

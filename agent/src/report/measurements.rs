@@ -20,12 +20,12 @@ use crate::recording::{Family, Window};
 use crate::rules::facts::Facts;
 use crate::rules::facts::net::rps_mask_set;
 
-pub use super::perf::{PerfMeasurements, PerfSymbolMeasurement, TOP_SYMBOLS};
 pub use super::syscalls::{
     ErrnoCount, FutexThreadMeasurement, MEMORY_SYSCALLS, RseqMeasurement, SyscallMeasurement,
     SyscallsMeasurements, TOP_FUTEX_THREADS, errno_name, verdict_text,
 };
 pub use super::wiredtiger::WiredTigerMeasurements;
+pub use crate::family::perf::report::{PerfMeasurements, PerfSymbolMeasurement, TOP_SYMBOLS};
 pub use crate::family::sched::report::{SchedMeasurements, TOP_CLASSES, ThreadClassMeasurement};
 pub use crate::family::softirq::report::{
     BUSIEST_CPU_ROWS, HardIrqMeasurement, MAX_CPU_ROWS, SoftirqCpuMean, SoftirqCpuRow,
@@ -152,7 +152,12 @@ impl Measurements {
         }
         m.syscalls = super::syscalls::build(whole);
         m.rseq = rec.rseq.as_ref().map(super::syscalls::rseq_measurement);
-        m.perf = super::perf::build(rec, whole);
+        let perf = rec.family_window(whole, Family::Perf, whole.slice.perf.as_ref());
+        let allocator = crate::family::perf::report::first_allocator(
+            rec.slices.iter().map(|s| s.perf.as_ref()),
+            rec.target_code.as_ref().map(|c| c.allocator.kind),
+        );
+        m.perf = crate::family::perf::report::build(&perf, allocator);
         m.wiredtiger = super::wiredtiger::build(rec, whole);
         // Per second, so from the slices: the charts' series.
         m.timeline = super::timeline::Timeline::build(rec);
@@ -242,19 +247,6 @@ pub(super) fn window_s(whole: &Window) -> f64 {
 
 pub(super) fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
-}
-
-/// snake_case serde name of a unit enum value.
-pub(super) fn snake<T: Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => "unknown".into(),
-    }
-}
-
-/// The file name of an object path ("/usr/lib/libc.so.6" → "libc.so.6").
-pub fn file_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// Interfaces listed in the RPS/RFS line; the rest are counted.

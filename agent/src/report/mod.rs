@@ -25,7 +25,6 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod measurements;
-pub mod perf;
 
 pub use crate::kit::svg;
 pub mod syscalls;

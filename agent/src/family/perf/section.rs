@@ -1,11 +1,12 @@
 //! Recording types of the perf family: where the target's CPU time goes by
 //! sampling, and the share of its allocator.
 //!
-//! One file per family (as `contention.rs`), so that each family's format lives
-//! in one place; `model.rs` re-exports these types so `recording::model::X`
-//! still names them.
+//! The family's part of the recording format; `recording::model`
+//! re-exports these types so `recording::model::X` still names them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::kit::family::Section;
 
 /// Perf family: CPU time by sampling (software cpu-clock at `freq_hz` on
 /// every CPU), and the share of the target's samples in allocator code.
@@ -63,4 +64,10 @@ pub struct PerfSymbol {
     pub allocator: bool,
     /// The slow-path label it matched.
     pub slow_path: Option<String>,
+}
+
+impl Section for PerfSlice {
+    fn drops_total(&self) -> u64 {
+        self.drops
+    }
 }

@@ -6,8 +6,8 @@
 //! functions, so the rows never summed to a total (the totals are the
 //! sample counters) and dropping the least sampled ones loses nothing exact.
 
-use super::{Mergeable, Row, add, merge_rows};
-use crate::recording::model::{PerfSlice, PerfSlowPath, PerfSymbol};
+use super::section::{PerfSlice, PerfSlowPath, PerfSymbol};
+use crate::kit::merge::{Mergeable, Row, add, merge_rows};
 
 impl Mergeable for PerfSlice {
     fn merge(&mut self, later: &Self) {

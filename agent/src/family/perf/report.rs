@@ -5,10 +5,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::measurements::{file_name, ratio, snake, window_s};
-use super::view::{Block, Cell, Column, Line, Section, Table, md_cell, md_code, percent};
-use crate::recording::Window;
-use crate::recording::model::Recording;
+use super::section::PerfSlice;
+use crate::kit::fact::ratio;
+use crate::kit::family::FamilyWindow;
+use crate::kit::view::{
+    Block, Cell, Column, Line, Section, Table, file_name, md_cell, md_code, percent, snake,
+};
+use crate::symbols::AllocatorKind;
 
 /// Perf symbols listed.
 pub const TOP_SYMBOLS: usize = 5;
@@ -45,22 +48,31 @@ pub struct PerfSymbolMeasurement {
     pub share: f64,
 }
 
-/// The perf measurements of `rec`, read from `whole`, the window of all its
-/// slices (sample counters summed, symbols matched and summed); `None`
-/// when no slice has the family.
-pub(super) fn build(rec: &Recording, whole: &Window) -> Option<PerfMeasurements> {
+/// The allocator the report names: the first slice's classification, as
+/// this report always showed (the window keeps the newest; a target's
+/// allocator does not change), else the target code's (`target_code`).
+pub fn first_allocator<'a>(
+    sections: impl IntoIterator<Item = Option<&'a PerfSlice>>,
+    target_code: Option<AllocatorKind>,
+) -> Option<AllocatorKind> {
+    sections
+        .into_iter()
+        .find_map(|s| s?.allocator)
+        .or(target_code)
+}
+
+/// The perf measurements of a window of a recording (sample counters
+/// summed, symbols matched and summed), naming `allocator`
+/// ([`first_allocator`]); `None` when no slice has the family.
+pub fn build(
+    w: &FamilyWindow<PerfSlice>,
+    allocator: Option<AllocatorKind>,
+) -> Option<PerfMeasurements> {
     use std::collections::HashMap;
-    let p = whole.slice.perf.as_ref()?;
+    let p = w.section?;
     let (samples, target) = (p.samples, p.target_samples);
     let (alloc, slow) = (p.allocator_samples, p.allocator_slow_path_samples);
-    // The first slice's classification, as this report always showed (the
-    // window keeps the newest; a target's allocator does not change).
-    let allocator = rec
-        .slices
-        .iter()
-        .find_map(|s| s.perf.as_ref()?.allocator)
-        .or(rec.target_code.as_ref().map(|c| c.allocator.kind))
-        .map(|k| snake(&k));
+    let allocator = allocator.map(|k| snake(&k));
     // The window's rows also tell allocator and slow-path rows apart: one
     // row per function here.
     let mut by: HashMap<(Option<&str>, Option<&str>), u64> = HashMap::new();
@@ -72,7 +84,7 @@ pub(super) fn build(rec: &Recording, whole: &Window) -> Option<PerfMeasurements>
     by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     by.truncate(TOP_SYMBOLS);
     Some(PerfMeasurements {
-        duration_s: window_s(whole),
+        duration_s: w.window_ms as f64 / 1000.0,
         samples,
         target_samples: target,
         target_cpu_share: ratio(target as f64, samples as f64),

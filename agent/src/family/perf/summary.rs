@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 
-use super::{Attribution, TOP_SYMBOLS};
-use crate::recording::{PerfSlice, PerfSlowPath, PerfSymbol};
+use super::attribution::Attribution;
+use super::probe::TOP_SYMBOLS;
+use super::section::{PerfSlice, PerfSlowPath, PerfSymbol};
 
 /// Sums the target's samples `(ip, count)` by attribution. Pure, so testable.
 pub fn summarize(ips: &[(u64, u64)], mut classify: impl FnMut(u64) -> Attribution) -> PerfSlice {

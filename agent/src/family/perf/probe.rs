@@ -9,16 +9,10 @@
 //! one as allocator code or not, and as an allocator slow path or not.
 //!
 //! What counts as allocator code, and which allocator code is a slow path,
-//! is decided in [`attribution`]; the per-slice sums and the top symbols in
-//! [`summary`].
+//! is decided in [`super::attribution`]; the per-slice sums and the top
+//! symbols in [`super::summary`].
 //!
 //! Host-wide (no target), samples are counted but not symbolized.
-
-mod attribution;
-mod summary;
-
-pub use attribution::{AllocatorCode, Attribution};
-pub use summary::summarize;
 
 use std::{
     collections::HashMap,
@@ -36,31 +30,29 @@ use mdiag_common::perf::{
     KERNEL_IP, MAP_CPU, MAP_SAMPLES, PROG_PERF_SAMPLE, PerfCpu, SAMPLE_FREQ_HZ, SampleKey,
 };
 
-use self::attribution::{TargetSymbols, classify};
-use super::{
-    AttachContext, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError, SectionReader,
-    reader_or_warn,
+use super::attribution::{TargetSymbols, classify};
+use super::section::PerfSlice;
+use super::summary::summarize;
+use crate::kit::probe::{
+    AttachContext, FamilyReader, PerCpuSum, ProbeStatus, ProgramStatus, ReadError, SectionReader,
+    error_chain, read_summed, reader_or_warn, take_map,
 };
-use crate::recording::{PerfSlice, ProbeStatus, ProgramStatus};
 use crate::symbols::{ObjectCache, ProcessSymbols};
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = crate::recording::Family::Perf.name();
+pub const FAMILY: &str = crate::kit::family::Family::Perf.name();
 /// Entries kept in `by_symbol`.
 pub const TOP_SYMBOLS: usize = 20;
 /// Least time between two reloads of the target's symbols.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(30);
 
-/// The family's entry in [`FAMILIES`](super::FAMILIES).
-pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &[], attach);
-
 /// Loads the sampling program and opens one cpu-clock event per online CPU
 /// (perf_event_open may be refused). Never fails as a whole: the status says
 /// what went wrong; the reader is built only when every online CPU is
 /// sampled (a partial set would bias the counts).
-fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
+pub fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> (ProbeStatus, Option<PerfReader>) {
     let attach_point = format!("perf_event/cpu-clock@{SAMPLE_FREQ_HZ}Hz");
-    let result = attach_program(&mut probes.ebpf);
+    let result = attach_program(ebpf);
     if let Err(e) = &result {
         tracing::warn!(family = FAMILY, "not attached: {e}");
     }
@@ -72,10 +64,12 @@ fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
             error: result.err(),
         }],
     };
-    if status.attached() {
-        probes.perf = reader_or_warn(FAMILY, || PerfReader::new(&mut probes.ebpf, cx.target_tgid));
-    }
-    Some(status)
+    let reader = if status.attached() {
+        reader_or_warn(FAMILY, || PerfReader::new(ebpf, cx.target_tgid))
+    } else {
+        None
+    };
+    (status, reader)
 }
 
 fn attach_program(ebpf: &mut Ebpf) -> Result<(), String> {
@@ -87,7 +81,7 @@ fn attach_program(ebpf: &mut Ebpf) -> Result<(), String> {
         .map_err(|e| format!("{PROG_PERF_SAMPLE}: {e}"))?;
     program
         .load()
-        .map_err(|e| format!("load: {}", super::error_chain(&e)))?;
+        .map_err(|e| format!("load: {}", error_chain(&e)))?;
     let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
     let mut links = Vec::with_capacity(cpus.len());
     for cpu in cpus {
@@ -104,7 +98,7 @@ fn attach_program(ebpf: &mut Ebpf) -> Result<(), String> {
                 for link in links {
                     let _ = program.detach(link);
                 }
-                return Err(format!("attach on CPU {cpu}: {}", super::error_chain(&e)));
+                return Err(format!("attach on CPU {cpu}: {}", error_chain(&e)));
             }
         }
     }
@@ -130,8 +124,8 @@ pub struct PerfReader {
 impl PerfReader {
     pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, ReadError> {
         let mut reader = Self {
-            samples: super::take_map(ebpf, MAP_SAMPLES)?,
-            cpu: super::take_map(ebpf, MAP_CPU)?,
+            samples: take_map(ebpf, MAP_SAMPLES)?,
+            cpu: take_map(ebpf, MAP_CPU)?,
             last_cpu: PerfCpu::default(),
             target,
             symbols: None,
@@ -141,7 +135,7 @@ impl PerfReader {
     }
 
     fn cpu_totals(&self) -> Result<PerfCpu, ReadError> {
-        super::read_summed(&self.cpu, 0, MAP_CPU)
+        read_summed(&self.cpu, 0, MAP_CPU)
     }
 
     /// Reads and deletes every (tgid, ip) counter, and the per-CPU counters'
