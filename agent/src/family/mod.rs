@@ -17,3 +17,4 @@
 pub mod perf;
 pub mod sched;
 pub mod softirq;
+pub mod wiredtiger;

@@ -15,7 +15,7 @@ pub mod syscalls;
 pub use crate::family::perf::probe as perf;
 pub use crate::family::sched::probe as sched;
 pub use crate::family::softirq::probe as softirq;
-pub mod wiredtiger;
+pub use crate::family::wiredtiger::probe as wiredtiger;
 
 pub use crate::kit::probe::{
     AttachContext, Counters, FamilyReader, ReadError, SectionReader, TakeMapError, btf, credit,
@@ -103,7 +103,13 @@ pub const FAMILIES: [FamilyDef; 7] = [
         probes.perf = reader;
         Some(status)
     }),
-    wiredtiger::DEF,
+    // Uprobes in the target's objects: "not applicable" without WiredTiger
+    // in it; not tried (no status) host-wide.
+    FamilyDef::at_start(wiredtiger::FAMILY, &[], |probes, cx| {
+        let (status, reader) = wiredtiger::attach(&mut probes.ebpf, cx.target_tgid);
+        probes.wiredtiger = reader;
+        status
+    }),
     contention::DEF,
     alloc::DEF,
 ];

@@ -4,7 +4,7 @@
 
 pub use crate::kit::family::{Family, Section};
 
-use super::{AllocSlice, ContentionSlice, Slice, SyscallsSlice, WiredTigerSlice};
+use super::{AllocSlice, ContentionSlice, Slice, SyscallsSlice};
 
 impl Slice {
     /// Every family's section of this slice (`None`: the family has none),
@@ -42,13 +42,6 @@ impl Section for SyscallsSlice {
     fn drops_total(&self) -> u64 {
         let d = &self.drops;
         d.inflight_full + d.thread_map_full + d.rseq_ring_full
-    }
-}
-
-impl Section for WiredTigerSlice {
-    fn drops_total(&self) -> u64 {
-        let d = &self.drops;
-        d.ring_full + d.missing_entry + d.start_map_full
     }
 }
 

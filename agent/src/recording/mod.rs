@@ -15,7 +15,6 @@ pub mod server_status;
 
 pub mod syscalls;
 pub mod window;
-pub mod wiredtiger;
 
 pub use contention::*;
 pub use family::{Family, Section};

@@ -24,13 +24,13 @@ pub use super::syscalls::{
     ErrnoCount, FutexThreadMeasurement, MEMORY_SYSCALLS, RseqMeasurement, SyscallMeasurement,
     SyscallsMeasurements, TOP_FUTEX_THREADS, errno_name, verdict_text,
 };
-pub use super::wiredtiger::WiredTigerMeasurements;
 pub use crate::family::perf::report::{PerfMeasurements, PerfSymbolMeasurement, TOP_SYMBOLS};
 pub use crate::family::sched::report::{SchedMeasurements, TOP_CLASSES, ThreadClassMeasurement};
 pub use crate::family::softirq::report::{
     BUSIEST_CPU_ROWS, HardIrqMeasurement, MAX_CPU_ROWS, SoftirqCpuMean, SoftirqCpuRow,
     SoftirqDropsReport, SoftirqMeasurements, SoftirqVectorMeasurement, TOP_HARDIRQS,
 };
+pub use crate::family::wiredtiger::report::WiredTigerMeasurements;
 
 /// What the probes measured, by family.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -158,7 +158,13 @@ impl Measurements {
             rec.target_code.as_ref().map(|c| c.allocator.kind),
         );
         m.perf = crate::family::perf::report::build(&perf, allocator);
-        m.wiredtiger = super::wiredtiger::build(rec, whole);
+        let wiredtiger =
+            rec.family_window(whole, Family::Wiredtiger, whole.slice.wiredtiger.as_ref());
+        let detected = rec
+            .target_code
+            .as_ref()
+            .and_then(|c| c.wiredtiger.detected.object.clone());
+        m.wiredtiger = crate::family::wiredtiger::report::build(&wiredtiger, detected);
         // Per second, so from the slices: the charts' series.
         m.timeline = super::timeline::Timeline::build(rec);
         m.alloc = super::alloc::measurements(rec, whole);

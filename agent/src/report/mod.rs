@@ -31,7 +31,6 @@ pub mod syscalls;
 pub mod terminal;
 pub mod timeline;
 pub mod view;
-pub mod wiredtiger;
 
 use std::collections::BTreeMap;
 

@@ -9,9 +9,9 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::measurements::{ratio, window_s};
-use crate::kit::view::snake;
 use super::view::{Block, Cell, Column, Line, Section, Table, capitalise, md_cell, percent};
 use crate::findings::format_number;
+use crate::kit::view::snake;
 use crate::recording::model::SyscallCalls;
 use crate::recording::window::{Row, Window};
 

@@ -35,7 +35,11 @@ pub fn measurements(m: &Measurements) -> Vec<Section> {
     out.extend(syscalls.as_ref().map(super::syscalls::section));
     out.extend(rseq.as_ref().map(super::syscalls::rseq_section));
     out.extend(perf.as_ref().map(crate::family::perf::report::section));
-    out.extend(wiredtiger.as_ref().map(super::wiredtiger::section));
+    out.extend(
+        wiredtiger
+            .as_ref()
+            .map(crate::family::wiredtiger::report::section),
+    );
     out.extend(alloc.as_ref().map(super::alloc::section));
     out.extend(contention.as_ref().map(super::contention::section));
     out.push(mongod(m));

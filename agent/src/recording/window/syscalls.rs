@@ -1,16 +1,11 @@
-//! Windows of the syscalls family (and the WiredTiger family's checkpoints,
-//! the other event list): calls by syscall name (at most nine names, never
+//! Windows of the syscalls family: calls by syscall name (at most nine names, never
 //! bounded) with counts, errors, time, bytes summed and the latency histogram
 //! merged; threads by tid, bounded by blocked time (futex waits plus memory
-//! syscalls) with an "others" thread; rseq calls and checkpoints are events,
-//! appended in arrival order and never bounded (a few per thread start, one
-//! a minute); drops summed.
+//! syscalls) with an "others" thread; rseq calls are events, appended in arrival
+//! order and never bounded (a few per thread start); drops summed.
 
 use super::{Mergeable, Row, ThreadRow, add, add_each, keep_top, merge_rows};
-use crate::recording::model::{
-    SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice, WiredTigerDropsSlice,
-    WiredTigerSlice,
-};
+use crate::recording::model::{SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice};
 
 impl Mergeable for SyscallsSlice {
     fn merge(&mut self, later: &Self) {
@@ -79,22 +74,5 @@ impl ThreadRow for ThreadSyscallSlice {
     /// Blocked time: futex waits plus memory syscalls.
     fn thread_cost(&self) -> u64 {
         self.futex_wait_ns.saturating_add(self.mem_ns)
-    }
-}
-
-impl Mergeable for WiredTigerSlice {
-    /// Checkpoints are events: appended in return order (the last slice's
-    /// `in_progress` ones stay last).
-    fn merge(&mut self, later: &Self) {
-        self.checkpoints.extend(later.checkpoints.iter().cloned());
-        self.drops.merge(&later.drops);
-    }
-}
-
-impl Mergeable for WiredTigerDropsSlice {
-    fn merge(&mut self, later: &Self) {
-        add(&mut self.ring_full, later.ring_full);
-        add(&mut self.missing_entry, later.missing_entry);
-        add(&mut self.start_map_full, later.start_map_full);
     }
 }

@@ -2,11 +2,12 @@
 //! (`__wt_txn_checkpoint` entry to return) in each slice, and what the kernel
 //! side dropped.
 //!
-//! One file per family (as `contention.rs`), so that each family's format lives
-//! in one place; `model.rs` re-exports these types so `recording::model::X`
-//! still names them.
+//! The family's part of the recording format; `recording::model`
+//! re-exports these types so `recording::model::X` still names them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::kit::family::Section;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,4 +44,11 @@ pub struct WiredTigerDropsSlice {
     pub missing_entry: u64,
     /// Entries not remembered (start map full).
     pub start_map_full: u64,
+}
+
+impl Section for WiredTigerSlice {
+    fn drops_total(&self) -> u64 {
+        let d = &self.drops;
+        d.ring_full + d.missing_entry + d.start_map_full
+    }
 }

@@ -25,27 +25,14 @@ use mdiag_common::wiredtiger::{
     PROG_CKPT_ENTER, PROG_CKPT_EXIT, WiredTigerDrops,
 };
 
-use super::{
-    AttachContext, FamilyDef, FamilyReader, NOT_APPLICABLE, PerCpuSum, Probes, ReadError,
-    SectionReader, error_chain,
-};
-use crate::recording::{
-    Checkpoint, ProbeStatus, ProgramStatus, WiredTigerDropsSlice, WiredTigerSlice,
+use super::section::{Checkpoint, WiredTigerDropsSlice, WiredTigerSlice};
+use crate::kit::probe::{
+    FamilyReader, NOT_APPLICABLE, PerCpuSum, ProbeStatus, ProgramStatus, ReadError, SectionReader,
+    error_chain, monotonic_now_ns, read_summed, take_map,
 };
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = crate::recording::Family::Wiredtiger.name();
-
-/// The family's entry in [`FAMILIES`](super::FAMILIES).
-pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &[], attach_at_start);
-
-/// Uprobes in the target's objects: "not applicable" without WiredTiger in
-/// it; not tried (no status) host-wide.
-fn attach_at_start(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
-    let (status, reader) = attach(&mut probes.ebpf, cx.target_tgid);
-    probes.wiredtiger = reader;
-    status
-}
+pub const FAMILY: &str = crate::kit::family::Family::Wiredtiger.name();
 
 /// Where the probes went: one object of the target and the symbol in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -315,9 +302,9 @@ pub struct WiredTigerReader {
 impl WiredTigerReader {
     fn new(ebpf: &mut Ebpf, attached: Vec<AttachedObject>) -> Result<Self, ReadError> {
         let mut reader = Self {
-            starts: super::take_map(ebpf, MAP_CKPT_START)?,
-            events: super::take_map(ebpf, MAP_CKPT_EVENTS)?,
-            drops: super::take_map(ebpf, MAP_DROPS)?,
+            starts: take_map(ebpf, MAP_CKPT_START)?,
+            events: take_map(ebpf, MAP_CKPT_EVENTS)?,
+            drops: take_map(ebpf, MAP_DROPS)?,
             attached,
             pending: Vec::new(),
             last_drops: WiredTigerDrops::default(),
@@ -364,11 +351,11 @@ impl WiredTigerReader {
     /// with their duration so far. Reads the entry map; drains nothing.
     pub fn running(&self) -> Vec<Checkpoint> {
         let starts: Vec<(u32, u64)> = self.starts.iter().flatten().collect();
-        in_progress(&starts, super::monotonic_now_ns())
+        in_progress(&starts, monotonic_now_ns())
     }
 
     fn read_drops(&self) -> Result<WiredTigerDrops, ReadError> {
-        super::read_summed(&self.drops, 0, MAP_DROPS)
+        read_summed(&self.drops, 0, MAP_DROPS)
     }
 }
 
@@ -384,7 +371,7 @@ impl FamilyReader for WiredTigerReader {
         _ebpf: &mut aya::Ebpf,
         _now: std::time::Instant,
         _rec_start: std::time::Instant,
-    ) -> Option<crate::recording::ProbeStatus> {
+    ) -> Option<ProbeStatus> {
         self.drain();
         None
     }

@@ -7,11 +7,11 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::measurements::ratio;
-use super::view::{Block, Line, Section, capitalise};
+use super::section::WiredTigerSlice;
 use crate::findings::format_number;
-use crate::recording::Window;
-use crate::recording::model::Recording;
+use crate::kit::fact::ratio;
+use crate::kit::family::FamilyWindow;
+use crate::kit::view::{Block, Line, Section, capitalise};
 
 /// WiredTiger family (`wiredtiger` slices), over the whole recording.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,25 +35,25 @@ fn uprobe_object(attach_point: &str) -> Option<String> {
     (!object.is_empty()).then(|| object.to_string())
 }
 
-/// The WiredTiger measurements of `rec`, from `whole`, the window of all its
-/// slices (checkpoints appended in order); `None` when no slice has the
-/// family.
-pub(super) fn build(rec: &Recording, whole: &Window) -> Option<WiredTigerMeasurements> {
-    let ckpts = &whole.slice.wiredtiger.as_ref()?.checkpoints;
+/// The WiredTiger measurements of a window of a recording (checkpoints
+/// appended in order), naming the object WiredTiger was `detected` in (the
+/// target's code), else the one the probes attached to; `None` when no slice
+/// has the family.
+pub fn build(
+    w: &FamilyWindow<WiredTigerSlice>,
+    detected: Option<String>,
+) -> Option<WiredTigerMeasurements> {
+    let ckpts = &w.section?.checkpoints;
     let total: u64 = ckpts.iter().map(|c| c.duration_ns).sum();
     let max = ckpts.iter().map(|c| c.duration_ns).max().unwrap_or(0);
-    let object = rec
-        .target_code
-        .as_ref()
-        .and_then(|c| c.wiredtiger.detected.object.clone())
-        .or_else(|| {
-            rec.probes
-                .iter()
-                .filter(|p| p.family == "wiredtiger")
-                .flat_map(|p| &p.programs)
-                .filter(|p| p.error.is_none())
-                .find_map(|p| uprobe_object(&p.attach_point))
-        });
+    let object = detected.or_else(|| {
+        w.probes
+            .iter()
+            .filter(|p| p.family == super::FAMILY)
+            .flat_map(|p| &p.programs)
+            .filter(|p| p.error.is_none())
+            .find_map(|p| uprobe_object(&p.attach_point))
+    });
     Some(WiredTigerMeasurements {
         checkpoints: ckpts.len() as u64,
         total_ms: total as f64 / 1e6,
