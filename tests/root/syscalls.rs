@@ -297,9 +297,9 @@ fn both_hooks_count_against_the_workloads_own_figures() {
             .args(["--", WORKLOAD, "--maps", "300", "--waits", "150"])
             .args(["--wake-after-us", "2000", "--linger-ms", "500"])
             .stdin(Stdio::null())
-            .env_remove(mdiag::probes::syscalls::hooks::ENV_VIA);
+            .env_remove(mdiag::family::syscalls::hooks::ENV_VIA);
         if let Some(v) = via {
-            cmd.env(mdiag::probes::syscalls::hooks::ENV_VIA, v);
+            cmd.env(mdiag::family::syscalls::hooks::ENV_VIA, v);
         }
         let done = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&done.stderr);

@@ -17,4 +17,5 @@
 pub mod perf;
 pub mod sched;
 pub mod softirq;
+pub mod syscalls;
 pub mod wiredtiger;

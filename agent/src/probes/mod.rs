@@ -11,10 +11,10 @@ pub mod alloc;
 pub mod contention;
 pub mod cycle;
 mod load;
-pub mod syscalls;
 pub use crate::family::perf::probe as perf;
 pub use crate::family::sched::probe as sched;
 pub use crate::family::softirq::probe as softirq;
+pub use crate::family::syscalls;
 pub use crate::family::wiredtiger::probe as wiredtiger;
 
 pub use crate::kit::probe::{
@@ -97,7 +97,11 @@ pub const FAMILIES: [FamilyDef; 7] = [
         probes.softirq = reader;
         Some(status)
     }),
-    syscalls::DEF,
+    FamilyDef::at_start(syscalls::FAMILY, syscalls::TRACEPOINTS, |probes, cx| {
+        let (status, reader) = syscalls::attach(&mut probes.ebpf, cx);
+        probes.syscalls = reader;
+        Some(status)
+    }),
     FamilyDef::at_start(perf::FAMILY, &[], |probes, cx| {
         let (status, reader) = perf::attach(&mut probes.ebpf, cx);
         probes.perf = reader;

@@ -4,7 +4,7 @@
 
 pub use crate::kit::family::{Family, Section};
 
-use super::{AllocSlice, ContentionSlice, Slice, SyscallsSlice};
+use super::{AllocSlice, ContentionSlice, Slice};
 
 impl Slice {
     /// Every family's section of this slice (`None`: the family has none),
@@ -35,13 +35,6 @@ impl Slice {
             (Family::Alloc, dyn_of(alloc)),
             (Family::Contention, dyn_of(contention)),
         ]
-    }
-}
-
-impl Section for SyscallsSlice {
-    fn drops_total(&self) -> u64 {
-        let d = &self.drops;
-        d.inflight_full + d.thread_map_full + d.rseq_ring_full
     }
 }
 

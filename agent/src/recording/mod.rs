@@ -13,7 +13,6 @@ pub mod mongod;
 pub mod rseq;
 pub mod server_status;
 
-pub mod syscalls;
 pub mod window;
 
 pub use contention::*;

@@ -28,13 +28,13 @@ pub use super::host::{
     StorageFacts, SysfsChoice, SystemFacts, ThpFacts, TunedFacts, VmSysctls,
 };
 pub use super::host_cpu::{HostCpuUsage, ProcessCpu};
-pub use super::syscalls::{
-    RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
-};
 pub use crate::family::perf::section::{PerfSlice, PerfSlowPath, PerfSymbol};
 pub use crate::family::sched::section::{SchedDrops, SchedSlice, ThreadSlice};
 pub use crate::family::softirq::section::{
     HardIrqSlice, SoftirqDrops, SoftirqSlice, SoftirqVector,
+};
+pub use crate::family::syscalls::section::{
+    RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
 };
 pub use crate::family::wiredtiger::section::{Checkpoint, WiredTigerDropsSlice, WiredTigerSlice};
 

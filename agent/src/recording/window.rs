@@ -42,8 +42,6 @@ mod alloc;
 mod contention;
 mod mongod;
 
-mod syscalls;
-
 #[cfg(test)]
 mod facts_tests;
 #[cfg(test)]

@@ -20,15 +20,16 @@ use crate::recording::{Family, Window};
 use crate::rules::facts::Facts;
 use crate::rules::facts::net::rps_mask_set;
 
-pub use super::syscalls::{
-    ErrnoCount, FutexThreadMeasurement, MEMORY_SYSCALLS, RseqMeasurement, SyscallMeasurement,
-    SyscallsMeasurements, TOP_FUTEX_THREADS, errno_name, verdict_text,
-};
+pub use super::rseq::{RseqMeasurement, verdict_text};
 pub use crate::family::perf::report::{PerfMeasurements, PerfSymbolMeasurement, TOP_SYMBOLS};
 pub use crate::family::sched::report::{SchedMeasurements, TOP_CLASSES, ThreadClassMeasurement};
 pub use crate::family::softirq::report::{
     BUSIEST_CPU_ROWS, HardIrqMeasurement, MAX_CPU_ROWS, SoftirqCpuMean, SoftirqCpuRow,
     SoftirqDropsReport, SoftirqMeasurements, SoftirqVectorMeasurement, TOP_HARDIRQS,
+};
+pub use crate::family::syscalls::report::{
+    ErrnoCount, FutexThreadMeasurement, MEMORY_SYSCALLS, SyscallMeasurement, SyscallsMeasurements,
+    TOP_FUTEX_THREADS, errno_name,
 };
 pub use crate::family::wiredtiger::report::WiredTigerMeasurements;
 
@@ -150,8 +151,9 @@ impl Measurements {
             Ok(totals) => m.softirq = Some(crate::family::softirq::report::build(&totals)),
             Err(_) => m.not_recorded.push(note(facts, "softirq")),
         }
-        m.syscalls = super::syscalls::build(whole);
-        m.rseq = rec.rseq.as_ref().map(super::syscalls::rseq_measurement);
+        let syscalls = rec.family_window(whole, Family::Syscalls, whole.slice.syscalls.as_ref());
+        m.syscalls = crate::family::syscalls::report::build(&syscalls);
+        m.rseq = rec.rseq.as_ref().map(super::rseq::rseq_measurement);
         let perf = rec.family_window(whole, Family::Perf, whole.slice.perf.as_ref());
         let allocator = crate::family::perf::report::first_allocator(
             rec.slices.iter().map(|s| s.perf.as_ref()),
@@ -243,16 +245,6 @@ fn note(facts: &Facts, family: &str) -> FamilyNote {
             .unwrap_or("no data was recorded")
             .to_string(),
     }
-}
-
-/// Wall time a window covers, seconds (for a recording's window: every
-/// slice's duration summed).
-pub(super) fn window_s(whole: &Window) -> f64 {
-    whole.duration_ms() as f64 / 1000.0
-}
-
-pub(super) fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 { a / b } else { 0.0 }
 }
 
 /// Interfaces listed in the RPS/RFS line; the rest are counted.

@@ -25,9 +25,9 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod measurements;
+pub mod rseq;
 
 pub use crate::kit::svg;
-pub mod syscalls;
 pub mod terminal;
 pub mod timeline;
 pub mod view;

@@ -32,8 +32,12 @@ pub fn measurements(m: &Measurements) -> Vec<Section> {
             .as_ref()
             .map(crate::family::softirq::report::section),
     );
-    out.extend(syscalls.as_ref().map(super::syscalls::section));
-    out.extend(rseq.as_ref().map(super::syscalls::rseq_section));
+    out.extend(
+        syscalls
+            .as_ref()
+            .map(crate::family::syscalls::report::section),
+    );
+    out.extend(rseq.as_ref().map(super::rseq::rseq_section));
     out.extend(perf.as_ref().map(crate::family::perf::report::section));
     out.extend(
         wiredtiger

@@ -1,19 +1,20 @@
 //! The syscalls family in the report: per watched syscall its rate, errors,
 //! mean and p99 latency and bytes, the futex wait time and the threads
-//! blocked most, rseq(2) registrations, and the target's rseq ownership,
-//! read from the recording's merged window (its `syscalls` section); with
-//! the view of them that the terminal and Markdown reports lay out.
+//! blocked most and rseq(2) registrations, read from the recording's merged
+//! window (its `syscalls` section); with the view of them that the terminal
+//! and Markdown reports lay out. The target's rseq ownership, which the
+//! recording holds beside its slices, is `report::rseq`'s.
 
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::measurements::{ratio, window_s};
-use super::view::{Block, Cell, Column, Line, Section, Table, capitalise, md_cell, percent};
+use super::section::{SyscallCalls, SyscallsSlice};
 use crate::findings::format_number;
-use crate::kit::view::snake;
-use crate::recording::model::SyscallCalls;
-use crate::recording::window::{Row, Window};
+use crate::kit::fact::ratio;
+use crate::kit::family::FamilyWindow;
+use crate::kit::merge::Row;
+use crate::kit::view::{Block, Cell, Column, Line, Section, Table, capitalise, md_cell, percent};
 
 /// Syscalls listed under "top threads by futex wait time".
 pub const TOP_FUTEX_THREADS: usize = 3;
@@ -72,21 +73,6 @@ pub struct ErrnoCount {
     pub count: u64,
 }
 
-/// rseq ownership of the target (the recording's `rseq`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RseqMeasurement {
-    /// "per_cpu_caches_possible", "blocked_by_glibc_registration",
-    /// "allocator_has_no_per_cpu_mode", "unknown".
-    pub verdict: String,
-    /// The verdict in plain words.
-    pub verdict_text: String,
-    /// "google_tcmalloc", "gperftools", "jemalloc", "glibc", "unknown".
-    pub allocator: String,
-    pub glibc_rseq_size: Option<u32>,
-    pub method: String,
-    pub confidence: String,
-}
-
 /// "EINVAL" for 22, ...
 pub fn errno_name(errno: i64) -> String {
     match errno {
@@ -99,11 +85,14 @@ pub fn errno_name(errno: i64) -> String {
     }
 }
 
-pub(super) fn build(whole: &Window) -> Option<SyscallsMeasurements> {
+/// The syscalls measurements of a window of a recording (calls by name,
+/// threads by tid, rseq calls appended); `None` when no slice has the
+/// family.
+pub fn build(w: &FamilyWindow<SyscallsSlice>) -> Option<SyscallsMeasurements> {
     use std::collections::BTreeMap;
-    let s = whole.slice.syscalls.as_ref()?;
+    let s = w.section?;
     // Over the whole recording, as this report always showed.
-    let duration_s = window_s(whole);
+    let duration_s = w.window_ms as f64 / 1000.0;
     // The window has one row per name and per tid; by name and by tid here
     // for the order of the rows.
     let mut calls: BTreeMap<&str, SyscallCalls> = BTreeMap::new();
@@ -173,30 +162,6 @@ pub(super) fn build(whole: &Window) -> Option<SyscallsMeasurements> {
     })
 }
 
-/// The rseq verdict in plain words.
-pub fn verdict_text(v: crate::recording::rseq::Verdict) -> &'static str {
-    use crate::recording::rseq::Verdict;
-    match v {
-        Verdict::PerCpuCachesPossible => "per-CPU caches possible",
-        Verdict::BlockedByGlibcRegistration => {
-            "blocked: glibc registered rseq first — TCMalloc's per-CPU caches cannot work"
-        }
-        Verdict::AllocatorHasNoPerCpuMode => "allocator has no per-CPU mode",
-        Verdict::Unknown => "unknown",
-    }
-}
-
-pub(super) fn rseq_measurement(r: &crate::recording::rseq::RseqOwnership) -> RseqMeasurement {
-    RseqMeasurement {
-        verdict: snake(&r.verdict),
-        verdict_text: verdict_text(r.verdict).to_string(),
-        allocator: snake(&r.allocator),
-        glibc_rseq_size: r.glibc_rseq_size,
-        method: r.method.clone(),
-        confidence: r.confidence.clone(),
-    }
-}
-
 /// Said instead of an empty table when no watched syscall was made.
 const NO_WATCHED_CALLS: &str =
     "no watched syscall (mmap, munmap, madvise, brk, mremap, futex, rseq) was made";
@@ -238,18 +203,6 @@ fn rseq_calls_line(s: &SyscallsMeasurements) -> String {
         let _ = write!(line, " ({})", by.join(", "));
     }
     line
-}
-
-/// "blocked: …; allocator google_tcmalloc, glibc __rseq_size 32, confidence high".
-fn rseq_ownership_line(r: &RseqMeasurement) -> String {
-    format!(
-        "{}; allocator {}, glibc __rseq_size {}, confidence {}",
-        r.verdict_text,
-        r.allocator,
-        r.glibc_rseq_size
-            .map_or("unknown".to_string(), |n| n.to_string()),
-        r.confidence
-    )
 }
 
 /// The syscalls section.
@@ -326,14 +279,5 @@ pub fn section(s: &SyscallsMeasurements) -> Section {
         );
     }
     out.push(Block::MdTable(threads));
-    out
-}
-
-/// The rseq ownership section.
-pub fn rseq_section(r: &RseqMeasurement) -> Section {
-    let mut out = Section::new(Some("rseq ownership"));
-    let line = rseq_ownership_line(r);
-    out.push(Block::Para(format!("{}.", capitalise(&line))))
-        .push(Line::title("rseq ownership", Some(line), true));
     out
 }

@@ -6,15 +6,9 @@
 //! other families); rseq registrations arrive as events on a ring buffer and
 //! are drained at each slice. The caller of each rseq call is resolved to the
 //! object mapped at that address in /proc/PID/maps. Futex wait time is
-//! split over the slices each wait overlaps ([`credit`]). The kernel side is
-//! hooked on just the watched syscalls where the kernel allows ([`hooks`]).
-
-pub mod credit;
-pub use crate::kit::probe::syscall_entries as entry_points;
-pub mod hooks;
-pub(crate) mod numbers;
-
-pub use numbers::syscall_numbers;
+//! split over the slices each wait overlaps ([`super::credit`]). The kernel
+//! side is hooked on just the watched syscalls where the kernel allows
+//! ([`super::hooks`]).
 
 use std::collections::HashMap;
 
@@ -31,31 +25,36 @@ use mdiag_common::{
     },
 };
 
-use super::{
-    AttachContext, Counters, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError, SectionReader,
-    delta::{self, ThreadValue},
-    reader_or_warn,
+use super::section::{
+    RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
 };
-use crate::recording::{
-    ProbeStatus, RseqCall, SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice,
+use super::{credit, hooks};
+use crate::kit::probe::{
+    AttachContext, Counters, FamilyReader, PerCpuSum, ProbeStatus, ReadError, SectionReader, btf,
+    clear_map,
+    credit::uncounted,
+    delta::{self, ThreadValue},
+    monotonic_now_ns, read_summed, reader_or_warn, take_map,
 };
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = crate::recording::Family::Syscalls.name();
+pub const FAMILY: &str = crate::kit::family::Family::Syscalls.name();
 
-/// The family's entry in [`FAMILIES`](super::FAMILIES).
-pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &syscalls_common::TRACEPOINTS, attach);
+/// Its `sys_enter` / `sys_exit` fallback's `(program, BTF tracepoint)`
+/// pairs, checked against the kernel's BTF before anything attaches.
+pub const TRACEPOINTS: &[(&str, &str)] = &syscalls_common::TRACEPOINTS;
 
 /// Needs the `pt_regs` offsets (to read arguments), and every program it
-/// uses: entries without exits would only fill the map.
-fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
-    let status = hooks::attach(&mut probes.ebpf, cx, &DEF);
-    if status.attached() {
-        probes.syscalls = reader_or_warn(FAMILY, || {
-            SyscallsReader::new(&mut probes.ebpf, cx.target_tgid)
-        });
-    }
-    Some(status)
+/// uses: entries without exits would only fill the map. Its reader only
+/// then.
+pub fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> (ProbeStatus, Option<SyscallsReader>) {
+    let status = hooks::attach(ebpf, cx);
+    let reader = if status.attached() {
+        reader_or_warn(FAMILY, || SyscallsReader::new(ebpf, cx.target_tgid))
+    } else {
+        None
+    };
+    (status, reader)
 }
 
 /// Byte offsets in `struct pt_regs` of what the programs read.
@@ -71,8 +70,8 @@ pub struct RegsOffsets {
 
 /// Offsets in `struct pt_regs` of syscall arguments 0..4 and of the user
 /// instruction and stack pointers, for the architecture mdiag runs on.
-pub fn regs_offsets(btf: &btf_rs::Btf) -> Result<RegsOffsets, super::btf::BtfError> {
-    use super::btf::field_offset;
+pub fn regs_offsets(btf: &btf_rs::Btf) -> Result<RegsOffsets, btf::BtfError> {
+    use btf::field_offset;
     #[cfg(target_arch = "x86_64")]
     {
         let f = |f| field_offset(btf, "pt_regs", f);
@@ -106,7 +105,7 @@ pub fn regs_offsets(btf: &btf_rs::Btf) -> Result<RegsOffsets, super::btf::BtfErr
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "s390x")))]
     {
         let _ = btf;
-        Err(super::btf::BtfError::NoStruct(
+        Err(btf::BtfError::NoStruct(
             "pt_regs (architecture not supported by the syscalls family)".into(),
         ))
     }
@@ -139,13 +138,13 @@ pub struct SyscallsReader {
 }
 
 impl SyscallsReader {
-    pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, ReadError> {
+    pub fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, ReadError> {
         let mut reader = Self {
-            stats: super::take_map(ebpf, MAP_STATS)?,
-            threads: super::take_map(ebpf, MAP_THREADS)?,
-            drops: super::take_map(ebpf, MAP_DROPS)?,
-            rseq: super::take_map(ebpf, MAP_RSEQ_EVENTS)?,
-            inflight: super::take_map(ebpf, MAP_INFLIGHT)?,
+            stats: take_map(ebpf, MAP_STATS)?,
+            threads: take_map(ebpf, MAP_THREADS)?,
+            drops: take_map(ebpf, MAP_DROPS)?,
+            rseq: take_map(ebpf, MAP_RSEQ_EVENTS)?,
+            inflight: take_map(ebpf, MAP_INFLIGHT)?,
             credit: credit::WaitCredit::default(),
             pending_rseq: Vec::new(),
             target,
@@ -159,7 +158,7 @@ impl SyscallsReader {
     /// The slice since the previous call, with the rseq calls received since.
     pub fn next_slice(&mut self) -> Result<SyscallsSlice, ReadError> {
         let open = self.futex_waits_in_flight();
-        let at_ns = super::monotonic_now_ns();
+        let at_ns = monotonic_now_ns();
         let now = self.snapshot()?;
         let open = uncounted_waits(open, &now);
         let mut slice = slice_between(&self.last, &now);
@@ -272,12 +271,12 @@ impl Counters for SyscallsReader {
     fn snapshot(&self) -> Result<SyscallsSnapshot, ReadError> {
         let mut slots = Vec::with_capacity(NR_SLOTS);
         for slot in 0..NR_SLOTS as u32 {
-            slots.push(super::read_summed(&self.stats, slot, MAP_STATS)?);
+            slots.push(read_summed(&self.stats, slot, MAP_STATS)?);
         }
         Ok(SyscallsSnapshot {
             slots,
             threads: self.threads.iter().flatten().collect(),
-            drops: super::read_summed(&self.drops, 0, MAP_DROPS)?,
+            drops: read_summed(&self.drops, 0, MAP_DROPS)?,
         })
     }
 
@@ -297,21 +296,21 @@ impl FamilyReader for SyscallsReader {
         _ebpf: &mut aya::Ebpf,
         _now: std::time::Instant,
         _rec_start: std::time::Instant,
-    ) -> Option<crate::recording::ProbeStatus> {
+    ) -> Option<ProbeStatus> {
         self.drain();
         None
     }
 
     /// No watched syscall in flight.
     fn forget_in_flight(&mut self) -> Result<(), ReadError> {
-        super::clear_map(&mut self.inflight, MAP_INFLIGHT)
+        clear_map(&mut self.inflight, MAP_INFLIGHT)
     }
 
     /// Counters and waits before this instant are left out of the first
     /// slice (rseq events received so far are kept).
     fn rebase(&mut self) -> Result<(), ReadError> {
         let open = self.futex_waits_in_flight();
-        let at_ns = super::monotonic_now_ns();
+        let at_ns = monotonic_now_ns();
         self.last = self.snapshot()?;
         let open = uncounted_waits(open, &self.last);
         let last = &self.last;
@@ -347,7 +346,7 @@ fn uncounted_waits(
     open: Vec<credit::InflightWait>,
     now: &SyscallsSnapshot,
 ) -> Vec<credit::InflightWait> {
-    crate::probes::credit::uncounted(
+    uncounted(
         open,
         |tid| last_counted_wait(now, tid),
         |tid| match now.threads.get(&tid) {
@@ -492,7 +491,7 @@ mod tests {
         ) {
             return;
         }
-        let btf = super::super::btf::load_vmlinux().expect("kernel BTF");
+        let btf = super::btf::load_vmlinux().expect("kernel BTF");
         let r = regs_offsets(&btf).unwrap();
         #[cfg(target_arch = "x86_64")]
         {

@@ -4,8 +4,8 @@
 //! syscalls) with an "others" thread; rseq calls are events, appended in arrival
 //! order and never bounded (a few per thread start); drops summed.
 
-use super::{Mergeable, Row, ThreadRow, add, add_each, keep_top, merge_rows};
-use crate::recording::model::{SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice};
+use super::section::{SyscallCalls, SyscallDropsSlice, SyscallsSlice, ThreadSyscallSlice};
+use crate::kit::merge::{Mergeable, Row, ThreadRow, add, add_each, keep_top, merge_rows};
 
 impl Mergeable for SyscallsSlice {
     fn merge(&mut self, later: &Self) {

@@ -7,15 +7,15 @@
 //! The counts (`futex_waits`) stay those of waits that *ended* in the slice;
 //! only the time is spread. Pure: the reader feeds it the map's contents.
 
-use crate::probes::credit::{Change, Credit, Open, adjusted};
-use crate::recording::{SyscallsSlice, ThreadSyscallSlice};
+use super::section::{SyscallsSlice, ThreadSyscallSlice};
+use crate::kit::probe::credit::{Change, Credit, Open, adjusted};
 
 /// A futex wait in flight at a cut, from the kernel's entry map; its key
 /// says whether it began inside a checkpoint window.
 pub type InflightWait = Open<bool>;
 
-/// The kernel's state at one cut (see [`crate::probes::credit::Cut`]).
-pub type Cut<'a> = crate::probes::credit::Cut<'a, bool>;
+/// The kernel's state at one cut (see [`crate::kit::probe::credit::Cut`]).
+pub type Cut<'a> = crate::kit::probe::credit::Cut<'a, bool>;
 
 /// What has been credited (see [`Credit`]), applied to syscalls slices.
 #[derive(Debug, Default)]

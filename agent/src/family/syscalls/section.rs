@@ -1,11 +1,12 @@
 //! Recording types of the syscalls family: memory syscalls and futex waits
 //! per slice and per thread, and every rseq registration with its caller.
 //!
-//! One file per family (as `contention.rs`), so that each family's format lives
-//! in one place; `model.rs` re-exports these types so `recording::model::X`
-//! still names them.
+//! The family's part of the recording format; `recording::model`
+//! re-exports these types so `recording::model::X` still names them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::kit::family::Section;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,4 +100,11 @@ pub struct SyscallDropsSlice {
     pub thread_map_full: u64,
     /// rseq events lost (ring buffer full).
     pub rseq_ring_full: u64,
+}
+
+impl Section for SyscallsSlice {
+    fn drops_total(&self) -> u64 {
+        let d = &self.drops;
+        d.inflight_full + d.thread_map_full + d.rseq_ring_full
+    }
 }

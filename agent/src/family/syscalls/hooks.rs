@@ -24,14 +24,11 @@ use aya::{
     programs::{FEntry, FExit},
 };
 
-use super::entry_points::EntryPoint;
-use crate::{
-    probes::{
-        AttachContext, FamilyDef,
-        cycle::{Link, LinkId},
-        error_chain,
-    },
-    recording::{ProbeStatus, ProgramStatus},
+use super::probe::{FAMILY, TRACEPOINTS};
+use crate::kit::probe::{
+    AttachContext, ProbeStatus, ProgramStatus, error_chain,
+    links::{Link, LinkId},
+    syscall_entries::EntryPoint,
 };
 
 /// Environment variable choosing the hooks: `tracepoints` forces the
@@ -71,7 +68,7 @@ impl Via {
 
 /// Attaches the family's programs: fentry/fexit where possible, else the
 /// tracepoint pair, with the reason in each program's attach point.
-pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext, def: &FamilyDef) -> ProbeStatus {
+pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> ProbeStatus {
     let fentry = match Via::from_env() {
         Via::Tracepoints => Err(format!("{ENV_VIA}=tracepoints")),
         Via::Fentry => cx
@@ -85,7 +82,7 @@ pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext, def: &FamilyDef) -> Pr
                     cx.links
                         .borrow_mut()
                         .extend(links.into_iter().map(|(program, id)| Link {
-                            family: def.name,
+                            family: FAMILY,
                             program,
                             id: Some(id),
                         }));
@@ -97,24 +94,23 @@ pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext, def: &FamilyDef) -> Pr
         Ok((points, programs)) => {
             for p in points.iter().filter(|p| p.skipped.is_some()) {
                 tracing::info!(
-                    family = def.name,
+                    family = FAMILY,
                     "{} not hooked: {}",
                     p.syscall.name,
                     p.skipped.as_deref().unwrap_or_default()
                 );
             }
             ProbeStatus {
-                family: def.name.to_owned(),
+                family: FAMILY.to_owned(),
                 programs,
             }
         }
         Err(why) => {
             tracing::info!(
-                family = def.name,
+                family = FAMILY,
                 "via sys_enter/sys_exit, which run on every syscall of the host: fentry unavailable: {why}"
             );
-            let mut status =
-                cx.attach_tracepoints(ebpf, def.name, def.tracepoints, &cx.regs_offsets);
+            let mut status = cx.attach_tracepoints(ebpf, FAMILY, TRACEPOINTS, &cx.regs_offsets);
             for p in &mut status.programs {
                 p.attach_point = fallback_attach_point(&p.attach_point, &why);
             }
