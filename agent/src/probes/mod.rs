@@ -8,9 +8,9 @@
 //! descriptors, so even a crash leaves the host as it was).
 
 pub mod alloc;
-pub mod contention;
 pub mod cycle;
 mod load;
+pub use crate::family::contention::probe as contention;
 pub use crate::family::perf::probe as perf;
 pub use crate::family::sched::probe as sched;
 pub use crate::family::softirq::probe as softirq;
@@ -22,8 +22,7 @@ pub use crate::kit::probe::{
     delta, missing_tracepoint, not_applicable,
 };
 pub(crate) use crate::kit::probe::{
-    NOT_APPLICABLE, PerCpuSum, clear_map, clock_ns, error_chain, monotonic_now_ns, read_per_cpu,
-    read_summed, reader_or_warn, sum_cpus, take_map,
+    NOT_APPLICABLE, clock_ns, error_chain, monotonic_now_ns, read_per_cpu, take_map,
 };
 
 use aya::Ebpf;
@@ -114,7 +113,12 @@ pub const FAMILIES: [FamilyDef; 7] = [
         probes.wiredtiger = reader;
         status
     }),
-    contention::DEF,
+    FamilyDef::at_start(contention::FAMILY, contention::TRACEPOINTS, |probes, cx| {
+        let sched_attached = probes.sched.is_some();
+        let (status, reader) = contention::attach(&mut probes.ebpf, cx, sched_attached);
+        probes.contention = reader;
+        Some(status)
+    }),
     alloc::DEF,
 ];
 

@@ -4,7 +4,7 @@
 
 pub use crate::kit::family::{Family, Section};
 
-use super::{AllocSlice, ContentionSlice, Slice};
+use super::{AllocSlice, Slice};
 
 impl Slice {
     /// Every family's section of this slice (`None`: the family has none),
@@ -47,13 +47,6 @@ impl Section for AllocSlice {
                 d.missing_entry + d.mismatched + d.too_deep + d.stack_full
             })
             .sum()
-    }
-}
-
-impl Section for ContentionSlice {
-    fn drops_total(&self) -> u64 {
-        let d = &self.drops;
-        d.inflight_full + d.thread_map_full + d.stack_failed + d.dstack_map_full
     }
 }
 

@@ -3,7 +3,6 @@
 //! agent's rolling windows). The common model is `model.rs`; each probe
 //! family's section types are in `<family>.rs` (re-exported by both).
 pub mod alloc;
-pub mod contention;
 pub mod family;
 pub mod host;
 pub mod host_cpu;
@@ -15,7 +14,7 @@ pub mod server_status;
 
 pub mod window;
 
-pub use contention::*;
+pub use crate::family::contention::section::*;
 pub use family::{Family, Section};
 pub use io::{RecordingError, default_file_name, newest_in_dir, read_file, write_atomic};
 pub use model::*;

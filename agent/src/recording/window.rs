@@ -36,10 +36,10 @@
 //! `window/facts_tests.rs` lists the few that differ and why.
 
 use super::model::{Recording, Slice};
+use crate::family::contention::ContentionWindow;
 use crate::kit::family::{Family, FamilyWindow};
 
 mod alloc;
-mod contention;
 mod mongod;
 
 #[cfg(test)]
@@ -52,7 +52,7 @@ mod tests;
 pub use mongod::MongodWindow;
 
 pub use crate::kit::merge::{DEFAULT_TOP_N, Mergeable, OTHERS_ID, OTHERS_NAME};
-pub(crate) use crate::kit::merge::{Row, ThreadRow, add, add_each, keep_top, merge_rows};
+pub(crate) use crate::kit::merge::{Row, add, add_each, merge_rows};
 
 impl Mergeable for Slice {
     /// Sections are merged family by family (a section only one side has is
@@ -280,6 +280,24 @@ impl Recording {
             slices: self.slices.len(),
             host_cpus: self.host.cpu_count,
             targeted: self.target.is_some(),
+        }
+    }
+}
+
+impl Recording {
+    /// What the contention measurements join over `whole` (a window of this
+    /// recording's slices): the sections of the contention, syscalls,
+    /// sched and WiredTiger families, the window's time and the kernel
+    /// stacks the recording keeps.
+    pub fn contention_window<'a>(&'a self, whole: &'a Window) -> ContentionWindow<'a> {
+        let s = &whole.slice;
+        ContentionWindow {
+            contention: s.contention.as_ref(),
+            syscalls: s.syscalls.as_ref(),
+            sched: s.sched.as_ref(),
+            wiredtiger: s.wiredtiger.as_ref(),
+            window_ms: whole.duration_ms(),
+            kernel_stacks: &self.kernel_stacks,
         }
     }
 }

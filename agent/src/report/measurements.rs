@@ -61,7 +61,7 @@ pub struct Measurements {
     /// kinds and D-state stacks; `None` when neither the syscalls nor the
     /// contention family recorded anything.
     #[serde(default)]
-    pub contention: Option<crate::rules::facts::contention::ContentionMeasurements>,
+    pub contention: Option<crate::family::contention::ContentionMeasurements>,
     /// mongod's own figures (serverStatus polls or FTDC); `None` when mongod
     /// was not polled (the renderers say so).
     #[serde(default)]
@@ -170,7 +170,7 @@ impl Measurements {
         // Per second, so from the slices: the charts' series.
         m.timeline = super::timeline::Timeline::build(rec);
         m.alloc = super::alloc::measurements(rec, whole);
-        m.contention = crate::rules::facts::contention::build(rec, whole);
+        m.contention = crate::family::contention::build(&rec.contention_window(whole));
         // From every sample: maxima, minima and restarts inside the recording
         // are lost in a window, which keeps only the first and last.
         m.mongod = crate::mongo::summary::MongodSummary::of(rec);

@@ -13,7 +13,6 @@
 //! numbers each probe family measured, shown even when no rule uses them.
 
 pub mod alloc;
-pub mod contention;
 #[cfg(test)]
 mod contract;
 #[cfg(test)]

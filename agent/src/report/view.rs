@@ -45,7 +45,11 @@ pub fn measurements(m: &Measurements) -> Vec<Section> {
             .map(crate::family::wiredtiger::report::section),
     );
     out.extend(alloc.as_ref().map(super::alloc::section));
-    out.extend(contention.as_ref().map(super::contention::section));
+    out.extend(
+        contention
+            .as_ref()
+            .map(crate::family::contention::report::section),
+    );
     out.push(mongod(m));
     out.extend(m.host_settings.as_ref().map(|h| {
         let mut s = Section::new(Some("Host settings"));

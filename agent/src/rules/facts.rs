@@ -36,7 +36,6 @@ pub(crate) use crate::kit::fact::{float, int, map_to_cel, ratio, text};
 
 pub mod allocator;
 pub(crate) mod connection;
-pub mod contention;
 pub mod cpu;
 mod example;
 pub mod filesystem;
@@ -173,7 +172,10 @@ impl Facts {
         facts.insert_or_absent("tuning", tuning::tuning_facts(rec));
         facts.insert_or_absent("allocator", allocator::allocator_facts(rec, whole));
         facts.allocator = allocator::allocator_of(rec).map(str::to_owned);
-        facts.insert_or_absent("contention", contention::contention_facts(rec, whole));
+        facts.insert_or_absent(
+            "contention",
+            crate::family::contention::facts::facts(&rec.contention_window(whole)),
+        );
         facts.insert_or_absent("mongod", mongod::mongod_facts(rec));
         facts.insert_or_absent("storage", storage::storage_facts(rec));
         facts.insert_or_absent("filesystem", filesystem::filesystem_facts(rec));

@@ -195,7 +195,10 @@ fn recordings() -> Vec<(&'static str, Recording)> {
             "net_rx_on_cpu0",
             crate::family::softirq::testdata::net_rx_on_cpu0(),
         ),
-        ("contention", crate::report::contention::tests::recording()),
+        (
+            "contention",
+            crate::family::contention::report::tests::recording(),
+        ),
         ("mongod", crate::mongo::summary::tests::recording()),
         ("golden baseline", golden("baseline")),
         ("golden busy", golden("busy")),

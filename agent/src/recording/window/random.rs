@@ -2,12 +2,12 @@
 //! deterministic generator (no property-testing crate is a dependency), with
 //! keys drawn from small sets so that rows of different slices meet.
 
-use crate::recording::contention::{
-    ContentionSlice, DStateStackSlice, LockKindSlice, ThreadContentionSlice, WindowSplit,
-};
 use crate::recording::model::*;
 use crate::recording::mongod::MongodSlice;
 use crate::recording::server_status::ServerStatusSample;
+use crate::recording::{
+    ContentionSlice, DStateStackSlice, LockKindSlice, ThreadContentionSlice, WindowSplit,
+};
 use crate::symbols::AllocatorKind;
 
 /// xorshift64*: reproducible random numbers for the properties.

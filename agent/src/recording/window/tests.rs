@@ -395,11 +395,11 @@ fn times_and_settings_and_names_take_the_right_side() {
 
 #[test]
 fn bounding_folds_into_others_rows() {
-    use crate::recording::contention::{ContentionSlice, DStateStackSlice, WindowSplit};
     use crate::recording::model::{
         AllocFunctionWindow, AllocSlice, AllocWindow, PerfSlice, PerfSymbol, SchedSlice,
         ThreadSlice,
     };
+    use crate::recording::{ContentionSlice, DStateStackSlice, WindowSplit};
     let thread = |tid: u32, tgid: u32, oncpu_ns: u64| ThreadSlice {
         tid,
         tgid,
@@ -467,7 +467,7 @@ fn bounding_folds_into_others_rows() {
     let mut t = t.clone();
     t.push(thread(4, 200, 1));
     t.push(thread(5, 200, 1));
-    super::keep_top(&mut t, 1);
+    crate::kit::merge::keep_top(&mut t, 1);
     assert_eq!((t[1].tgid, t[1].oncpu_ns), (OTHERS_ID, 14));
     // Stacks fold into the slice's own `other_stacks`.
     let c = s.contention.as_ref().unwrap();

@@ -1,12 +1,12 @@
 //! The contention measurements' model: waits inside vs outside the target's
 //! checkpoint windows, per thread class, lock kinds and the top D-state
-//! stacks. Built here (below the rules) so that the `contention` fact group
-//! and the report's contention section (`report/contention.rs`, which renders
-//! it) come from one derivation. Part of the JSON contract (`measurements`).
+//! stacks. Built once (`totals.rs`) so that the `contention` fact group and
+//! the report's contention section (`report.rs`, which renders it) come from
+//! one derivation. Part of the JSON contract (`measurements`).
 
 use serde::{Deserialize, Serialize};
 
-use crate::recording::WindowSplit;
+use super::section::WindowSplit;
 
 /// D-state stacks listed, by time.
 pub const TOP_STACKS: usize = 5;

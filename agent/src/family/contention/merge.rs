@@ -5,11 +5,11 @@
 //! bounded by sleep time, the rest folded into `other_stacks` (what that
 //! field already holds for the stacks a slice leaves out); drops summed.
 
-use super::{Mergeable, Row, ThreadRow, add, keep_top, merge_rows};
-use crate::recording::contention::{
+use super::section::{
     ContentionDropsSlice, ContentionSlice, DStateStackSlice, LockKindSlice, ThreadContentionSlice,
     WindowSplit,
 };
+use crate::kit::merge::{Mergeable, Row, ThreadRow, add, keep_top, merge_rows};
 
 /// `a += b` field by field, saturating.
 fn add_split(a: &mut WindowSplit, b: &WindowSplit) {

@@ -4,32 +4,23 @@
 //! checkpoint-lock-contention rule needs.
 //!
 //! Derived by the same function the report's contention measurements come
-//! from ([`build`], with their model in `contention/measurements.rs`), so
-//! rules and report cannot disagree.
+//! from ([`build`], with their model in [`super::measurements`]), so rules
+//! and report cannot disagree.
 //! A rate or ratio that cannot be computed (no checkpoint time, a quiet
 //! outside window) is left out of the group rather than set to 0: rules
 //! that need it then say it was missing.
 
-use super::{FactGroup, float, int, text};
-use crate::recording::Window;
-use crate::recording::model::Recording;
-
-mod build;
-mod measurements;
-
-pub use build::{build, union_ns};
-pub use measurements::{
-    ClassContention, ContentionMeasurements, LockKindMeasurement, STACK_FRAMES, SplitMeasurement,
-    StackMeasurement, TOP_STACKS, split,
-};
+use super::measurements::SplitMeasurement;
+use super::totals::{ContentionWindow, build};
+use crate::kit::fact::{FactGroup, float, int, text};
 
 /// Why the group is absent.
 pub const NO_CONTENTION: &str =
     "neither the syscalls nor the contention probe recorded anything (not attached)";
 
-/// The `contention` facts of `rec`, whose slices `whole` merges.
-pub fn contention_facts(rec: &Recording, whole: &Window) -> Result<FactGroup, String> {
-    let c = build(rec, whole).ok_or_else(|| NO_CONTENTION.to_string())?;
+/// The `contention` facts of a window of a recording.
+pub fn facts(w: &ContentionWindow) -> Result<FactGroup, String> {
+    let c = build(w).ok_or_else(|| NO_CONTENTION.to_string())?;
     let mut g = FactGroup::new();
     g.insert("duration_s".into(), float(c.duration_s));
     g.insert("checkpoints".into(), int(c.checkpoints));
@@ -100,13 +91,13 @@ mod tests {
     fn rates_and_ratios_without_checkpoints_are_left_out() {
         let mut rec = crate::rules::testdata::oversubscribed();
         assert_eq!(
-            contention_facts(&rec, &rec.window()),
+            facts(&rec.contention_window(&rec.window())),
             Err(NO_CONTENTION.to_string())
         );
         for s in &mut rec.slices {
             s.syscalls = Some(Default::default());
         }
-        let g = contention_facts(&rec, &rec.window()).unwrap();
+        let g = facts(&rec.contention_window(&rec.window())).unwrap();
         assert_eq!(g.get("checkpoints"), Some(&FactValue::Int(0)));
         assert_eq!(g.get("futex_inside_waits"), Some(&FactValue::Int(0)));
         // No checkpoint time: no inside rate and no ratio.
@@ -122,8 +113,8 @@ mod tests {
 
     #[test]
     fn the_split_of_a_recording_with_checkpoints() {
-        let rec = crate::report::contention::tests::recording();
-        let g = contention_facts(&rec, &rec.window()).unwrap();
+        let rec = super::super::report::tests::recording();
+        let g = facts(&rec.contention_window(&rec.window())).unwrap();
         assert_eq!(g.get("checkpoints"), Some(&FactValue::Int(2)));
         assert_eq!(g.get("checkpoint_s"), Some(&FactValue::Float(1.0)));
         assert_eq!(g.get("futex_ratio"), Some(&FactValue::Float(40.0)));

@@ -22,9 +22,9 @@ use mdiag_common::contention::{
     INSIDE, LCB_F_SPIN, LOCK_FLAGS_MASK, LockInflight, OffCpu, ThreadContention,
 };
 
+use super::section::{ThreadContentionSlice, WindowSplit};
 use super::slice::{Delta, kernel_comm};
-use crate::probes::credit::{Change, Credit, Cut, Open, adjusted, uncounted};
-use crate::recording::{ThreadContentionSlice, WindowSplit};
+use crate::kit::probe::credit::{Change, Credit, Cut, Open, adjusted, uncounted};
 
 /// What a D-state sleep is booked under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,8 +228,8 @@ fn book(w: &mut WindowSplit, window: u32, add: u64, back: u64) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::slice::finish;
     use super::*;
-    use crate::probes::contention::slice::finish;
     use mdiag_common::contention::LCB_F_MUTEX;
 
     const S: u64 = 1_000_000_000;

@@ -9,9 +9,9 @@
 //! rest of the wall time; both are "ms of waiting per second", and their
 //! ratio says how much more the threads wait while a checkpoint runs.
 
-use super::view::{Block, Cell, Column, Line, Section, Table, md_cell, md_code, truncate};
+use super::measurements::{ContentionMeasurements, SplitMeasurement};
 use crate::findings::format_number;
-use crate::rules::facts::contention::{ContentionMeasurements, SplitMeasurement};
+use crate::kit::view::{Block, Cell, Column, Line, Section, Table, md_cell, md_code, truncate};
 
 /// "futex waits 120.0 ms/s inside checkpoints vs 3.0 ms/s outside (40×)".
 pub fn split_line(name: &str, s: &SplitMeasurement) -> String {
@@ -77,7 +77,7 @@ pub fn section(c: &ContentionMeasurements) -> Section {
     out.push(Line::title("Contention", Some(windows.clone()), true))
         .push(Block::Para(format!(
             "{}.",
-            super::view::capitalise(&windows)
+            crate::kit::view::capitalise(&windows)
         )));
     let mut bullets = Vec::new();
     for (name, s) in [
@@ -87,7 +87,7 @@ pub fn section(c: &ContentionMeasurements) -> Section {
     ] {
         if let Some(s) = s {
             out.push(Line::wrapped("    ", split_line(name, s)));
-            bullets.push(split_line(&super::view::capitalise(name), s));
+            bullets.push(split_line(&crate::kit::view::capitalise(name), s));
         }
     }
     if !c.lock_kinds.is_empty() {
@@ -187,9 +187,9 @@ fn class_table(c: &ContentionMeasurements) -> Table {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use super::super::measurements::split;
     use super::*;
     use crate::recording::{KernelStack, WindowSplit, model::Recording};
-    use crate::rules::facts::contention::split;
 
     #[test]
     fn split_divides_by_window_time_and_gives_the_ratio() {

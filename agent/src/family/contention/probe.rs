@@ -3,16 +3,14 @@
 //! window, turned into one [`ContentionSlice`] per second.
 //!
 //! As for the other families the kernel counters are cumulative and a slice
-//! is the difference of two snapshots ([`slice`]). The kernel adds a wait's
-//! time when it ends, so the waits still in flight at a cut are credited up
-//! to it and the credit is taken back when they end ([`credit`]): a long
+//! is the difference of two snapshots ([`super::slice`]). The kernel adds a
+//! wait's time when it ends, so the waits still in flight at a cut are
+//! credited up to it and the credit is taken back when they end
+//! ([`super::credit`]): a long
 //! D-state sleep or lock wait is split over the slices it overlaps. Kernel
 //! stacks are symbolized once per stack id with /proc/kallsyms (ids are
 //! stable: the stack map is never cleared while recording) and kept for the
 //! recording's `kernel_stacks`.
-
-pub mod credit;
-pub mod slice;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -27,52 +25,52 @@ use mdiag_common::contention::{
 };
 use mdiag_common::sched as sched_common;
 
-pub use self::slice::slice_between;
-use self::{
-    credit::{ContentionCut, InFlight, WaitCredit},
-    slice::{delta_between, finish},
-};
-use super::{
-    AttachContext, Counters, FamilyDef, FamilyReader, PerCpuSum, Probes, ReadError, SectionReader,
+use super::credit::{ContentionCut, InFlight, WaitCredit};
+use super::section::{ContentionSlice, KernelStack};
+use super::slice::{delta_between, finish, slice_between};
+use crate::kit::probe::{
+    AttachContext, Counters, FamilyReader, PerCpuSum, ProbeStatus, ReadError, SectionReader,
+    clear_map,
     delta::{self, ThreadValue},
-    reader_or_warn,
+    monotonic_now_ns, read_summed, reader_or_warn, sum_cpus, take_map,
 };
 use crate::kstack::{self, KernelSymbols};
-use crate::recording::{ContentionSlice, KernelStack, ProbeStatus};
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = crate::recording::Family::Contention.name();
+pub const FAMILY: &str = crate::kit::family::Family::Contention.name();
 
-/// The family's entry in [`FAMILIES`](super::FAMILIES).
-pub const DEF: FamilyDef = FamilyDef::at_start(FAMILY, &contention_common::TRACEPOINTS, attach);
+/// Its `(program, BTF tracepoint)` pairs, checked against the kernel's BTF
+/// before anything attaches.
+pub const TRACEPOINTS: &[(&str, &str)] = &contention_common::TRACEPOINTS;
 
 /// Lock waits and D-state stacks: needs the `task_struct` offsets (its
 /// switch program reads the task); any program that attached is enough,
 /// each alone is useful.
 /// When the scheduler family's switch program runs, the D-state work is
 /// folded into it (one program per switch, not two) and this family's own
-/// switch program stays detached.
-fn attach(probes: &mut Probes, cx: &AttachContext) -> Option<ProbeStatus> {
-    let folded = probes.sched.is_some()
+/// switch program stays detached (`sched_attached`: the scheduler family's
+/// reader exists). Its reader when any program attached.
+pub fn attach(
+    ebpf: &mut Ebpf,
+    cx: &AttachContext,
+    sched_attached: bool,
+) -> (ProbeStatus, Option<ContentionReader>) {
+    let folded = sched_attached
         && cx.task_offsets.is_ok()
-        && super::sched::fold(&mut probes.ebpf, sched_common::FOLD_DSTATE)
+        && crate::family::sched::probe::fold(ebpf, sched_common::FOLD_DSTATE)
             .map_err(|e| tracing::warn!("contention: switch work not folded into sched's: {e}"))
             .is_ok();
     let into = folded.then_some((
         contention_common::PROG_SWITCH,
         sched_common::PROG_SCHED_SWITCH,
     ));
-    let status = cx.attach_tracepoints_folded(
-        &mut probes.ebpf,
-        DEF.name,
-        DEF.tracepoints,
-        &cx.task_offsets,
-        into,
-    );
-    if status.programs.iter().any(|p| p.error.is_none()) {
-        probes.contention = reader_or_warn(FAMILY, || ContentionReader::new(&mut probes.ebpf));
-    }
-    Some(status)
+    let status = cx.attach_tracepoints_folded(ebpf, FAMILY, TRACEPOINTS, &cx.task_offsets, into);
+    let reader = if status.programs.iter().any(|p| p.error.is_none()) {
+        reader_or_warn(FAMILY, || ContentionReader::new(ebpf))
+    } else {
+        None
+    };
+    (status, reader)
 }
 
 /// Cumulative counters at one instant.
@@ -106,18 +104,18 @@ pub struct ContentionReader {
 }
 
 impl ContentionReader {
-    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self, ReadError> {
+    pub fn new(ebpf: &mut Ebpf) -> Result<Self, ReadError> {
         let ksyms = KernelSymbols::load()
             .map_err(|e| tracing::warn!(family = FAMILY, "kernel stacks stay unsymbolized: {e}"))
             .ok();
         let mut reader = Self {
-            threads: super::take_map(ebpf, MAP_THREADS)?,
-            lock_kinds: super::take_map(ebpf, MAP_LOCK_KINDS)?,
-            dstacks: super::take_map(ebpf, MAP_DSTACKS)?,
-            stacks: super::take_map(ebpf, MAP_STACKS)?,
-            drops: super::take_map(ebpf, MAP_DROPS)?,
-            offcpu: super::take_map(ebpf, MAP_OFFCPU)?,
-            lock_inflight: super::take_map(ebpf, MAP_LOCK_INFLIGHT)?,
+            threads: take_map(ebpf, MAP_THREADS)?,
+            lock_kinds: take_map(ebpf, MAP_LOCK_KINDS)?,
+            dstacks: take_map(ebpf, MAP_DSTACKS)?,
+            stacks: take_map(ebpf, MAP_STACKS)?,
+            drops: take_map(ebpf, MAP_DROPS)?,
+            offcpu: take_map(ebpf, MAP_OFFCPU)?,
+            lock_inflight: take_map(ebpf, MAP_LOCK_INFLIGHT)?,
             credit: WaitCredit::default(),
             ksyms,
             seen_stacks: BTreeMap::new(),
@@ -131,7 +129,7 @@ impl ContentionReader {
     /// The slice since the previous call; symbolizes the stacks it names.
     pub fn next_slice(&mut self) -> Result<ContentionSlice, ReadError> {
         let open = self.in_flight();
-        let at_ns = super::monotonic_now_ns();
+        let at_ns = monotonic_now_ns();
         let now = self.snapshot()?;
         let open = uncounted(open, &now);
         let mut delta = delta_between(&self.last, &now);
@@ -169,7 +167,7 @@ impl ContentionReader {
     }
 
     /// The D-state sleeps and lock waits in flight now (read before the
-    /// counters: see [`crate::probes::credit`]).
+    /// counters: see [`crate::kit::probe::credit`]).
     fn in_flight(&self) -> InFlight {
         InFlight::from_maps(
             self.offcpu.iter().flatten(),
@@ -212,19 +210,19 @@ impl Counters for ContentionReader {
     fn snapshot(&self) -> Result<ContentionSnapshot, ReadError> {
         let mut lock_kinds = Vec::with_capacity(LOCK_KINDS as usize);
         for kind in 0..LOCK_KINDS {
-            lock_kinds.push(super::read_summed(&self.lock_kinds, kind, MAP_LOCK_KINDS)?);
+            lock_kinds.push(read_summed(&self.lock_kinds, kind, MAP_LOCK_KINDS)?);
         }
         let dstacks = self
             .dstacks
             .iter()
             .flatten()
-            .map(|(k, per_cpu)| (k, super::sum_cpus(&per_cpu)))
+            .map(|(k, per_cpu)| (k, sum_cpus(&per_cpu)))
             .collect();
         Ok(ContentionSnapshot {
             threads: self.threads.iter().flatten().collect(),
             lock_kinds,
             dstacks,
-            drops: super::read_summed(&self.drops, 0, MAP_DROPS)?,
+            drops: read_summed(&self.drops, 0, MAP_DROPS)?,
         })
     }
 
@@ -240,13 +238,13 @@ impl FamilyReader for ContentionReader {
 
     /// No lock wait or D-state sleep open.
     fn forget_in_flight(&mut self) -> Result<(), ReadError> {
-        super::clear_map(&mut self.offcpu, MAP_OFFCPU)?;
-        super::clear_map(&mut self.lock_inflight, MAP_LOCK_INFLIGHT)
+        clear_map(&mut self.offcpu, MAP_OFFCPU)?;
+        clear_map(&mut self.lock_inflight, MAP_LOCK_INFLIGHT)
     }
 
     fn rebase(&mut self) -> Result<(), ReadError> {
         let open = self.in_flight();
-        let at_ns = super::monotonic_now_ns();
+        let at_ns = monotonic_now_ns();
         self.last = self.snapshot()?;
         let open = uncounted(open, &self.last);
         self.credit.begin(ContentionCut {

@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 
 use mdiag_common::contention::{D_STACK_NONE, LockKindStats, ThreadContention, lock_kind_name};
 
-use super::ContentionSnapshot;
-use crate::probes::delta;
-use crate::recording::{
+use super::probe::ContentionSnapshot;
+use super::section::{
     ContentionDropsSlice, ContentionSlice, DStateStackSlice, LockKindSlice, TOP_STACKS_PER_SLICE,
     ThreadContentionSlice, WindowSplit,
 };
+use crate::kit::probe::delta;
 
 /// What changed between two snapshots, every row kept.
 #[derive(Debug, Clone, Default, PartialEq)]

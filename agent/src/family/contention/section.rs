@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::kit::family::Section;
+
 /// Wait count and time, split by checkpoint window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -133,4 +135,11 @@ pub struct KernelStack {
     /// The first frame that is not scheduler, wait or tracing plumbing
     /// (e.g. `xfs_ilock`), the stack's name in the report.
     pub signature: Option<String>,
+}
+
+impl Section for ContentionSlice {
+    fn drops_total(&self) -> u64 {
+        let d = &self.drops;
+        d.inflight_full + d.thread_map_full + d.stack_failed + d.dstack_map_full
+    }
 }

@@ -1,5 +1,6 @@
 //! How the contention measurements are built from a recording's window
-//! (its slices merged, `Recording::window`): the
+//! (its slices merged, `Recording::window`; the sections this family joins
+//! are a [`ContentionWindow`]): the
 //! checkpoint windows (their union), futex waits from the syscalls family,
 //! kernel lock waits and D-state sleeps from the contention family, split by
 //! window and grouped by thread class, with the scheduler figures of the
@@ -7,13 +8,32 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{
+use super::measurements::{
     ClassContention, ContentionMeasurements, LockKindMeasurement, STACK_FRAMES, StackMeasurement,
     TOP_STACKS, split,
 };
-use crate::recording::model::{Recording, ThreadSyscallSlice};
-use crate::recording::{KernelStack, Window, WindowSplit};
+use super::section::{ContentionSlice, KernelStack, WindowSplit};
+use crate::family::sched::SchedSlice;
+use crate::family::syscalls::{SyscallsSlice, ThreadSyscallSlice};
+use crate::family::wiredtiger::WiredTigerSlice;
 use crate::threads::mongod_class;
+
+/// What the contention measurements are built from: the sections of the
+/// four families they join over one window (lock waits and D-state sleeps,
+/// futex waits, the scheduler figures of the classes that waited, the
+/// checkpoint windows), the time the window covers and the kernel stacks the
+/// recording keeps beside its slices. The hub fills it
+/// (`Recording::contention_window`).
+#[derive(Debug, Clone, Copy)]
+pub struct ContentionWindow<'a> {
+    pub contention: Option<&'a ContentionSlice>,
+    pub syscalls: Option<&'a SyscallsSlice>,
+    pub sched: Option<&'a SchedSlice>,
+    pub wiredtiger: Option<&'a WiredTigerSlice>,
+    /// Milliseconds the window covers.
+    pub window_ms: u64,
+    pub kernel_stacks: &'a [KernelStack],
+}
 
 #[derive(Default)]
 struct ClassTotals {
@@ -28,16 +48,15 @@ struct ClassTotals {
     runq_delays: u64,
 }
 
-/// Contention measurements of `rec`, read from `whole`, the window of all its
-/// slices (threads matched by tid and summed, checkpoints appended); `None`
-/// when neither the syscalls nor the contention family recorded a slice.
-pub fn build(rec: &Recording, whole: &Window) -> Option<ContentionMeasurements> {
-    let w = &whole.slice;
+/// Contention measurements of a window of a recording (threads matched by
+/// tid and summed, checkpoints appended); `None` when neither the syscalls
+/// nor the contention family recorded a slice.
+pub fn build(w: &ContentionWindow) -> Option<ContentionMeasurements> {
     let (has_cont, has_sys) = (w.contention.is_some(), w.syscalls.is_some());
     if !has_cont && !has_sys {
         return None;
     }
-    let wall_ns = whole.duration_ms().saturating_mul(1_000_000);
+    let wall_ns = w.window_ms.saturating_mul(1_000_000);
     let ckpts: Vec<_> = w.wiredtiger.iter().flat_map(|w| &w.checkpoints).collect();
     let ckpt_ns = union_ns(ckpts.iter().map(|c| (c.start_ns, c.duration_ns))).min(wall_ns);
     let duration_s = wall_ns as f64 / 1e9;
@@ -53,7 +72,7 @@ pub fn build(rec: &Recording, whole: &Window) -> Option<ContentionMeasurements> 
         dstate: has_cont.then(|| split(&sums.dstate, checkpoint_s, outside_s)),
         classes: class_rows(sums.classes, duration_s, checkpoint_s, outside_s),
         lock_kinds: lock_kind_rows(sums.kinds),
-        top_stacks: top_stacks(rec, sums.stacks),
+        top_stacks: top_stacks(w.kernel_stacks, sums.stacks),
         drops: sums.drops,
     })
 }
@@ -73,7 +92,7 @@ struct Sums {
 }
 
 impl Sums {
-    fn of(w: &crate::recording::model::Slice) -> Sums {
+    fn of(w: &ContentionWindow) -> Sums {
         // Thread names: the contention family's (read from /proc, so current),
         // else the sched family's.
         let mut comms: HashMap<u32, &str> = HashMap::new();
@@ -97,7 +116,7 @@ impl Sums {
             c.futex_ns += t.futex_wait_ns;
             c.futex.add(&split);
         }
-        if let Some(cont) = &w.contention {
+        if let Some(cont) = w.contention {
             for t in &cont.threads {
                 sums.locks.add(&t.lock);
                 sums.dstate.add(&t.dstate);
@@ -188,9 +207,11 @@ fn lock_kind_rows(kinds: BTreeMap<String, WindowSplit>) -> Vec<LockKindMeasureme
 }
 
 /// The D-state stacks with most time, with their frames.
-fn top_stacks(rec: &Recording, stacks: BTreeMap<u32, WindowSplit>) -> Vec<StackMeasurement> {
-    let by_id: HashMap<u32, &KernelStack> =
-        rec.kernel_stacks.iter().map(|k| (k.stack_id, k)).collect();
+fn top_stacks(
+    kernel_stacks: &[KernelStack],
+    stacks: BTreeMap<u32, WindowSplit>,
+) -> Vec<StackMeasurement> {
+    let by_id: HashMap<u32, &KernelStack> = kernel_stacks.iter().map(|k| (k.stack_id, k)).collect();
     let mut top_stacks: Vec<StackMeasurement> = stacks
         .into_iter()
         .map(|(stack_id, w)| {
@@ -269,12 +290,13 @@ fn shown_frames(k: &KernelStack) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::report::tests::recording;
     use super::*;
-    use crate::report::contention::tests::recording;
 
     #[test]
     fn the_recording_is_split_by_window_grouped_by_class_with_stacks() {
-        let c = build(&recording(), &recording().window()).unwrap();
+        let rec = recording();
+        let c = build(&rec.contention_window(&rec.window())).unwrap();
         assert_eq!(
             (c.duration_s, c.checkpoints, c.checkpoint_s),
             (10.0, 2, 1.0)
@@ -308,7 +330,7 @@ mod tests {
         assert_eq!(
             {
                 let rec = crate::rules::testdata::oversubscribed();
-                build(&rec, &rec.window())
+                build(&rec.contention_window(&rec.window()))
             },
             None
         );
