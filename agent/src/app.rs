@@ -60,6 +60,24 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
         Command::Compare(args) => compare_cmd(&args),
         Command::Export(args) => export_cmd(&args),
         Command::Fleet(args) => fleet_cmd(&args),
+        Command::CheckConfig(args) => {
+            let path = args
+                .file
+                .unwrap_or_else(|| crate::mongo::conn::DEFAULT_CONFIG.into());
+            let checked = crate::check_config::check(&path).map_err(AppError::usage)?;
+            out(&crate::check_config::render(&checked))
+        }
+        Command::Completions(args) => out(&String::from_utf8_lossy(&crate::cli_gen::completions(
+            args.shell,
+        ))),
+        Command::Man(args) => {
+            let written = crate::cli_gen::write_man(&args.out).map_err(AppError::failure)?;
+            out(&format!(
+                "{} man pages written to {}\n",
+                written.len(),
+                args.out.display()
+            ))
+        }
         Command::Agent(args) => crate::agent::run(&args).map_err(|e| {
             if e.is_usage() {
                 AppError::usage(e)

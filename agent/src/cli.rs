@@ -38,7 +38,43 @@ pub enum Command {
     /// Read the fleet store the agents write ([fleet] uri): what fires now, grouped by rule,
     /// architecture, mongod version and kernel; a host's history (--host); silent agents.
     Fleet(FleetArgs),
+    /// Check a config file: parse it, validate every key of every table, print the effective
+    /// settings. Exit 2 naming the offending key when it is wrong.
+    CheckConfig(CheckConfigArgs),
+    /// Print the shell completion script for bash, zsh or fish on stdout.
+    Completions(CompletionsArgs),
+    /// Write the man pages (mdiag.1 and mdiag-<command>.1) into a directory.
+    Man(ManArgs),
 }
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    /// The config file (default: /etc/mdiag/mdiag.toml).
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Directory to write the pages into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
 
 #[derive(Debug, Args)]
 pub struct FleetArgs {

@@ -7,7 +7,9 @@
 //! `explain` in [`explain`] and the renderers in [`report`].
 pub mod agent;
 pub mod app;
+pub mod check_config;
 pub mod cli;
+pub mod cli_gen;
 pub mod cli_parse;
 pub mod compare;
 pub mod config_file;
