@@ -31,7 +31,8 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Metric names of docs/agent.md's table (first column, each `name`).
+/// Metric names of docs/agent.md's table (first column, each `name`): the
+/// agent's own (`mdiag_`) and the standard process families (`process_`).
 fn documented() -> BTreeSet<String> {
     let doc = std::fs::read_to_string(repo().join("docs/agent.md")).expect("docs/agent.md");
     let table = doc
@@ -47,7 +48,7 @@ fn documented() -> BTreeSet<String> {
                 .skip(1)
                 .step_by(2)
                 .map(str::to_owned)
-                .filter(|n| n.starts_with("mdiag_")),
+                .filter(|n| n.starts_with("mdiag_") || n.starts_with("process_")),
         );
     }
     assert!(names.len() >= 30, "{names:?}");

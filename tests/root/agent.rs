@@ -108,7 +108,7 @@ fn a_planted_problem_fires_resolves_and_leaves_a_flight_recording() {
     )
     .unwrap_or_else(|| panic!("no sched figure: {text}"));
     assert!((0.0..=1.0).contains(&share), "{share}");
-    let rss = sample(&text, "mdiag_agent_resident_memory_bytes{}").unwrap();
+    let rss = sample(&text, "process_resident_memory_bytes{}").unwrap();
     let own_rss = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id()))
         .unwrap()
         .lines()

@@ -9,7 +9,9 @@
 
 use prometheus_client::registry::Unit;
 
+use super::exposition::Namespace;
 use super::exposition::{Buckets, Exposition, Labels, labels, ratio};
+use super::process::ProcessView;
 
 /// Everything one exposition shows.
 #[derive(Debug, Clone, Default)]
@@ -66,8 +68,8 @@ pub enum FigureKind {
 /// The agent's own health.
 #[derive(Debug, Clone, Default)]
 pub struct SelfView {
-    pub cpu_seconds: f64,
-    pub resident_bytes: u64,
+    /// The standard process figures (`process_*`).
+    pub process: ProcessView,
     pub windows: u64,
     pub scrapes: u64,
     /// BPF programs' run time (the kernel counts it while stats are on).
@@ -104,19 +106,57 @@ fn one(v: f64) -> Vec<(Labels, f64)> {
     vec![(Labels::new(), v)]
 }
 
-fn self_metrics(e: &mut Exposition, a: &SelfView) {
-    e.counter(
-        "agent_cpu",
-        "CPU time the agent used (user + system)",
+/// The standard `process_*` families, named as every client names them.
+fn process_metrics(e: &mut Exposition, p: &ProcessView) {
+    let s = Namespace::Standard;
+    e.counter_in(
+        s,
+        "process_cpu",
+        "Total user and system CPU time spent in seconds",
         Some(Unit::Seconds),
-        one(a.cpu_seconds),
+        one(p.cpu_seconds),
     );
-    e.gauge(
-        "agent_resident_memory",
-        "The agent's resident set size",
-        Some(Unit::Bytes),
-        one(a.resident_bytes as f64),
-    );
+    let mut gauges = vec![
+        (
+            "process_resident_memory",
+            "Resident memory size in bytes",
+            Some(Unit::Bytes),
+            p.resident_bytes as f64,
+        ),
+        (
+            "process_virtual_memory",
+            "Virtual memory size in bytes",
+            Some(Unit::Bytes),
+            p.virtual_bytes as f64,
+        ),
+        (
+            "process_open_fds",
+            "Number of open file descriptors",
+            None,
+            p.open_fds as f64,
+        ),
+        (
+            "process_start_time",
+            "Start time of the process since unix epoch in seconds",
+            Some(Unit::Seconds),
+            p.start_time_seconds,
+        ),
+    ];
+    if let Some(max) = p.max_fds {
+        gauges.push((
+            "process_max_fds",
+            "Maximum number of open file descriptors",
+            None,
+            max as f64,
+        ));
+    }
+    for (name, help, unit, v) in gauges {
+        e.gauge_in(s, name, help, unit, one(v));
+    }
+}
+
+fn self_metrics(e: &mut Exposition, a: &SelfView) {
+    process_metrics(e, &a.process);
     e.counter(
         "windows",
         "Windows evaluated by the rules",

@@ -49,6 +49,10 @@ fn view(targets: usize, max_series: usize) -> View {
         )],
         agent: SelfView {
             max_series,
+            process: crate::agent::process::ProcessView {
+                max_fds: Some(1024),
+                ..Default::default()
+            },
             ..SelfView::default()
         },
     }
@@ -66,6 +70,16 @@ fn samples(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The families every Prometheus client names so (no `mdiag_`).
+const STANDARD: [&str; 6] = [
+    "process_cpu_seconds",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_max_fds",
+    "process_start_time_seconds",
+];
+
 #[test]
 fn names_follow_prometheus_conventions() {
     let text = render(&view(2, 250));
@@ -77,7 +91,10 @@ fn names_follow_prometheus_conventions() {
             families.insert(name.to_owned()),
             "family {name} twice:\n{text}"
         );
-        assert!(name.starts_with("mdiag_"), "{name}");
+        assert!(
+            name.starts_with("mdiag_") || STANDARD.contains(&name),
+            "{name}"
+        );
         if line.ends_with(" counter") {
             assert!(
                 text.contains(&format!("\n{name}_total")),
@@ -85,8 +102,14 @@ fn names_follow_prometheus_conventions() {
             );
         }
     }
+    for name in STANDARD {
+        assert!(families.contains(name), "no {name}:\n{text}");
+    }
     for (name, labels) in samples(&text) {
-        assert!(name.starts_with("mdiag_"), "{name}");
+        assert!(
+            name.starts_with("mdiag_") || name.starts_with("process_"),
+            "{name}"
+        );
         for forbidden in ["pid=", "tid=", "cpu="] {
             assert!(!labels.contains(forbidden), "{name}{labels}");
         }
@@ -133,7 +156,7 @@ fn the_series_limit_holds_and_says_what_it_left_out() {
         .unwrap();
     assert!(dropped > 0.0, "{text}");
     // The agent's own health comes first, so the limit never hides it.
-    assert!(text.contains("mdiag_agent_resident_memory_bytes"));
+    assert!(text.contains("process_resident_memory_bytes"));
     assert!(text.contains("mdiag_finding_state{"));
 }
 

@@ -118,8 +118,7 @@ pub fn build(
             })
             .collect(),
         agent: SelfView {
-            cpu_seconds: own_cpu_seconds(),
-            resident_bytes: own_resident_bytes(),
+            process: super::process::sample(),
             windows,
             scrapes,
             bpf_run_seconds: None,
@@ -307,28 +306,6 @@ fn fact(facts: &BTreeMap<String, serde_json::Value>, path: &str) -> Option<f64> 
         v = v.get(key)?;
     }
     v.as_f64().filter(|x| x.is_finite())
-}
-
-/// CPU time of this process (user + system), every thread's and the ended ones'.
-fn own_cpu_seconds() -> f64 {
-    // getrusage: every thread's, the ended ones too, in one call (no file).
-    // SAFETY: getrusage writes into the zeroed struct it is given.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
-    };
-    usage.map_or(0.0, |u| {
-        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        secs(u.ru_utime) + secs(u.ru_stime)
-    })
-}
-
-/// Resident set of this process, bytes.
-fn own_resident_bytes() -> u64 {
-    procfs::process::Process::myself()
-        .and_then(|me| me.statm())
-        .map(|m| m.resident * crate::host::page_size().unwrap_or(4096))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
