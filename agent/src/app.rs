@@ -78,6 +78,17 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
                 args.out.display()
             ))
         }
+        Command::Runbooks(args) => runbooks_cmd(&args),
+        Command::Alerts(args) => {
+            let url = args
+                .docs_url
+                .as_deref()
+                .unwrap_or(crate::alerts::DEFAULT_DOCS_URL);
+            out(&match args.format {
+                crate::cli::AlertsFormat::Rules => crate::alerts::rules(url),
+                crate::cli::AlertsFormat::PrometheusRule => crate::alerts::prometheus_rule(url),
+            })
+        }
         Command::Agent(args) => crate::agent::run(&args).map_err(|e| {
             if e.is_usage() {
                 AppError::usage(e)
@@ -86,6 +97,20 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
             }
         }),
     }
+}
+
+fn runbooks_cmd(args: &crate::cli::RunbooksArgs) -> Result<(), AppError> {
+    let rules = match &args.rules {
+        Some(dir) => crate::rules::RuleSet::load_dir(dir),
+        None => crate::rules::RuleSet::builtin(),
+    }
+    .map_err(AppError::usage)?;
+    let written = crate::runbook::write(&rules, &args.out).map_err(AppError::failure)?;
+    out(&format!(
+        "{} pages written to {}\n",
+        written.len(),
+        args.out.display()
+    ))
 }
 
 fn fleet_cmd(args: &crate::cli::FleetArgs) -> Result<(), AppError> {

@@ -6,6 +6,7 @@
 //! [`recording`], the `record` command in [`record`], rules in [`rules`],
 //! `explain` in [`explain`] and the renderers in [`report`].
 pub mod agent;
+pub mod alerts;
 pub mod app;
 pub mod check_config;
 pub mod cli;
@@ -38,6 +39,7 @@ pub mod recording;
 pub mod report;
 pub mod rseq;
 pub mod rules;
+pub mod runbook;
 pub mod spawn;
 pub mod symbols;
 pub mod target;

@@ -1,6 +1,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::agent::probe_reason::ProbeReason;
 
 fn figure(name: &'static str, kind: FigureKind) -> Figure {
     Figure {
@@ -18,8 +19,8 @@ fn target_view(id: &str) -> TargetView {
         rs_nm: "rs0".into(),
         up: true,
         probes: vec![
-            ("sched".into(), true, String::new()),
-            ("alloc".into(), false, "no allocator found".into()),
+            ("sched".into(), ProbeReason::Attached),
+            ("alloc".into(), ProbeReason::NotApplicable),
         ],
         drops: vec![("sched".into(), 3)],
         figures: vec![
@@ -42,11 +43,12 @@ fn view(targets: usize, max_series: usize) -> View {
         targets: (0..targets)
             .map(|i| target_view(&format!("mongod:{}", 27017 + i)))
             .collect(),
-        findings: vec![(
-            "sched.wakeup_preemption".into(),
-            "mongod:27017".into(),
-            "firing",
-        )],
+        findings: vec![FindingView {
+            rule: "sched.wakeup_preemption".into(),
+            target: "mongod:27017".into(),
+            severity: "high",
+            state: "firing",
+        }],
         agent: SelfView {
             max_series,
             process: crate::agent::process::ProcessView {
@@ -119,10 +121,13 @@ fn names_follow_prometheus_conventions() {
     assert!(text.contains("mdiag_sched_involuntary_share{target=\"mongod:27018\"} 0.3"));
     assert!(text.contains("mdiag_target_info{target=\"mongod:27017\",rs_nm=\"rs0\""));
     assert!(text.contains(
-        "mdiag_probe_up{target=\"mongod:27017\",family=\"alloc\",reason=\"no allocator found\"} 0"
+        "mdiag_probe_up{target=\"mongod:27017\",family=\"alloc\",reason=\"not_applicable\"} 0"
     ));
     assert!(text.contains(
-        "mdiag_finding_state{rule=\"sched.wakeup_preemption\",target=\"mongod:27017\",state=\"firing\"} 1"
+        "mdiag_probe_up{target=\"mongod:27017\",family=\"sched\",reason=\"attached\"} 1"
+    ));
+    assert!(text.contains(
+        "mdiag_finding_state{rule=\"sched.wakeup_preemption\",target=\"mongod:27017\",severity=\"high\",state=\"firing\"} 1"
     ));
     // A classic histogram: cumulative buckets ending with +Inf, sum and count.
     assert!(
