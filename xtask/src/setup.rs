@@ -93,7 +93,7 @@ pub fn setup() -> Result<()> {
             crate::mongod::PACKAGE
         )
     })?;
-    crate::setup_k8s::podmonitor_crd().context("setup: the PodMonitor CRD")?;
+    crate::setup_k8s::operator_crds().context("setup: the Prometheus Operator CRDs")?;
     Ok(())
 }
 
