@@ -67,8 +67,15 @@ pub fn render(c: &Checked) -> String {
         || "none (no [fleet] table: the agent writes to no store)".to_owned(),
         |f| format!("{f:#?}"),
     );
+    // The life cycles in effect: the defaults under [agent.lifecycle],
+    // under each [agent.rules."ID"].
+    let mut lifecycles = format!("  every rule: {:?}\n", c.agent.lifecycle_for(""));
+    for rule in c.agent.rules.keys() {
+        lifecycles.push_str(&format!("  {rule}: {:?}\n", c.agent.lifecycle_for(rule)));
+    }
     format!(
-        "{}: valid\n\n[mongodb] uri: {mongodb}\n\n[agent] (defaults filled in):\n{:#?}\n\n[fleet]:\n{fleet}\n",
+        "{}: valid\n\n[mongodb] uri: {mongodb}\n\n[agent] (defaults filled in):\n{:#?}\n\
+         life cycles in effect:\n{lifecycles}\n[fleet]:\n{fleet}\n",
         c.path.display(),
         c.agent
     )
@@ -134,6 +141,27 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("window: 2s"), "{text}");
+    }
+
+    #[test]
+    fn the_life_cycle_in_effect_is_shown_per_rule() {
+        let c = check_text(
+            "[agent.lifecycle]\nresolve_after = 4\n[agent.rules.\"host.swappiness\"]\nfire_in = 1\nof_last = 2\n",
+        )
+        .unwrap();
+        let text = render(&c);
+        assert!(
+            text.contains(
+                "every rule: LifecycleConfig { fire_in: 3, of_last: 5, resolve_after: 4,"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "host.swappiness: LifecycleConfig { fire_in: 1, of_last: 2, resolve_after: 4,"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
