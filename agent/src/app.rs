@@ -60,6 +60,35 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
         Command::Compare(args) => compare_cmd(&args),
         Command::Export(args) => export_cmd(&args),
         Command::Fleet(args) => fleet_cmd(&args),
+        Command::CheckConfig(args) => {
+            let path = args
+                .file
+                .unwrap_or_else(|| crate::mongo::conn::DEFAULT_CONFIG.into());
+            let checked = crate::check_config::check(&path).map_err(AppError::usage)?;
+            out(&crate::check_config::render(&checked))
+        }
+        Command::Completions(args) => out(&String::from_utf8_lossy(&crate::cli_gen::completions(
+            args.shell,
+        ))),
+        Command::Man(args) => {
+            let written = crate::cli_gen::write_man(&args.out).map_err(AppError::failure)?;
+            out(&format!(
+                "{} man pages written to {}\n",
+                written.len(),
+                args.out.display()
+            ))
+        }
+        Command::Runbooks(args) => runbooks_cmd(&args),
+        Command::Alerts(args) => {
+            let url = args
+                .docs_url
+                .as_deref()
+                .unwrap_or(crate::alerts::DEFAULT_DOCS_URL);
+            out(&match args.format {
+                crate::cli::AlertsFormat::Rules => crate::alerts::rules(url),
+                crate::cli::AlertsFormat::PrometheusRule => crate::alerts::prometheus_rule(url),
+            })
+        }
         Command::Agent(args) => crate::agent::run(&args).map_err(|e| {
             if e.is_usage() {
                 AppError::usage(e)
@@ -68,6 +97,20 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
             }
         }),
     }
+}
+
+fn runbooks_cmd(args: &crate::cli::RunbooksArgs) -> Result<(), AppError> {
+    let rules = match &args.rules {
+        Some(dir) => crate::rules::RuleSet::load_dir(dir),
+        None => crate::rules::RuleSet::builtin(),
+    }
+    .map_err(AppError::usage)?;
+    let written = crate::runbook::write(&rules, &args.out).map_err(AppError::failure)?;
+    out(&format!(
+        "{} pages written to {}\n",
+        written.len(),
+        args.out.display()
+    ))
 }
 
 fn fleet_cmd(args: &crate::cli::FleetArgs) -> Result<(), AppError> {

@@ -38,6 +38,76 @@ pub enum Command {
     /// Read the fleet store the agents write ([fleet] uri): what fires now, grouped by rule,
     /// architecture, mongod version and kernel; a host's history (--host); silent agents.
     Fleet(FleetArgs),
+    /// Check a config file: parse it, validate every key of every table, print the effective
+    /// settings. Exit 2 naming the offending key when it is wrong.
+    CheckConfig(CheckConfigArgs),
+    /// Print the shell completion script for bash, zsh or fish on stdout.
+    Completions(CompletionsArgs),
+    /// Write the man pages (mdiag.1 and mdiag-<command>.1) into a directory.
+    Man(ManArgs),
+    /// Write one runbook page per rule (what, evidence, fix, verify, revert, risk, sources) and
+    /// an index into a directory: the pages the Prometheus alerts link to (docs/rules).
+    Runbooks(RunbooksArgs),
+    /// Print the Prometheus alerting rules (a rule_files file, or a PrometheusRule for the
+    /// Prometheus Operator), their runbook links under --docs-url.
+    Alerts(AlertsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AlertsArgs {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = AlertsFormat::Rules)]
+    pub format: AlertsFormat,
+    /// Where the docs directory is served (runbooks at <URL>/rules/<id>.md); default: the
+    /// repository's docs on GitHub.
+    #[arg(long, value_name = "URL")]
+    pub docs_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AlertsFormat {
+    /// A Prometheus rule_files file.
+    Rules,
+    /// A PrometheusRule manifest (monitoring.coreos.com/v1).
+    PrometheusRule,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    /// The config file (default: /etc/mdiag/mdiag.toml).
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Directory to write the pages into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunbooksArgs {
+    /// Directory to write the pages into (created if missing), e.g. docs/rules.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Pages for the rules of this directory (*.toml) instead of the built-in set.
+    #[arg(long, value_name = "DIR")]
+    pub rules: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

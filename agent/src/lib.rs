@@ -6,8 +6,11 @@
 //! [`recording`], the `record` command in [`record`], rules in [`rules`],
 //! `explain` in [`explain`] and the renderers in [`report`].
 pub mod agent;
+pub mod alerts;
 pub mod app;
+pub mod check_config;
 pub mod cli;
+pub mod cli_gen;
 pub mod cli_parse;
 pub mod compare;
 pub mod config_file;
@@ -38,6 +41,7 @@ pub mod recording;
 pub mod report;
 pub mod rseq;
 pub mod rules;
+pub mod runbook;
 pub mod spawn;
 pub mod symbols;
 pub mod target;

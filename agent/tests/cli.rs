@@ -307,3 +307,38 @@ fn a_closed_stdout_ends_every_command_quietly() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn check_config_names_the_wrong_key_and_prints_a_good_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, key) in [
+        ("[agent]\nwindw = \"60s\"\n", "windw"),
+        ("[agnet]\n", "agnet"),
+        ("[agent]\nmax_series = -1\n", "max_series"),
+        (
+            "[fleet]\nuri = \"mongodb://s\"\nreplay_rate = -1.0\n",
+            "replay_rate",
+        ),
+    ] {
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = mdiag(&["check-config", path.to_str().unwrap()], dir.path());
+        assert_clean_usage_error(&out, key);
+    }
+    let missing = mdiag(&["check-config", "/nonexistent/mdiag.toml"], dir.path());
+    assert_clean_usage_error(&missing, "/nonexistent/mdiag.toml");
+
+    let good = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/mdiag.toml");
+    let out = mdiag(&["check-config", good.to_str().unwrap()], dir.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("mdiag.toml: valid"), "{stdout}");
+    assert!(
+        stdout.contains("window: 60s") && stdout.contains("max_series: 250"),
+        "{stdout}"
+    );
+}

@@ -11,6 +11,8 @@
 //!   PodMonitor CRD schema accept them (both installed by `cargo xtask
 //!   setup`), and reject a misspelled field; the pod keeps the systemd
 //!   unit's capability set and memory limit; its config parses.
+//! - the PrometheusRule of `packaging/prometheus/` passes the operator's
+//!   PrometheusRule CRD schema (copied by setup beside the PodMonitor's).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -31,7 +33,8 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Metric names of docs/agent.md's table (first column, each `name`).
+/// Metric names of docs/agent.md's table (first column, each `name`): the
+/// agent's own (`mdiag_`) and the standard process families (`process_`).
 fn documented() -> BTreeSet<String> {
     let doc = std::fs::read_to_string(repo().join("docs/agent.md")).expect("docs/agent.md");
     let table = doc
@@ -47,7 +50,7 @@ fn documented() -> BTreeSet<String> {
                 .skip(1)
                 .step_by(2)
                 .map(str::to_owned)
-                .filter(|n| n.starts_with("mdiag_")),
+                .filter(|n| n.starts_with("mdiag_") || n.starts_with("process_")),
         );
     }
     assert!(names.len() >= 30, "{names:?}");
@@ -247,12 +250,18 @@ fn validate(yaml: &str) -> (bool, String) {
         "k8s-schemas",
         "monitoring.coreos.com_podmonitors.yaml",
     );
-    let crd = schemas.join("monitoring.coreos.com_podmonitors.yaml");
-    let args: Vec<&std::ffi::OsStr> = ["--k8s", "1.28", "--k8s", "1.37", "--crd"]
+    let crds = [
+        schemas.join("monitoring.coreos.com_podmonitors.yaml"),
+        schemas.join("monitoring.coreos.com_prometheusrules.yaml"),
+    ];
+    let mut args: Vec<&std::ffi::OsStr> = ["--k8s", "1.28", "--k8s", "1.37"]
         .iter()
         .map(std::ffi::OsStr::new)
-        .chain([crd.as_os_str()])
         .collect();
+    for crd in &crds {
+        args.push("--crd".as_ref());
+        args.push(crd.as_os_str());
+    }
     python("k8s_validate.py", &args, yaml)
 }
 
@@ -282,6 +291,23 @@ fn kubernetes_manifests_pass_the_schemas_and_a_misspelled_field_does_not() {
         let (ok, report) = validate(&yaml.replacen(from, to, 1));
         assert!(!ok, "{to} accepted:\n{report}");
         assert!(report.contains("FAIL"), "{report}");
+    }
+}
+
+/// The PrometheusRule of `packaging/prometheus/` (the alerting rules for
+/// the Prometheus Operator) passes the operator's CRD schema, and a
+/// misspelled field of a rule does not.
+#[test]
+fn the_prometheus_rule_passes_the_operator_schema() {
+    let yaml =
+        std::fs::read_to_string(repo().join("packaging/prometheus/mdiag-prometheusrule.yaml"))
+            .expect("the PrometheusRule");
+    let (ok, report) = validate(&yaml);
+    assert!(ok, "{report}");
+    assert!(report.contains("ok PrometheusRule/"), "{report}");
+    for (from, to) in [("annotations:", "anotations:"), ("for: 15m", "for: 15")] {
+        let (ok, report) = validate(&yaml.replacen(from, to, 1));
+        assert!(!ok, "{to} accepted:\n{report}");
     }
 }
 

@@ -92,12 +92,14 @@ fn a_planted_problem_fires_resolves_and_leaves_a_flight_recording() {
     let (status, ctype, text) = http_get(&addr, "/metrics");
     assert!(status.contains("200"), "{status}");
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
-    let firing = format!("mdiag_finding_state{{rule=\"{RULE}\",target=\"host\",state=\"firing\"}}");
+    let firing = format!(
+        "mdiag_finding_state{{rule=\"{RULE}\",target=\"host\",severity=\"low\",state=\"firing\"}}"
+    );
     assert_eq!(sample(&text, &firing), Some(1.0), "{text}");
     assert_eq!(
         sample(
             &text,
-            "mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"\"}"
+            "mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"attached\"}"
         ),
         Some(1.0),
         "{text}"
@@ -108,7 +110,7 @@ fn a_planted_problem_fires_resolves_and_leaves_a_flight_recording() {
     )
     .unwrap_or_else(|| panic!("no sched figure: {text}"));
     assert!((0.0..=1.0).contains(&share), "{share}");
-    let rss = sample(&text, "mdiag_agent_resident_memory_bytes{}").unwrap();
+    let rss = sample(&text, "process_resident_memory_bytes{}").unwrap();
     let own_rss = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id()))
         .unwrap()
         .lines()
@@ -385,7 +387,9 @@ fn a_target_seen_before_it_listens_is_known_by_its_port_once_it_does() {
     assert!(took < Duration::from_secs(12), "{took:?}\n{}", agent.log);
     // The same episode goes on under the new name: firing, with no new
     // pending line for it.
-    let firing = format!("mdiag_finding_state{{rule=\"{RULE}\",target=\"{id}\",state=\"firing\"}}");
+    let firing = format!(
+        "mdiag_finding_state{{rule=\"{RULE}\",target=\"{id}\",severity=\"low\",state=\"firing\"}}"
+    );
     let deadline = std::time::Instant::now() + w;
     loop {
         let (_, _, text) = http_get(&addr, "/metrics");

@@ -8,7 +8,10 @@
 //! planted host problem (tcp_keepalive_time at the kernel's
 //! default) fires a finding, so the fleet's finding panels have one; the
 //! agent writes to a fleet store (the real mongod as a single-node replica
-//! set), so its delivery panels have series.
+//! set), so its delivery panels have series. The same Prometheus evaluates
+//! the alerting rules of `packaging/prometheus/mdiag-alerts.yaml`: the
+//! planted finding (a low-severity rule) raises `MdiagFindingLow` with its
+//! labels, and none of the agent's own alerts fires.
 
 use std::{
     io::Write,
@@ -74,7 +77,9 @@ fn every_dashboard_query_returns_series_from_a_real_agent() {
     stdin.write_all(b"go\n").unwrap();
     agent.wait_for(&["finding host.tcp_keepalive", "pending → firing"], w);
 
-    let prometheus = Prometheus::start(&addr, "mdiag");
+    let alert_rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../packaging/prometheus/mdiag-alerts.yaml");
+    let prometheus = Prometheus::start_with_rules(&addr, "mdiag", &[alert_rules]);
     let started = Instant::now();
     // Enough scrapes for a rate over the substituted $__rate_interval.
     wait_until(&prometheus, "count_over_time(mdiag_scrapes_total[1m]) >= 5");
@@ -119,6 +124,22 @@ fn every_dashboard_query_returns_series_from_a_real_agent() {
             agent.drain_for(Duration::from_secs(1));
         }
     }
+    // The planted finding's alert, from the real exposition.
+    wait_until(
+        &prometheus,
+        r#"ALERTS{alertname="MdiagFindingLow", alertstate="firing", rule="host.tcp_keepalive", severity="low"}"#,
+    );
+    let firing = prometheus
+        .query(r#"ALERTS{alertstate="firing"}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = firing
+        .iter()
+        .filter_map(|s| s["metric"]["alertname"].as_str())
+        .collect();
+    assert!(
+        names.iter().all(|n| n.starts_with("MdiagFinding")),
+        "the agent's own alerts fire on a healthy agent: {names:?}"
+    );
     let log = prometheus.log();
     drop(prometheus);
     drop(stdin);

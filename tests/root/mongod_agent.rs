@@ -228,7 +228,8 @@ fn wait_state(agent: &mut Agent, addr: &str, id: &str, state: &str, w: Duration)
 
 /// The state `mdiag_finding_state` gives the planted finding on `id`.
 fn finding_state(text: &str, id: &str) -> Option<String> {
-    let prefix = format!("mdiag_finding_state{{rule=\"{RULE}\",target=\"{id}\",state=\"");
+    let prefix =
+        format!("mdiag_finding_state{{rule=\"{RULE}\",target=\"{id}\",severity=\"low\",state=\"");
     text.lines()
         .filter(|l| value(l) == Some(1.0))
         .find_map(|l| {

@@ -1,5 +1,6 @@
 //! The systemd unit `packaging/systemd/mdiag-agent.service` stays true:
-//! `systemd-analyze verify` accepts it without a warning, and the agent run
+//! `systemd-analyze verify` accepts it without a warning (the man page its
+//! `Documentation=` names among those `mdiag man` makes), and the agent run
 //! as an unprivileged user with exactly the unit's `AmbientCapabilities=`
 //! (`setpriv`: PID 1 here need not be systemd, so the unit itself is not
 //! started) attaches every family it attaches as root, to a target owned by
@@ -67,9 +68,20 @@ fn unit_copy(dir: &Path, bin: &Path) -> PathBuf {
 fn the_unit_verifies_without_warnings() {
     let dir = tempfile::tempdir().unwrap();
     let unit = unit_copy(dir.path(), &mdiag_bin());
+    // verify runs `man` on each man: page of Documentation=: the pages
+    // `mdiag man` makes (as the package installs them) must have it.
+    let man = dir.path().join("man");
+    let made = Command::new(mdiag_bin())
+        .arg("man")
+        .arg("--out")
+        .arg(man.join("man1"))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
     let out = Command::new("systemd-analyze")
         .arg("verify")
         .arg(&unit)
+        .env("MANPATH", &man)
         .output()
         .expect("run systemd-analyze (apt-get install systemd)");
     let said = format!(

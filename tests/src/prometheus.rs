@@ -39,6 +39,21 @@ impl Prometheus {
     /// target's first scrape succeeded. A port can be taken between the
     /// probe and Prometheus's bind: up to three tries.
     pub fn start(target: &str, job: &str) -> Prometheus {
+        Self::start_with_rules(target, job, &[])
+    }
+
+    /// As [`start`](Self::start), evaluating the alerting and recording
+    /// rules of `rule_files` every second.
+    pub fn start_with_rules(target: &str, job: &str, rule_files: &[PathBuf]) -> Prometheus {
+        let rules: String = rule_files
+            .iter()
+            .map(|p| format!("  - '{}'\n", p.display()))
+            .collect();
+        let rules = if rules.is_empty() {
+            String::new()
+        } else {
+            format!("rule_files:\n{rules}")
+        };
         let mut last = String::new();
         for _ in 0..3 {
             let dir = tempfile::tempdir().expect("a temporary directory");
@@ -47,7 +62,7 @@ impl Prometheus {
                 &config,
                 format!(
                     "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-                     scrape_configs:\n  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
+                     {rules}scrape_configs:\n  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
                 ),
             )
             .expect("write prometheus.yml");

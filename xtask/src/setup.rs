@@ -42,6 +42,13 @@ pub const APT_PACKAGES: &[&str] = &[
     // postinst also enables and starts prometheus.service (port 9090); the
     // test starts its own on a free port.
     "prometheus",
+    // `mdiag completions zsh|fish` are parsed by the shells themselves
+    // (agent/src/cli_gen.rs; bash is always there).
+    "zsh",
+    "fish",
+    // `man` renders the pages of `mdiag man` (cli_gen.rs), and
+    // `systemd-analyze verify` runs it on the unit's Documentation=man:.
+    "man-db",
 ];
 
 /// SecantusDB, pinned: the stand-in mongod of the integration tests
@@ -86,7 +93,7 @@ pub fn setup() -> Result<()> {
             crate::mongod::PACKAGE
         )
     })?;
-    crate::setup_k8s::podmonitor_crd().context("setup: the PodMonitor CRD")?;
+    crate::setup_k8s::operator_crds().context("setup: the Prometheus Operator CRDs")?;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! `cargo xtask setup`'s step for the Kubernetes manifests' check: the
-//! PodMonitor CRD of the Prometheus Operator, whose schema the PodMonitor of
-//! `packaging/kubernetes/` is validated against (agent/tests/packaging.rs).
+//! PodMonitor and PrometheusRule CRDs of the Prometheus Operator, whose
+//! schemas the PodMonitor of `packaging/kubernetes/` and the PrometheusRule
+//! of `packaging/prometheus/` are validated against (agent/tests/packaging.rs).
 //!
 //! GitHub is not reachable from every CI machine, the Go module proxy is: the
 //! CRD ships in the operator's Go module (`example/prometheus-operator-crd/`),
@@ -21,23 +22,25 @@ const OPERATOR_VERSION: &str = "v0.85.0";
 /// The CRD's path inside the module, and its file name in the schema dir.
 const CRD_DIR: &str = "example/prometheus-operator-crd";
 pub const PODMONITOR_CRD: &str = "monitoring.coreos.com_podmonitors.yaml";
+pub const PROMETHEUSRULE_CRD: &str = "monitoring.coreos.com_prometheusrules.yaml";
+const CRDS: [&str; 2] = [PODMONITOR_CRD, PROMETHEUSRULE_CRD];
 
 /// `<target>/k8s-schemas`, where the tests find the CRD.
 pub fn schemas_dir() -> Result<PathBuf> {
     Ok(crate::cmd::target_dir()?.join("k8s-schemas"))
 }
 
-/// Copies the pinned PodMonitor CRD into [`schemas_dir`] unless the marker
-/// says it is there; installs Debian's Go when there is no `go`.
-pub fn podmonitor_crd() -> Result<()> {
+/// Copies the pinned CRDs into [`schemas_dir`] unless the marker says they
+/// are there; installs Debian's Go when there is no `go`.
+pub fn operator_crds() -> Result<()> {
     let dir = schemas_dir()?;
     let marker = dir.join(".mdiag-version");
     let wanted = format!("{OPERATOR_MODULE}@{OPERATOR_VERSION}");
-    if dir.join(PODMONITOR_CRD).exists()
+    if CRDS.iter().all(|c| dir.join(c).exists())
         && std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted)
     {
         say!(
-            "setup: PodMonitor CRD of {wanted} already in {}",
+            "setup: Prometheus Operator CRDs of {wanted} already in {}",
             dir.display()
         );
         return Ok(());
@@ -57,18 +60,20 @@ pub fn podmonitor_crd() -> Result<()> {
         .find_map(|l| l.trim().strip_prefix("\"Dir\": \""))
         .and_then(|l| l.strip_suffix("\","))
         .with_context(|| format!("`go mod download -json {wanted}` named no Dir:\n{json}"))?;
-    let src = PathBuf::from(module_dir).join(CRD_DIR).join(PODMONITOR_CRD);
-    if !src.exists() {
-        bail!("{wanted} has no {CRD_DIR}/{PODMONITOR_CRD}");
-    }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let dst = dir.join(PODMONITOR_CRD);
-    std::fs::copy(&src, &dst)
-        .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+    for crd in CRDS {
+        let src = PathBuf::from(module_dir).join(CRD_DIR).join(crd);
+        if !src.exists() {
+            bail!("{wanted} has no {CRD_DIR}/{crd}");
+        }
+        let dst = dir.join(crd);
+        std::fs::copy(&src, &dst)
+            .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+    }
     std::fs::write(&marker, &wanted).with_context(|| format!("writing {}", marker.display()))?;
     say!(
-        "setup: PodMonitor CRD of {wanted} copied to {}",
-        dst.display()
+        "setup: Prometheus Operator CRDs of {wanted} copied to {}",
+        dir.display()
     );
     Ok(())
 }

@@ -161,7 +161,7 @@ impl AgentConfig {
             #[serde(default)]
             agent: AgentConfig,
         }
-        let file: File = toml::from_str(text).map_err(|e| syntax(path, &e))?;
+        let file: File = toml::from_str(text).map_err(|e| syntax(path, text, &e))?;
         file.agent.check(path)
     }
 

@@ -12,7 +12,10 @@
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::{
-    encoding::{EncodeMetric, MetricEncoder, text::encode},
+    encoding::{
+        EncodeMetric, MetricEncoder,
+        text::{encode_eof, encode_registry},
+    },
     metrics::{MetricType, TypedMetric, counter::Counter, family::Family, gauge::Gauge},
     registry::{Registry, Unit},
 };
@@ -110,9 +113,21 @@ impl EncodeMetric for InfoRows {
     }
 }
 
+/// Which registry a family goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Namespace {
+    /// `mdiag_<name>`: the agent's own families.
+    Mdiag,
+    /// `<name>` as given: the names every Prometheus client exports
+    /// (`process_cpu_seconds_total`, ...), so stock dashboards and alerts
+    /// work on the agent too.
+    Standard,
+}
+
 /// One exposition being built.
 pub struct Exposition {
     registry: Registry,
+    standard: Registry,
     max_series: usize,
     series: usize,
     dropped: usize,
@@ -122,6 +137,7 @@ impl Exposition {
     pub fn new(max_series: usize) -> Self {
         Self {
             registry: Registry::with_prefix("mdiag"),
+            standard: Registry::default(),
             max_series,
             series: 0,
             dropped: 0,
@@ -138,6 +154,18 @@ impl Exposition {
     }
 
     pub fn gauge(&mut self, name: &str, help: &str, unit: Option<Unit>, rows: Vec<(Labels, f64)>) {
+        self.gauge_in(Namespace::Mdiag, name, help, unit, rows);
+    }
+
+    /// A gauge of `namespace`.
+    pub fn gauge_in(
+        &mut self,
+        namespace: Namespace,
+        name: &str,
+        help: &str,
+        unit: Option<Unit>,
+        rows: Vec<(Labels, f64)>,
+    ) {
         let rows = self.admit(rows);
         if rows.is_empty() {
             return;
@@ -146,12 +174,24 @@ impl Exposition {
         for (l, v) in rows {
             family.get_or_create(&l).set(v);
         }
-        self.register(name, help, unit, family);
+        self.register_in(namespace, name, help, unit, family);
     }
 
     /// A counter (`_total` is added to `name`); `rows` hold totals.
     pub fn counter(
         &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<Unit>,
+        rows: Vec<(Labels, f64)>,
+    ) {
+        self.counter_in(Namespace::Mdiag, name, help, unit, rows);
+    }
+
+    /// A counter of `namespace`.
+    pub fn counter_in(
+        &mut self,
+        namespace: Namespace,
         name: &str,
         help: &str,
         unit: Option<Unit>,
@@ -165,7 +205,7 @@ impl Exposition {
         for (l, v) in rows {
             family.get_or_create(&l).inc_by(v.max(0.0));
         }
-        self.register(name, help, unit, family);
+        self.register_in(namespace, name, help, unit, family);
     }
 
     pub fn histogram(
@@ -214,9 +254,24 @@ impl Exposition {
         unit: Option<Unit>,
         metric: impl prometheus_client::registry::Metric,
     ) {
+        self.register_in(Namespace::Mdiag, name, help, unit, metric);
+    }
+
+    fn register_in(
+        &mut self,
+        namespace: Namespace,
+        name: &str,
+        help: &str,
+        unit: Option<Unit>,
+        metric: impl prometheus_client::registry::Metric,
+    ) {
+        let registry = match namespace {
+            Namespace::Mdiag => &mut self.registry,
+            Namespace::Standard => &mut self.standard,
+        };
         match unit {
-            Some(u) => self.registry.register_with_unit(name, help, u, metric),
-            None => self.registry.register(name, help, metric),
+            Some(u) => registry.register_with_unit(name, help, u, metric),
+            None => registry.register(name, help, metric),
         }
     }
 
@@ -232,7 +287,9 @@ impl Exposition {
         );
         let mut text = String::new();
         // Writing into a String cannot fail.
-        let _ = encode(&mut text, &self.registry);
+        let _ = encode_registry(&mut text, &self.standard)
+            .and_then(|()| encode_registry(&mut text, &self.registry))
+            .and_then(|()| encode_eof(&mut text));
         text
     }
 }

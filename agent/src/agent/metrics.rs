@@ -9,7 +9,10 @@
 
 use prometheus_client::registry::Unit;
 
+use super::exposition::Namespace;
 use super::exposition::{Buckets, Exposition, Labels, labels, ratio};
+use super::probe_reason::ProbeReason;
+use super::process::ProcessView;
 
 /// Everything one exposition shows.
 #[derive(Debug, Clone, Default)]
@@ -18,9 +21,20 @@ pub struct View {
     pub arch: String,
     pub kernel: String,
     pub targets: Vec<TargetView>,
-    /// (rule, target, state name) of every tracked finding.
-    pub findings: Vec<(String, String, &'static str)>,
+    /// Every tracked finding.
+    pub findings: Vec<FindingView>,
     pub agent: SelfView,
+}
+
+/// One tracked finding, as `mdiag_finding_state` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FindingView {
+    pub rule: String,
+    pub target: String,
+    /// The rule's severity (`info` ... `critical`), for Alertmanager's routing.
+    pub severity: &'static str,
+    /// The lifecycle state's name.
+    pub state: &'static str,
 }
 
 /// One watched target.
@@ -36,8 +50,8 @@ pub struct TargetView {
     pub build_id: String,
     /// Whether the target runs now (false: its figures are stale).
     pub up: bool,
-    /// (family, attached, why not).
-    pub probes: Vec<(String, bool, String)>,
+    /// (family, attached or why not, as a code; the text is in the log).
+    pub probes: Vec<(String, ProbeReason)>,
     /// Events the kernel side dropped, per family, since attach.
     pub drops: Vec<(String, u64)>,
     /// Figures of the target's windows (gauges of the last window,
@@ -66,8 +80,8 @@ pub enum FigureKind {
 /// The agent's own health.
 #[derive(Debug, Clone, Default)]
 pub struct SelfView {
-    pub cpu_seconds: f64,
-    pub resident_bytes: u64,
+    /// The standard process figures (`process_*`).
+    pub process: ProcessView,
     pub windows: u64,
     pub scrapes: u64,
     /// BPF programs' run time (the kernel counts it while stats are on).
@@ -104,19 +118,57 @@ fn one(v: f64) -> Vec<(Labels, f64)> {
     vec![(Labels::new(), v)]
 }
 
-fn self_metrics(e: &mut Exposition, a: &SelfView) {
-    e.counter(
-        "agent_cpu",
-        "CPU time the agent used (user + system)",
+/// The standard `process_*` families, named as every client names them.
+fn process_metrics(e: &mut Exposition, p: &ProcessView) {
+    let s = Namespace::Standard;
+    e.counter_in(
+        s,
+        "process_cpu",
+        "Total user and system CPU time spent in seconds",
         Some(Unit::Seconds),
-        one(a.cpu_seconds),
+        one(p.cpu_seconds),
     );
-    e.gauge(
-        "agent_resident_memory",
-        "The agent's resident set size",
-        Some(Unit::Bytes),
-        one(a.resident_bytes as f64),
-    );
+    let mut gauges = vec![
+        (
+            "process_resident_memory",
+            "Resident memory size in bytes",
+            Some(Unit::Bytes),
+            p.resident_bytes as f64,
+        ),
+        (
+            "process_virtual_memory",
+            "Virtual memory size in bytes",
+            Some(Unit::Bytes),
+            p.virtual_bytes as f64,
+        ),
+        (
+            "process_open_fds",
+            "Number of open file descriptors",
+            None,
+            p.open_fds as f64,
+        ),
+        (
+            "process_start_time",
+            "Start time of the process since unix epoch in seconds",
+            Some(Unit::Seconds),
+            p.start_time_seconds,
+        ),
+    ];
+    if let Some(max) = p.max_fds {
+        gauges.push((
+            "process_max_fds",
+            "Maximum number of open file descriptors",
+            None,
+            max as f64,
+        ));
+    }
+    for (name, help, unit, v) in gauges {
+        e.gauge_in(s, name, help, unit, one(v));
+    }
+}
+
+fn self_metrics(e: &mut Exposition, a: &SelfView) {
+    process_metrics(e, &a.process);
     e.counter(
         "windows",
         "Windows evaluated by the rules",
@@ -212,16 +264,22 @@ fn fleet_metrics(e: &mut Exposition, f: &crate::fleet::sender::FleetStats) {
     }
 }
 
-/// `mdiag_finding_state{rule,target,state}` = 1 for each tracked finding's
-/// current state: one series per finding (a change replaces it), so the
-/// series stay within the limit however many rules a host trips.
+/// `mdiag_finding_state{rule,target,severity,state}` = 1 for each tracked
+/// finding's current state: one series per finding (a change replaces it;
+/// a rule has one severity), so the series stay within the limit however
+/// many rules a host trips, and an alert routes on `severity` without a join.
 fn findings(e: &mut Exposition, view: &View) {
     let rows = view
         .findings
         .iter()
-        .map(|(rule, target, state)| {
+        .map(|f| {
             (
-                labels(&[("rule", rule), ("target", target), ("state", state)]),
+                labels(&[
+                    ("rule", &f.rule),
+                    ("target", &f.target),
+                    ("severity", f.severity),
+                    ("state", f.state),
+                ]),
                 1.0,
             )
         })
@@ -267,18 +325,21 @@ fn targets(e: &mut Exposition, targets: &[TargetView]) {
     let probes = targets
         .iter()
         .flat_map(|t| {
-            t.probes.iter().map(|(family, ok, why)| {
-                let reason = if *ok { "" } else { why.as_str() };
+            t.probes.iter().map(|(family, reason)| {
                 (
-                    labels(&[("target", &t.id), ("family", family), ("reason", reason)]),
-                    f64::from(u8::from(*ok)),
+                    labels(&[
+                        ("target", &t.id),
+                        ("family", family),
+                        ("reason", reason.as_str()),
+                    ]),
+                    f64::from(u8::from(*reason == ProbeReason::Attached)),
                 )
             })
         })
         .collect();
     e.gauge(
         "probe_up",
-        "Whether a probe family is attached, with the reason when it is not",
+        "Whether a probe family is attached (1), with why as a code: attached, not_applicable, kernel_unsupported, permission, resources, load_failed, attach_failed, other",
         None,
         probes,
     );

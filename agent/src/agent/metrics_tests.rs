@@ -1,6 +1,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::agent::probe_reason::ProbeReason;
 
 fn figure(name: &'static str, kind: FigureKind) -> Figure {
     Figure {
@@ -18,8 +19,8 @@ fn target_view(id: &str) -> TargetView {
         rs_nm: "rs0".into(),
         up: true,
         probes: vec![
-            ("sched".into(), true, String::new()),
-            ("alloc".into(), false, "no allocator found".into()),
+            ("sched".into(), ProbeReason::Attached),
+            ("alloc".into(), ProbeReason::NotApplicable),
         ],
         drops: vec![("sched".into(), 3)],
         figures: vec![
@@ -42,13 +43,18 @@ fn view(targets: usize, max_series: usize) -> View {
         targets: (0..targets)
             .map(|i| target_view(&format!("mongod:{}", 27017 + i)))
             .collect(),
-        findings: vec![(
-            "sched.wakeup_preemption".into(),
-            "mongod:27017".into(),
-            "firing",
-        )],
+        findings: vec![FindingView {
+            rule: "sched.wakeup_preemption".into(),
+            target: "mongod:27017".into(),
+            severity: "high",
+            state: "firing",
+        }],
         agent: SelfView {
             max_series,
+            process: crate::agent::process::ProcessView {
+                max_fds: Some(1024),
+                ..Default::default()
+            },
             ..SelfView::default()
         },
     }
@@ -66,6 +72,16 @@ fn samples(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The families every Prometheus client names so (no `mdiag_`).
+const STANDARD: [&str; 6] = [
+    "process_cpu_seconds",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_max_fds",
+    "process_start_time_seconds",
+];
+
 #[test]
 fn names_follow_prometheus_conventions() {
     let text = render(&view(2, 250));
@@ -77,7 +93,10 @@ fn names_follow_prometheus_conventions() {
             families.insert(name.to_owned()),
             "family {name} twice:\n{text}"
         );
-        assert!(name.starts_with("mdiag_"), "{name}");
+        assert!(
+            name.starts_with("mdiag_") || STANDARD.contains(&name),
+            "{name}"
+        );
         if line.ends_with(" counter") {
             assert!(
                 text.contains(&format!("\n{name}_total")),
@@ -85,8 +104,14 @@ fn names_follow_prometheus_conventions() {
             );
         }
     }
+    for name in STANDARD {
+        assert!(families.contains(name), "no {name}:\n{text}");
+    }
     for (name, labels) in samples(&text) {
-        assert!(name.starts_with("mdiag_"), "{name}");
+        assert!(
+            name.starts_with("mdiag_") || name.starts_with("process_"),
+            "{name}"
+        );
         for forbidden in ["pid=", "tid=", "cpu="] {
             assert!(!labels.contains(forbidden), "{name}{labels}");
         }
@@ -96,10 +121,13 @@ fn names_follow_prometheus_conventions() {
     assert!(text.contains("mdiag_sched_involuntary_share{target=\"mongod:27018\"} 0.3"));
     assert!(text.contains("mdiag_target_info{target=\"mongod:27017\",rs_nm=\"rs0\""));
     assert!(text.contains(
-        "mdiag_probe_up{target=\"mongod:27017\",family=\"alloc\",reason=\"no allocator found\"} 0"
+        "mdiag_probe_up{target=\"mongod:27017\",family=\"alloc\",reason=\"not_applicable\"} 0"
     ));
     assert!(text.contains(
-        "mdiag_finding_state{rule=\"sched.wakeup_preemption\",target=\"mongod:27017\",state=\"firing\"} 1"
+        "mdiag_probe_up{target=\"mongod:27017\",family=\"sched\",reason=\"attached\"} 1"
+    ));
+    assert!(text.contains(
+        "mdiag_finding_state{rule=\"sched.wakeup_preemption\",target=\"mongod:27017\",severity=\"high\",state=\"firing\"} 1"
     ));
     // A classic histogram: cumulative buckets ending with +Inf, sum and count.
     assert!(
@@ -133,7 +161,7 @@ fn the_series_limit_holds_and_says_what_it_left_out() {
         .unwrap();
     assert!(dropped > 0.0, "{text}");
     // The agent's own health comes first, so the limit never hides it.
-    assert!(text.contains("mdiag_agent_resident_memory_bytes"));
+    assert!(text.contains("process_resident_memory_bytes"));
     assert!(text.contains("mdiag_finding_state{"));
 }
 

@@ -17,6 +17,8 @@ pub mod flight;
 pub mod lifecycle;
 pub mod metrics;
 pub mod outbox;
+pub mod probe_reason;
+pub mod process;
 pub mod restarts;
 mod runner;
 pub mod serve;

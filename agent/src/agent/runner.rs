@@ -636,12 +636,12 @@ impl Agent {
         let mut v = view::build(
             &self.watches,
             &self.last_reports,
-            &self.findings,
             &self.flight,
             self.windows,
             &self.config,
             self.published.scrapes(),
         );
+        v.findings = view::findings(&self.findings, &self.rules);
         v.agent.bpf_run_seconds = bpf_run;
         v.agent.fleet = self.outbox.as_ref().map(Outbox::stats);
         self.published.set(super::metrics::render(&v));

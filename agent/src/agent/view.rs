@@ -12,10 +12,12 @@ use super::{
     exposition::{Buckets, ratio},
     findings::{Findings, state_name},
     flight::Flight,
-    metrics::{Figure, FigureKind, SelfView, TargetView, View},
+    metrics::{Figure, FigureKind, FindingView, SelfView, TargetView, View},
+    probe_reason::ProbeReason,
     watch::Watch,
 };
 use crate::report::Report;
+use crate::rules::RuleSet;
 
 /// A last-window gauge read from a fact: (fact path, metric name, help,
 /// unit, factor to the unit).
@@ -92,7 +94,6 @@ const FACT_GAUGES: &[FactGauge] = &[
 pub fn build(
     watches: &[Watch],
     reports: &BTreeMap<String, Report>,
-    findings: &Findings,
     flight: &Flight,
     windows: u64,
     config: &AgentConfig,
@@ -107,19 +108,9 @@ pub fn build(
             .iter()
             .map(|w| target(w, reports.get(&w.id)))
             .collect(),
-        findings: findings
-            .iter()
-            .map(|((rule, target), t)| {
-                (
-                    rule.clone(),
-                    target.clone(),
-                    state_name(t.lifecycle.state()),
-                )
-            })
-            .collect(),
+        findings: Vec::new(),
         agent: SelfView {
-            cpu_seconds: own_cpu_seconds(),
-            resident_bytes: own_resident_bytes(),
+            process: super::process::sample(),
             windows,
             scrapes,
             bpf_run_seconds: None,
@@ -171,14 +162,7 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
         .probes()
         .status()
         .iter()
-        .map(|s| {
-            let why = s
-                .programs
-                .iter()
-                .find_map(|p| p.error.clone())
-                .unwrap_or_default();
-            (s.family.clone(), s.attached(), why)
-        })
+        .map(|s| (s.family.clone(), ProbeReason::of_family(s)))
         .collect();
     let figures = report.map_or_else(Vec::new, |r| {
         FACT_GAUGES
@@ -299,6 +283,24 @@ fn total_figures(t: &super::totals::Totals) -> Vec<Figure> {
     out
 }
 
+/// Every tracked finding with its rule's severity (a rule no longer in
+/// `rules` cannot be tracked: the set is fixed for the agent's life).
+pub fn findings(findings: &Findings, rules: &RuleSet) -> Vec<FindingView> {
+    findings
+        .iter()
+        .map(|((rule, target), t)| FindingView {
+            rule: rule.clone(),
+            target: target.clone(),
+            severity: rules
+                .rules()
+                .iter()
+                .find(|r| r.id() == rule)
+                .map_or("unknown", |r| r.def.severity.as_str()),
+            state: state_name(t.lifecycle.state()),
+        })
+        .collect()
+}
+
 /// A number at a dotted path of the report's facts.
 fn fact(facts: &BTreeMap<String, serde_json::Value>, path: &str) -> Option<f64> {
     let (group, rest) = path.split_once('.')?;
@@ -307,28 +309,6 @@ fn fact(facts: &BTreeMap<String, serde_json::Value>, path: &str) -> Option<f64> 
         v = v.get(key)?;
     }
     v.as_f64().filter(|x| x.is_finite())
-}
-
-/// CPU time of this process (user + system), every thread's and the ended ones'.
-fn own_cpu_seconds() -> f64 {
-    // getrusage: every thread's, the ended ones too, in one call (no file).
-    // SAFETY: getrusage writes into the zeroed struct it is given.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
-    };
-    usage.map_or(0.0, |u| {
-        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        secs(u.ru_utime) + secs(u.ru_stime)
-    })
-}
-
-/// Resident set of this process, bytes.
-fn own_resident_bytes() -> u64 {
-    procfs::process::Process::myself()
-        .and_then(|me| me.statm())
-        .map(|m| m.resident * crate::host::page_size().unwrap_or(4096))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -372,12 +352,17 @@ mod tests {
         let view = View {
             targets: vec![TargetView {
                 id: "t".into(),
-                probes: vec![("sched".into(), true, String::new())],
+                probes: vec![("sched".into(), ProbeReason::Attached)],
                 drops: vec![("sched".into(), 0)],
                 figures,
                 ..TargetView::default()
             }],
-            findings: vec![("r".into(), "t".into(), "firing")],
+            findings: vec![FindingView {
+                rule: "r".into(),
+                target: "t".into(),
+                severity: "high",
+                state: "firing",
+            }],
             agent: SelfView {
                 bpf_run_seconds: Some(1.0),
                 max_series: 10_000,

@@ -132,7 +132,7 @@ impl FleetConfig {
         struct File {
             fleet: Option<FleetConfig>,
         }
-        let file: File = toml::from_str(text).map_err(|e| syntax(path, &e))?;
+        let file: File = toml::from_str(text).map_err(|e| syntax(path, text, &e))?;
         file.fleet.map(|f| f.check(path)).transpose()
     }
 

@@ -144,16 +144,9 @@ fn read_config(path: &Path) -> Result<Option<String>, ConnError> {
     let file: ConfigFile = toml::from_str(&text).map_err(|e| ConnError::ConfigSyntax {
         path: path.to_owned(),
         // toml's message quotes the offending line, which may hold a password.
-        why: scrub_config_error(&e),
+        why: crate::config_file::describe(&text, &e),
     })?;
     Ok(file.mongodb.and_then(|m| m.uri))
-}
-
-fn scrub_config_error(e: &toml::de::Error) -> String {
-    match e.span() {
-        Some(span) => format!("{} (at byte {})", e.message(), span.start),
-        None => e.message().to_owned(),
-    }
 }
 
 /// Whether `uri` is a connection string mdiag can use (why not, if not).

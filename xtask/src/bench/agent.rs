@@ -448,8 +448,8 @@ fn own_cost(bins: &Binaries, dir: &Path, args: &AgentBenchArgs) -> Result<()> {
             Ok(m) => println!(
                 "   its /metrics: {} windows evaluated, its own CPU {:.2} s and RSS {:.1} MiB; families up: {}",
                 sample(&m, "mdiag_windows_total").unwrap_or(f64::NAN),
-                sample(&m, "mdiag_agent_cpu_seconds_total").unwrap_or(f64::NAN),
-                sample(&m, "mdiag_agent_resident_memory_bytes").unwrap_or(f64::NAN) / 1048576.0,
+                sample(&m, "process_cpu_seconds_total").unwrap_or(f64::NAN),
+                sample(&m, "process_resident_memory_bytes").unwrap_or(f64::NAN) / 1048576.0,
                 families_up(&m, "mdiag-pingpong").join(", ")
             ),
             Err(e) => println!("   its /metrics could not be read: {e:#}"),
@@ -495,12 +495,12 @@ mod tests {
         assert_eq!(served_at("mdiag agent: stopped"), None);
         let m = "# TYPE mdiag_windows counter\n\
                  mdiag_windows_total{} 3.0\n\
-                 mdiag_agent_cpu_seconds_total 0.25\n\
-                 mdiag_probe_up{target=\"mdiag-pingpong@/t/pp\",family=\"sched\",reason=\"\"} 1.0\n\
-                 mdiag_probe_up{target=\"mdiag-pingpong@/t/pp\",family=\"alloc\",reason=\"no allocator found\"} 0.0\n\
-                 mdiag_probe_up{target=\"host\",family=\"perf\",reason=\"\"} 1.0\n";
+                 process_cpu_seconds_total 0.25\n\
+                 mdiag_probe_up{target=\"mdiag-pingpong@/t/pp\",family=\"sched\",reason=\"attached\"} 1.0\n\
+                 mdiag_probe_up{target=\"mdiag-pingpong@/t/pp\",family=\"alloc\",reason=\"not_applicable\"} 0.0\n\
+                 mdiag_probe_up{target=\"host\",family=\"perf\",reason=\"attached\"} 1.0\n";
         assert_eq!(sample(m, "mdiag_windows_total"), Some(3.0));
-        assert_eq!(sample(m, "mdiag_agent_cpu_seconds_total"), Some(0.25));
+        assert_eq!(sample(m, "process_cpu_seconds_total"), Some(0.25));
         assert_eq!(sample(m, "mdiag_windows"), None);
         assert_eq!(families_up(m, "mdiag-pingpong"), ["sched"]);
     }

@@ -216,7 +216,7 @@ mod tests {
         let log = "MDIAG-VM-AGENT-BEGIN\n\
                    MDIAG-VM-AGENT-WAITED 90\n\
                    MDIAG-VM-AGENT-METRIC 1.0 mdiag_windows_total{} 1.0\n\
-                   MDIAG-VM-AGENT-METRIC 1.0 mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"\"} 1.0\n\
+                   MDIAG-VM-AGENT-METRIC 1.0 mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"attached\"} 1.0\n\
                    MDIAG-VM-AGENT-LOG mdiag agent: stopping (SIGTERM): detaching probes\n\
                    MDIAG-VM-AGENT-EXIT hung\n";
         let c = agent_check(&parse_log(log).agent);

@@ -56,10 +56,10 @@ pub(super) fn console_with(host_json: &str, spawned_json: &str, mongod: &str) ->
 /// after SIGTERM (a kernel message in between).
 pub(super) const AGENT_OK: &str = "MDIAG-VM-AGENT-BEGIN\r\n\
     MDIAG-VM-AGENT-WAITED 6\r\n\
-    MDIAG-VM-AGENT-METRIC 1.0 mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"\"} 1.0\r\n\
+    MDIAG-VM-AGENT-METRIC 1.0 mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"attached\"} 1.0\r\n\
     [   25.1] random: crng init done\r\n\
-    MDIAG-VM-AGENT-METRIC 1.0 mdiag_probe_up{target=\"host\",family=\"perf\",reason=\"\"} 1.0\r\n\
-    MDIAG-VM-AGENT-METRIC 0.0 mdiag_probe_up{target=\"host\",family=\"alloc\",reason=\"not tried host-wide\"} 0.0\r\n\
+    MDIAG-VM-AGENT-METRIC 1.0 mdiag_probe_up{target=\"host\",family=\"perf\",reason=\"attached\"} 1.0\r\n\
+    MDIAG-VM-AGENT-METRIC 0.0 mdiag_probe_up{target=\"host\",family=\"alloc\",reason=\"not_applicable\"} 0.0\r\n\
     MDIAG-VM-AGENT-METRIC 3.0 mdiag_windows_total{} 3.0\r\n\
     MDIAG-VM-AGENT-LOG mdiag agent: serving metrics at http://127.0.0.1:9219/metrics\r\n\
     MDIAG-VM-AGENT-LOG mdiag agent: stopped\r\n\

@@ -63,7 +63,7 @@ pub(super) const SPAWNED_PROGRAM: &str = "busybox";
 /// runs in the guest) with windows of one second, polls its `/metrics` on
 /// port 9219 with busybox `wget` once a second until it counts two windows
 /// (or 90 s), prints the `mdiag_probe_up` and `mdiag_windows_total` samples
-/// read last (value first: a long reason label is cut), stops it with
+/// read last (value first, each line cut at 200 characters), stops it with
 /// SIGTERM (SIGKILL after 30 s: `hung`) and prints its exit status and its
 /// log, which `vm/agent.rs` judges. The loopback interface, down in a bare
 /// initramfs, is brought up for it.
