@@ -14,6 +14,7 @@
 //! `recording/`, `recording/window/`, `rules/facts/` and `report/`) move
 //! here one by one; `docs/ARCHITECTURE.md` lists which.
 
+pub mod alloc;
 pub mod contention;
 pub mod perf;
 pub mod sched;

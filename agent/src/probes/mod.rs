@@ -7,9 +7,9 @@
 //! Dropping [`Probes`] detaches everything (aya owns the links as file
 //! descriptors, so even a crash leaves the host as it was).
 
-pub mod alloc;
 pub mod cycle;
 mod load;
+pub use crate::family::alloc;
 pub use crate::family::contention::probe as contention;
 pub use crate::family::perf::probe as perf;
 pub use crate::family::sched::probe as sched;
@@ -17,12 +17,10 @@ pub use crate::family::softirq::probe as softirq;
 pub use crate::family::syscalls;
 pub use crate::family::wiredtiger::probe as wiredtiger;
 
+pub(crate) use crate::kit::probe::NOT_APPLICABLE;
 pub use crate::kit::probe::{
     AttachContext, Counters, FamilyReader, ReadError, SectionReader, TakeMapError, btf, credit,
     delta, missing_tracepoint, not_applicable,
-};
-pub(crate) use crate::kit::probe::{
-    NOT_APPLICABLE, clock_ns, error_chain, monotonic_now_ns, read_per_cpu, take_map,
 };
 
 use aya::Ebpf;
@@ -119,7 +117,20 @@ pub const FAMILIES: [FamilyDef; 7] = [
         probes.contention = reader;
         Some(status)
     }),
-    alloc::DEF,
+    // Attached in `Probes::attach_later`, once the record loop or the agent
+    // knows its windows and budget; paced by the budget when it has one.
+    FamilyDef {
+        name: alloc::FAMILY,
+        tracepoints: &[],
+        attach: Attach::Later(|probes, plan| {
+            let (status, probe) = alloc::attach(&mut probes.ebpf, plan.target, plan.alloc);
+            probes.alloc = probe;
+            if let (Some(a), Some(budget)) = (probes.alloc.as_mut(), plan.alloc_budget) {
+                a.set_budget(budget);
+            }
+            status
+        }),
+    },
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 
 pub use crate::kit::family::{Family, Section};
 
-use super::{AllocSlice, Slice};
+use super::Slice;
 
 impl Slice {
     /// Every family's section of this slice (`None`: the family has none),
@@ -35,18 +35,6 @@ impl Slice {
             (Family::Alloc, dyn_of(alloc)),
             (Family::Contention, dyn_of(contention)),
         ]
-    }
-}
-
-impl Section for AllocSlice {
-    fn drops_total(&self) -> u64 {
-        self.windows
-            .iter()
-            .map(|w| {
-                let d = &w.drops;
-                d.missing_entry + d.mismatched + d.too_deep + d.stack_full
-            })
-            .sum()
     }
 }
 

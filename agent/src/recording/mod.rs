@@ -2,7 +2,6 @@
 //! windows merging consecutive slices (one code path for `explain` and the
 //! agent's rolling windows). The common model is `model.rs`; each probe
 //! family's section types are in `<family>.rs` (re-exported by both).
-pub mod alloc;
 pub mod family;
 pub mod host;
 pub mod host_cpu;

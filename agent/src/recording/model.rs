@@ -18,16 +18,16 @@ use serde::{Deserialize, Serialize};
 
 // The families' sections, each in its own file (`recording/<family>.rs`),
 // re-exported so that `recording::model::X` keeps naming them.
-pub use super::alloc::{
-    AllocCalibration, AllocDrops, AllocFunctionWindow, AllocOverhead, AllocRecord,
-    AllocSizeClassWindow, AllocSlice, AllocWindow,
-};
 pub use super::host::{
     CgroupFacts, CgroupV1Limits, ClockFacts, CpuTopology, DbPathFacts, HostFacts, MemoryFacts,
     MongodProcess, NetFacts, NetInterface, NumaNode, ProcessFacts, ResourceLimit, RxQueue,
     StorageFacts, SysfsChoice, SystemFacts, ThpFacts, TunedFacts, VmSysctls,
 };
 pub use super::host_cpu::{HostCpuUsage, ProcessCpu};
+pub use crate::family::alloc::section::{
+    AllocCalibration, AllocDrops, AllocFunctionWindow, AllocOverhead, AllocRecord,
+    AllocSizeClassWindow, AllocSlice, AllocWindow,
+};
 pub use crate::family::perf::section::{PerfSlice, PerfSlowPath, PerfSymbol};
 pub use crate::family::sched::section::{SchedDrops, SchedSlice, ThreadSlice};
 pub use crate::family::softirq::section::{

@@ -39,7 +39,6 @@ use super::model::{Recording, Slice};
 use crate::family::contention::ContentionWindow;
 use crate::kit::family::{Family, FamilyWindow};
 
-mod alloc;
 mod mongod;
 
 #[cfg(test)]
@@ -51,8 +50,8 @@ mod tests;
 
 pub use mongod::MongodWindow;
 
+pub(crate) use crate::kit::merge::add;
 pub use crate::kit::merge::{DEFAULT_TOP_N, Mergeable, OTHERS_ID, OTHERS_NAME};
-pub(crate) use crate::kit::merge::{Row, add, add_each, merge_rows};
 
 impl Mergeable for Slice {
     /// Sections are merged family by family (a section only one side has is

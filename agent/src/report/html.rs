@@ -10,7 +10,7 @@
 
 use pulldown_cmark::{Event, Options, Parser, html::push_html};
 
-use super::svg::{Panel, esc, figure, log2_histogram, no_data, ns_label, time_panels};
+use super::svg::{Panel, esc, figure, no_data, time_panels};
 use super::{Measurements, Report};
 
 pub(crate) const CSS: &str = r#"
@@ -78,50 +78,10 @@ pub fn charts(m: &Measurements) -> String {
     let mut out = String::from("<section class=\"charts\">\n<h2>Charts</h2>\n");
     crate::family::softirq::chart(&mut out, m.softirq.as_ref(), &why_missing(m, "softirq"));
     crate::family::sched::chart(&mut out, m.sched.as_ref(), &why_missing(m, "sched"));
-    alloc_charts(&mut out, m);
+    crate::family::alloc::chart(&mut out, m.alloc.as_ref(), &why_missing(m, "alloc"));
     timeline_chart(&mut out, m);
     out.push_str("</section>\n");
     out
-}
-
-/// The latency histograms of up to four called allocator functions.
-fn alloc_charts(out: &mut String, m: &Measurements) {
-    match &m.alloc {
-        Some(a) if a.functions.iter().any(|f| f.calls > 0) => {
-            for (i, f) in a
-                .functions
-                .iter()
-                .filter(|f| f.calls > 0)
-                .take(4)
-                .enumerate()
-            {
-                figure(
-                    out,
-                    &log2_histogram(
-                        &format!("chart-alloc-{i}"),
-                        &format!("{} latency (raw, sampled windows)", f.symbol),
-                        &f.hist_log2_ns,
-                    ),
-                    &format!(
-                        "{} calls in {} windows; raw p50 {} / p99 {}; corrected for the probe's own cost ({} per call inside the measurement): p50 {} / p99 {}.",
-                        f.calls,
-                        a.windows,
-                        ns_label(f.raw_p50_ns as u64),
-                        ns_label(f.raw_p99_ns as u64),
-                        ns_label(a.inside_ns),
-                        ns_label(f.corrected_p50_ns as u64),
-                        ns_label(f.corrected_p99_ns as u64)
-                    ),
-                );
-            }
-        }
-        _ => no_data(
-            out,
-            "chart-alloc",
-            "allocator latency chart",
-            &why_missing(m, "alloc"),
-        ),
-    }
 }
 
 /// Per-second series over the recording against the checkpoint windows.

@@ -56,7 +56,7 @@ pub struct Measurements {
     pub wiredtiger: Option<WiredTigerMeasurements>,
     /// Allocator latency windows; `None` when the family did not run.
     #[serde(default)]
-    pub alloc: Option<super::alloc::AllocMeasurements>,
+    pub alloc: Option<crate::family::alloc::report::AllocMeasurements>,
     /// Waits inside vs outside checkpoint windows, per thread class, lock
     /// kinds and D-state stacks; `None` when neither the syscalls nor the
     /// contention family recorded anything.
@@ -169,7 +169,8 @@ impl Measurements {
         m.wiredtiger = crate::family::wiredtiger::report::build(&wiredtiger, detected);
         // Per second, so from the slices: the charts' series.
         m.timeline = super::timeline::Timeline::build(rec);
-        m.alloc = super::alloc::measurements(rec, whole);
+        let alloc = rec.family_window(whole, Family::Alloc, whole.slice.alloc.as_ref());
+        m.alloc = crate::family::alloc::report::measurements(rec.alloc.as_ref(), &alloc);
         m.contention = crate::family::contention::build(&rec.contention_window(whole));
         // From every sample: maxima, minima and restarts inside the recording
         // are lost in a window, which keeps only the first and last.

@@ -12,7 +12,6 @@
 //! Besides the rules' verdicts, the report carries the [`Measurements`]: the
 //! numbers each probe family measured, shown even when no rule uses them.
 
-pub mod alloc;
 #[cfg(test)]
 mod contract;
 #[cfg(test)]

@@ -44,7 +44,7 @@ pub fn measurements(m: &Measurements) -> Vec<Section> {
             .as_ref()
             .map(crate::family::wiredtiger::report::section),
     );
-    out.extend(alloc.as_ref().map(super::alloc::section));
+    out.extend(alloc.as_ref().map(crate::family::alloc::report::section));
     out.extend(
         contention
             .as_ref()

@@ -188,7 +188,7 @@ impl Agent {
         if uri.is_none() {
             // Its allocator windows, one line each (`windows.rs` reads them).
             cmd.arg("--no-mongo")
-                .env("RUST_LOG", "warn,mdiag::probes::alloc::paced=debug");
+                .env("RUST_LOG", "warn,mdiag::family::alloc::probe::paced=debug");
         } else {
             cmd.env_remove("RUST_LOG");
         }

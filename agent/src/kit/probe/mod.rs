@@ -16,6 +16,7 @@ pub mod btf;
 pub mod credit;
 pub mod delta;
 pub mod links;
+pub mod process_cpu;
 pub mod reader;
 pub mod status;
 pub mod syscall_entries;

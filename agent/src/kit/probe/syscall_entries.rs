@@ -167,7 +167,7 @@ mod tests {
     /// kernel's syscall table (`sys_old_mmap` on s390x).
     #[test]
     fn wrappers_are_the_prefix_and_the_table_entry() {
-        use crate::probes::syscalls::numbers::tables::{
+        use crate::family::syscalls::numbers::tables::{
             AARCH64_TBL, S390X_TBL, X86_64_TBL, lookup,
         };
         for (naming, tbl) in [
@@ -192,7 +192,7 @@ mod tests {
         ) {
             return;
         }
-        let btf = crate::probes::btf::load_vmlinux().expect("kernel BTF");
+        let btf = super::super::btf::load_vmlinux().expect("kernel BTF");
         let points = resolve(&btf).expect("entry points");
         assert_eq!(points.len(), WATCHED_SYSCALLS.len());
         // Only a syscall younger than the oldest supported kernel may be missing.

@@ -269,7 +269,7 @@ fn histograms_and_per_cpu_arrays_merge_bucket_by_bucket() {
         (vec![u64::MAX], vec![1], vec![u64::MAX]),
     ] {
         let mut got = a.clone();
-        add_each(&mut got, &b);
+        crate::kit::merge::add_each(&mut got, &b);
         assert_eq!(got, want, "{a:?} + {b:?}");
     }
 }

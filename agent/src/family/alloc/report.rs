@@ -9,11 +9,12 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::view::{Block, Cell, Column, Line, Section, Table, md_code};
+use super::probe::stats::percentile_pair;
+use super::section::{AllocFunctionWindow, AllocRecord, AllocSlice, AllocWindow};
 use crate::findings::format_number;
-use crate::probes::alloc::stats::percentile_pair;
-use crate::recording::window::merge_rows;
-use crate::recording::{AllocFunctionWindow, AllocWindow, Recording, Window};
+use crate::kit::family::FamilyWindow;
+use crate::kit::merge::merge_rows;
+use crate::kit::view::{Block, Cell, Column, Line, Section, Table, md_code};
 
 /// Allocator latency windows over the whole recording.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,12 +61,16 @@ pub struct AllocFunctionMeasurement {
     pub hist_log2_ns: Vec<u64>,
 }
 
-/// The measurements, `None` when the family did not run. The sampled
-/// windows are read from `whole`, the window of all the recording's slices
-/// (where they are appended in time order).
-pub fn measurements(rec: &Recording, whole: &Window) -> Option<AllocMeasurements> {
-    let record = rec.alloc.as_ref()?;
-    let windows: &[AllocWindow] = whole.slice.alloc.as_ref().map_or(&[], |a| &a.windows);
+/// The measurements, `None` when the family did not run (no `record`, the
+/// allocator record the recording keeps beside its slices). The sampled
+/// windows are read from a window of the recording's slices (where they are
+/// appended in time order).
+pub fn measurements(
+    record: Option<&AllocRecord>,
+    w: &FamilyWindow<AllocSlice>,
+) -> Option<AllocMeasurements> {
+    let record = record?;
+    let windows: &[AllocWindow] = w.section.map_or(&[], |a| &a.windows);
     let window_ns: u64 = windows
         .iter()
         .map(|w| w.end_ns.saturating_sub(w.start_ns))
@@ -232,9 +237,17 @@ pub fn section(a: &AllocMeasurements) -> Section {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::{
-        AllocCalibration, AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSlice, AllocWindow,
-    };
+    use crate::recording::{AllocCalibration, AllocOverhead, Recording};
+
+    fn measurements_of(rec: &Recording) -> Option<AllocMeasurements> {
+        let whole = rec.window();
+        let w = rec.family_window(
+            &whole,
+            crate::kit::family::Family::Alloc,
+            whole.slice.alloc.as_ref(),
+        );
+        measurements(rec.alloc.as_ref(), &w)
+    }
 
     fn recording() -> Recording {
         let mut rec = crate::rules::testdata::base("6.18.0", "x86_64", 2);
@@ -285,7 +298,7 @@ mod tests {
     #[test]
     fn windows_add_up_and_percentiles_are_corrected() {
         let rec = recording();
-        let a = measurements(&rec, &rec.window()).expect("alloc measured");
+        let a = measurements_of(&rec).expect("alloc measured");
         assert_eq!(a.allocator.as_deref(), Some("glibc"));
         assert_eq!(a.windows, 2);
         assert!((a.window_s - 0.4).abs() < 1e-9);
@@ -318,6 +331,6 @@ mod tests {
     fn absent_without_a_record() {
         let mut rec = recording();
         rec.alloc = None;
-        assert_eq!(measurements(&rec, &rec.window()), None);
+        assert_eq!(measurements_of(&rec), None);
     }
 }

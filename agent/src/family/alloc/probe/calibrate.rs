@@ -15,9 +15,9 @@ use aya::{
 };
 use mdiag_common::alloc::{CALIBRATION_FUNC, SIZE_ARG0, SIZE_CLASSES, cookie, hist_index};
 
+use super::super::section::AllocCalibration;
 use super::stats::{hist_between, inside_bias_ns, median, pair_cost_ns, sum_hists, trimmed};
 use super::{AllocError, AllocMaps, attach_pair, detach_pair};
-use crate::recording::AllocCalibration;
 
 /// Calls per timed run, and runs per side (the median run counts).
 pub const CALLS: u64 = 10_000;
@@ -91,7 +91,7 @@ fn timed_run() -> u64 {
 
 /// CLOCK_THREAD_CPUTIME_ID now, ns.
 fn thread_cpu_ns() -> u64 {
-    crate::probes::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+    crate::kit::probe::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Where the do-nothing function is: (path to attach to, file offset).

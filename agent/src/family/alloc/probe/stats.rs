@@ -5,8 +5,8 @@
 
 use mdiag_common::alloc::{AllocCounters, AllocHist, LAT_BUCKETS};
 
+use super::super::section::AllocDrops;
 use crate::hist::log2_hist_percentile_ns;
-use crate::recording::AllocDrops;
 
 /// Sum of per-CPU histograms.
 pub fn sum_hists(per_cpu: &[AllocHist]) -> AllocHist {

@@ -50,15 +50,17 @@ use self::entry_points::{Resolved, resolve};
 use self::schedule::{Action, WindowSchedule, Windows};
 use self::stats::{drops_between, hist_between, sum_counters, sum_hists, trimmed};
 use self::status::{status, status_of};
-use super::{Attach, FamilyDef, FamilyReader, NOT_APPLICABLE, ReadError, SectionReader};
-use crate::offload::{Offloaded, Polled};
-use crate::recording::{
+use super::section::{
     AllocFunctionWindow, AllocOverhead, AllocRecord, AllocSizeClassWindow, AllocSlice, AllocWindow,
-    ProbeStatus,
 };
+use crate::kit::probe::{
+    FamilyReader, NOT_APPLICABLE, ProbeStatus, ReadError, SectionReader, TakeMapError,
+    monotonic_now_ns, process_cpu::cpu_ns, read_per_cpu, take_map,
+};
+use crate::offload::{Offloaded, Polled};
 
 /// Family name in the recording's `probes`.
-pub const FAMILY: &str = crate::recording::Family::Alloc.name();
+pub const FAMILY: &str = crate::kit::family::Family::Alloc.name();
 
 /// Whether `pid` still runs mdiag's own executable (a spawned target before
 /// its `exec`: its maps are mdiag's, its allocator mdiag's).
@@ -76,26 +78,6 @@ fn still_mdiag(pid: u32) -> bool {
 /// target released just before the first poll may still be in exec).
 const EXEC_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The family's entry in [`FAMILIES`](super::FAMILIES): attached by
-/// [`Probes::attach_later`](super::Probes::attach_later) once the record
-/// loop or the agent knows its windows and budget.
-pub const DEF: FamilyDef = FamilyDef {
-    name: FAMILY,
-    tracepoints: &[],
-    attach: Attach::Later(attach_later),
-};
-
-/// [`attach`] for the plan's target and windows, paced by its budget when
-/// it has one.
-fn attach_later(probes: &mut super::Probes, plan: &super::LaterPlan) -> Option<ProbeStatus> {
-    let (status, probe) = attach(&mut probes.ebpf, plan.target, plan.alloc);
-    probes.alloc = probe;
-    if let (Some(a), Some(budget)) = (probes.alloc.as_mut(), plan.alloc_budget) {
-        a.set_budget(budget);
-    }
-    status
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum AllocError {
     #[error(transparent)]
@@ -106,8 +88,8 @@ pub enum AllocError {
     Calibration(String),
 }
 
-impl From<super::TakeMapError> for AllocError {
-    fn from(e: super::TakeMapError) -> Self {
+impl From<TakeMapError> for AllocError {
+    fn from(e: TakeMapError) -> Self {
         Self::Read(e.into())
     }
 }
@@ -123,10 +105,10 @@ pub(crate) struct AllocMaps {
 impl AllocMaps {
     fn take(ebpf: &mut Ebpf) -> Result<Self, AllocError> {
         Ok(Self {
-            control: super::take_map(ebpf, MAP_CONTROL)?,
-            stacks: super::take_map(ebpf, MAP_STACKS)?,
-            hist: super::take_map(ebpf, MAP_HIST)?,
-            counters: super::take_map(ebpf, MAP_COUNTERS)?,
+            control: take_map(ebpf, MAP_CONTROL)?,
+            stacks: take_map(ebpf, MAP_STACKS)?,
+            hist: take_map(ebpf, MAP_HIST)?,
+            counters: take_map(ebpf, MAP_COUNTERS)?,
         })
     }
 
@@ -137,13 +119,11 @@ impl AllocMaps {
     }
 
     pub(crate) fn read_hist(&self, index: u32) -> Result<AllocHist, AllocError> {
-        Ok(sum_hists(&super::read_per_cpu(
-            &self.hist, index, MAP_HIST,
-        )?))
+        Ok(sum_hists(&read_per_cpu(&self.hist, index, MAP_HIST)?))
     }
 
     fn read_counters(&self) -> Result<AllocCounters, AllocError> {
-        Ok(sum_counters(&super::read_per_cpu(
+        Ok(sum_counters(&read_per_cpu(
             &self.counters,
             0,
             MAP_COUNTERS,
@@ -240,7 +220,7 @@ impl AllocProbe {
         mut maps: AllocMaps,
         pid: NonZeroU32,
         schedule: WindowSchedule,
-        calibration: crate::recording::AllocCalibration,
+        calibration: super::section::AllocCalibration,
     ) -> Result<Self, AllocError> {
         maps.set_control(pid.get(), 0)?;
         let last_counters = maps.read_counters()?;
@@ -263,7 +243,7 @@ impl AllocProbe {
                 ..AllocRecord::default()
             },
             status: None,
-            cpu_start_ns: crate::target::cpu_ns(pid.get()),
+            cpu_start_ns: cpu_ns(pid.get()),
             cpu_last_ns: None,
             hits: 0,
             paced: None,
@@ -457,9 +437,9 @@ impl AllocProbe {
                 return;
             }
         };
-        let t0 = super::monotonic_now_ns();
+        let t0 = monotonic_now_ns();
         let opened = self.maps.set_control(self.pid.get(), 1);
-        let t1 = super::monotonic_now_ns();
+        let t1 = monotonic_now_ns();
         if let Err(e) = opened {
             tracing::warn!(family = FAMILY, "window not opened: {e}");
             detach_pair(ebpf, links);
@@ -480,9 +460,9 @@ impl AllocProbe {
     fn close_window(&mut self, ebpf: &mut Ebpf, rec_start: Instant) -> Option<u64> {
         let open = self.open.take()?;
         let now = Instant::now();
-        let t0 = super::monotonic_now_ns();
+        let t0 = monotonic_now_ns();
         let closed = self.maps.set_control(self.pid.get(), 0);
-        let t1 = super::monotonic_now_ns();
+        let t1 = monotonic_now_ns();
         detach_pair(ebpf, open.links);
         if let Err(e) = closed {
             tracing::warn!(family = FAMILY, "{e}");
@@ -497,7 +477,7 @@ impl AllocProbe {
             Err(e) => tracing::warn!(family = FAMILY, "window lost: {e}"),
         }
         self.maps.clear_stacks();
-        let cpu = crate::target::cpu_ns(self.pid.get());
+        let cpu = cpu_ns(self.pid.get());
         if cpu.is_some() {
             self.cpu_last_ns = cpu;
         }
@@ -574,7 +554,7 @@ impl AllocProbe {
             self.close_window(ebpf, rec_start);
         }
         let _ = self.maps.set_control(0, 0);
-        if let Some(cpu) = crate::target::cpu_ns(self.pid.get()) {
+        if let Some(cpu) = cpu_ns(self.pid.get()) {
             self.cpu_last_ns = Some(cpu);
         }
     }

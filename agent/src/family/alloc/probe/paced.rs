@@ -154,7 +154,7 @@ impl AllocProbe {
             return;
         }
         let at = now.saturating_duration_since(p.origin);
-        match crate::target::cpu_ns(self.pid.get()) {
+        match crate::kit::probe::process_cpu::cpu_ns(self.pid.get()) {
             Some(cpu) => p.throttle.observe(at, cpu),
             // The target is gone or unreadable: look again in a second.
             None => {
@@ -173,7 +173,7 @@ impl AllocProbe {
                 p.throttle.opened(at);
                 // Read before the attach: the entry link counts hits from
                 // the moment it is attached, before the window is open.
-                let cpu_at_attach = crate::target::cpu_ns(self.pid.get());
+                let cpu_at_attach = crate::kit::probe::process_cpu::cpu_ns(self.pid.get());
                 self.open_window(ebpf, rec_start);
                 let Some(p) = self.paced.as_mut() else { return };
                 if self.open.is_none() {

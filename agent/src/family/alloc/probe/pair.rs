@@ -18,7 +18,7 @@ use aya::{
 use mdiag_common::alloc::{PROG_ENTER, PROG_ENTER_MULTI, PROG_EXIT, PROG_EXIT_MULTI};
 
 use super::{AllocError, FAMILY};
-use crate::probes::error_chain;
+use crate::kit::probe::error_chain;
 
 /// How a probe pair is attached to its entry points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

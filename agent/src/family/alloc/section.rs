@@ -2,11 +2,12 @@
 //! ended in each slice, and the family's record over the whole recording
 //! (`Recording::alloc`: what was probed, the calibration, the overhead).
 //!
-//! One file per family (as `contention.rs`), so that each family's format lives
-//! in one place; `model.rs` re-exports these types so `recording::model::X`
-//! still names them.
+//! The family's part of the recording format; `recording::model`
+//! re-exports these types so `recording::model::X` still names them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::kit::family::Section;
 
 /// Allocator latency windows that ended in one slice.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,4 +129,16 @@ pub struct AllocOverhead {
     pub target_cpu_ns: u64,
     /// probe_hits × pair_cost_ns / target_cpu_ns, parts per million.
     pub overhead_ppm: u64,
+}
+
+impl Section for AllocSlice {
+    fn drops_total(&self) -> u64 {
+        self.windows
+            .iter()
+            .map(|w| {
+                let d = &w.drops;
+                d.missing_entry + d.mismatched + d.too_deep + d.stack_full
+            })
+            .sum()
+    }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use mdiag_common::alloc::{MAX_FUNCS, SIZE_ARG0, SIZE_ARG0_TIMES_ARG1, SIZE_ARG1, SIZE_NONE};
 
-use crate::probes::NOT_APPLICABLE;
+use crate::kit::probe::NOT_APPLICABLE;
 use crate::symbols::{AllocatorKind, EntryRole, summary::ProbePoint};
 
 /// Where an entry point's size argument is, by role.

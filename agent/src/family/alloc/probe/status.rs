@@ -3,7 +3,7 @@
 //! "not applicable" status that makes the next window try again.
 
 use super::{FAMILY, pair::PairKind};
-use crate::recording::ProbeStatus;
+use crate::kit::probe::ProbeStatus;
 
 /// One line naming the kernel feature a verifier rejection comes from, for
 /// the rejections older kernels give (instead of the verifier's dump).
@@ -32,7 +32,7 @@ pub(super) fn status_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probes::{NOT_APPLICABLE, not_applicable};
+    use crate::kit::probe::{NOT_APPLICABLE, not_applicable};
 
     #[test]
     fn an_old_kernels_missing_helper_is_named_in_one_line() {

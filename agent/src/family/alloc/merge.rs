@@ -8,10 +8,10 @@
 //! time are lost. A window weighs up to a few hundred kilobytes (a histogram
 //! per function and size class), hence the bound.
 
-use super::{Mergeable, Row, add, add_each, merge_rows};
-use crate::recording::model::{
+use super::section::{
     AllocDrops, AllocFunctionWindow, AllocSizeClassWindow, AllocSlice, AllocWindow,
 };
+use crate::kit::merge::{Mergeable, Row, add, add_each, merge_rows};
 
 impl Mergeable for AllocSlice {
     fn merge(&mut self, later: &Self) {
