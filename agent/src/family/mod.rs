@@ -8,11 +8,9 @@
 //! low shared modules (findings, hist, threads, mdiag-common's kernel
 //! types); the hubs above (`probes`, `recording`, `rules`, `report`, the
 //! agent) name the families, never the other way round
-//! (`module_graph_tests.rs` fails on a cycle).
-//!
-//! Families still in the older layout (one file per layer in `probes/`,
-//! `recording/`, `recording/window/`, `rules/facts/` and `report/`) move
-//! here one by one; `docs/ARCHITECTURE.md` lists which.
+//! (`module_graph_tests.rs` fails on a cycle). A family may use another's
+//! types (contention joins the syscalls, sched and WiredTiger sections), as
+//! long as no cycle forms. How to add one: `docs/ARCHITECTURE.md`.
 
 pub mod alloc;
 pub mod contention;

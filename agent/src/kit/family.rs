@@ -48,6 +48,19 @@ impl Family {
         }
     }
 
+    /// The family's place in [`Self::ALL`] (an index for per-family arrays).
+    pub const fn index(self) -> usize {
+        match self {
+            Family::Sched => 0,
+            Family::Softirq => 1,
+            Family::Syscalls => 2,
+            Family::Wiredtiger => 3,
+            Family::Perf => 4,
+            Family::Alloc => 5,
+            Family::Contention => 6,
+        }
+    }
+
     /// The family named `name`, if any.
     pub fn from_name(name: &str) -> Option<Family> {
         Family::ALL.into_iter().find(|f| f.name() == name)
@@ -98,5 +111,8 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), Family::ALL.len());
         assert_eq!(Family::from_name("allocator"), None);
+        for (i, f) in Family::ALL.into_iter().enumerate() {
+            assert_eq!(f.index(), i, "{f:?}");
+        }
     }
 }

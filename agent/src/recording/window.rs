@@ -119,73 +119,42 @@ impl Mergeable for Slice {
 
 /// Milliseconds of a window that each family's section covers: a family
 /// missing from some slices (attached late, failed reads) has its rates over
-/// its own time, as the facts compute them from the slices.
+/// its own time, as the facts compute them from the slices. One entry per
+/// [`Family`] (in `Family::ALL`'s order), filled from
+/// [`Slice::sections`], so a new family needs nothing here.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SectionMs {
-    pub sched: u64,
-    pub softirq: u64,
-    pub syscalls: u64,
-    pub wiredtiger: u64,
-    pub perf: u64,
-    pub alloc: u64,
-    pub contention: u64,
+    families: [u64; Family::ALL.len()],
+    /// mongod's serverStatus samples (not a probe family).
     pub mongod: u64,
 }
 
 impl SectionMs {
     /// The sections `slice` has, each for the slice's duration.
     pub fn of(slice: &Slice) -> SectionMs {
-        // Exhaustive: a new section does not compile until it is timed.
-        let Slice {
-            start_ms: _,
-            duration_ms,
-            sched,
-            softirq,
-            syscalls,
-            wiredtiger,
-            perf,
-            alloc,
-            contention,
-            mongod,
-        } = slice;
-        let ms = |present: bool| if present { *duration_ms } else { 0 };
-        SectionMs {
-            sched: ms(sched.is_some()),
-            softirq: ms(softirq.is_some()),
-            syscalls: ms(syscalls.is_some()),
-            wiredtiger: ms(wiredtiger.is_some()),
-            perf: ms(perf.is_some()),
-            alloc: ms(alloc.is_some()),
-            contention: ms(contention.is_some()),
-            mongod: ms(mongod.is_some()),
+        let mut ms = SectionMs::default();
+        for (family, section) in slice.sections() {
+            if section.is_some() {
+                ms.families[family.index()] = slice.duration_ms;
+            }
         }
+        if slice.mongod.is_some() {
+            ms.mongod = slice.duration_ms;
+        }
+        ms
     }
-}
 
-impl SectionMs {
     /// The milliseconds `family`'s section covers.
     pub fn of_family(&self, family: Family) -> u64 {
-        match family {
-            Family::Sched => self.sched,
-            Family::Softirq => self.softirq,
-            Family::Syscalls => self.syscalls,
-            Family::Wiredtiger => self.wiredtiger,
-            Family::Perf => self.perf,
-            Family::Alloc => self.alloc,
-            Family::Contention => self.contention,
-        }
+        self.families[family.index()]
     }
 }
 
 impl Mergeable for SectionMs {
     fn merge(&mut self, later: &Self) {
-        add(&mut self.sched, later.sched);
-        add(&mut self.softirq, later.softirq);
-        add(&mut self.syscalls, later.syscalls);
-        add(&mut self.wiredtiger, later.wiredtiger);
-        add(&mut self.perf, later.perf);
-        add(&mut self.alloc, later.alloc);
-        add(&mut self.contention, later.contention);
+        for (a, &b) in self.families.iter_mut().zip(&later.families) {
+            add(a, b);
+        }
         add(&mut self.mongod, later.mongod);
     }
 }

@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 
 use semver::Version;
 
+use crate::kit::family::Family;
 use crate::recording::Window;
 use crate::recording::model::Recording;
 
@@ -104,6 +105,37 @@ pub struct Facts {
     pub mongod_version_unknown: Option<String>,
 }
 
+/// The fact group probe family `family` derives from `whole`, a window of
+/// `rec`, named as the family (`Err`: why it is absent); `None` when the
+/// family has no group of its own. Exhaustive: a new family does not
+/// compile until it says which.
+fn family_group(
+    family: Family,
+    rec: &Recording,
+    whole: &Window,
+) -> Option<Result<FactGroup, String>> {
+    let s = &whole.slice;
+    match family {
+        Family::Sched => Some(crate::family::sched::facts::facts(&rec.family_window(
+            whole,
+            family,
+            s.sched.as_ref(),
+        ))),
+        Family::Softirq => Some(crate::family::softirq::facts::facts(&rec.family_window(
+            whole,
+            family,
+            s.softirq.as_ref(),
+        ))),
+        Family::Contention => Some(crate::family::contention::facts::facts(
+            &rec.contention_window(whole),
+        )),
+        // Their numbers reach rules through other groups: perf's CPU shares
+        // and alloc's latency through `allocator`, WiredTiger's checkpoint
+        // windows and syscalls' futex waits through `contention`.
+        Family::Syscalls | Family::Perf | Family::Wiredtiger | Family::Alloc => None,
+    }
+}
+
 /// Whether a recording's architecture or kernel release field is unset: empty,
 /// or "unknown" (what a recording made from FTDC without hostInfo holds).
 pub fn unnamed(field: &str) -> bool {
@@ -144,23 +176,12 @@ impl Facts {
                 "host-wide recording: no target process was observed".into(),
             );
         }
-        facts.insert_or_absent(
-            "sched",
-            crate::family::sched::facts::facts(&rec.family_window(
-                whole,
-                crate::kit::family::Family::Sched,
-                whole.slice.sched.as_ref(),
-            )),
-        );
+        for family in Family::ALL {
+            if let Some(group) = family_group(family, rec, whole) {
+                facts.insert_or_absent(family.name(), group);
+            }
+        }
         facts.insert_or_absent("cpu", cpu::cpu_facts(rec));
-        facts.insert_or_absent(
-            "softirq",
-            crate::family::softirq::facts::facts(&rec.family_window(
-                whole,
-                crate::kit::family::Family::Softirq,
-                whole.slice.softirq.as_ref(),
-            )),
-        );
         facts.insert_or_absent(
             "net",
             rec.host
@@ -172,10 +193,6 @@ impl Facts {
         facts.insert_or_absent("tuning", tuning::tuning_facts(rec));
         facts.insert_or_absent("allocator", allocator::allocator_facts(rec, whole));
         facts.allocator = allocator::allocator_of(rec).map(str::to_owned);
-        facts.insert_or_absent(
-            "contention",
-            crate::family::contention::facts::facts(&rec.contention_window(whole)),
-        );
         facts.insert_or_absent("mongod", mongod::mongod_facts(rec));
         facts.insert_or_absent("storage", storage::storage_facts(rec));
         facts.insert_or_absent("filesystem", filesystem::filesystem_facts(rec));
@@ -331,6 +348,23 @@ pub fn parse_kernel_version(release: &str) -> Option<Version> {
 mod tests {
     use super::*;
     use crate::rules::testdata;
+
+    /// A family's own fact group is one rules can name: it stands in
+    /// `FACT_GROUPS` under the family's name.
+    #[test]
+    fn every_family_group_is_a_fact_group() {
+        let rec = example_recording();
+        let whole = rec.window();
+        let with_group: Vec<&str> = Family::ALL
+            .into_iter()
+            .filter(|&f| family_group(f, &rec, &whole).is_some())
+            .map(Family::name)
+            .collect();
+        assert_eq!(with_group, ["sched", "softirq", "contention"]);
+        for name in with_group {
+            assert!(FACT_GROUPS.contains(&name), "{name} not in FACT_GROUPS");
+        }
+    }
 
     #[test]
     fn kernel_release_is_normalised_to_three_numbers() {

@@ -291,7 +291,13 @@ fn a_family_missing_from_some_slices_has_its_own_time() {
         s.sched = None;
     }
     let w = merge_window(&rec.slices, DEFAULT_TOP_N);
-    assert_eq!((w.duration_ms(), w.section_ms.sched), (10_000, 5_000));
+    assert_eq!(
+        (
+            w.duration_ms(),
+            w.section_ms.of_family(crate::kit::family::Family::Sched)
+        ),
+        (10_000, 5_000)
+    );
     let (whole, one) = (Facts::derive(&rec), Facts::derive(&merged(&rec, 64)));
     assert_eq!(whole.get("sched.involuntary"), one.get("sched.involuntary"));
     assert_eq!(whole.get("sched.runq_p99_us"), one.get("sched.runq_p99_us"));

@@ -26,7 +26,7 @@
 //! The share spent in each rule window is exported
 //! (`mdiag_alloc_probe_cost_ratio`), with the period the projection allows
 //! now (`mdiag_alloc_window_period_seconds`). The arithmetic here is pure
-//! (times are offsets from any origin); `probes/alloc/paced.rs` drives it.
+//! (times are offsets from any origin); `family/alloc/probe/paced.rs` drives it.
 
 use std::time::Duration;
 
