@@ -21,7 +21,7 @@ fn attach(c: &mut Criterion) {
     let mut group = c.benchmark_group("probes");
     group.sample_size(10);
     group.bench_function("load+attach+detach all, host-wide", |b| {
-        b.iter(|| drop(Probes::attach(ProbeConfig { target_tgid: None }).expect("attach")));
+        b.iter(|| drop(Probes::attach(ProbeConfig::default()).expect("attach")));
     });
     group.finish();
 }

@@ -98,6 +98,7 @@ fn recording_60s() -> Recording {
                     error: None,
                 })
                 .collect(),
+            left_out: None,
         }],
         slices,
         checks: Checks::default(),

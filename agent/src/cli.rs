@@ -247,6 +247,11 @@ pub struct RecordArgs {
     /// allocation-bound target loses about that share of its throughput); 0 turns the windows off.
     #[arg(long, default_value = "10s", value_parser = parse_alloc_duration)]
     pub alloc_every: Duration,
+    /// The probe families to run, comma-separated (sched, softirq, syscalls, wiredtiger, perf,
+    /// alloc, contention; default: all). The others are left out by choice: the recording and
+    /// the report say so, and rules that need them are not assessed.
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = parse_probes)]
+    pub probes: crate::kit::family::Selection,
     /// Poll this mongod every second (e.g. mongodb://127.0.0.1:27017); without a target option,
     /// also observe the local process listening on its port. Else MDIAG_MONGODB_URI, else the
     /// config file. Keep credentials out of the command line: use the variable or the file.
@@ -299,6 +304,11 @@ pub enum ColorChoice {
     Auto,
     Always,
     Never,
+}
+
+/// Parses `--probes`: family names, comma-separated, or `all`.
+fn parse_probes(s: &str) -> Result<crate::kit::family::Selection, String> {
+    crate::kit::family::Selection::parse(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

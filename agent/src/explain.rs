@@ -299,6 +299,7 @@ fn probe_reports(rec: &Recording, whole: &Window) -> Vec<ProbeReport> {
                     })
                     .collect(),
                 drops,
+                left_out: p.left_out.clone(),
             }
         })
         .collect()

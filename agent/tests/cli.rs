@@ -47,6 +47,19 @@ fn write_zst(path: &std::path::Path, json: &[u8]) {
 }
 
 #[test]
+fn record_with_an_unknown_probe_family_names_the_families() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = mdiag(&["record", "--probes", "sched,allocator"], dir.path());
+    assert_clean_usage_error(&out, "unknown probe family \"allocator\"");
+    assert_clean_usage_error(
+        &out,
+        "sched, softirq, syscalls, wiredtiger, perf, alloc, contention",
+    );
+    let out = mdiag(&["record", "--probes", ","], dir.path());
+    assert_clean_usage_error(&out, "no probe family named");
+}
+
+#[test]
 fn explain_missing_file() {
     let dir = tempfile::tempdir().unwrap();
     let out = mdiag(&["explain", "nope.mdiag"], dir.path());

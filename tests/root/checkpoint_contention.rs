@@ -45,6 +45,7 @@ fn run(checkpointers: &str) -> Run {
     let mut line = String::new();
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(child.id()),
+        ..ProbeConfig::default()
     })
     .expect("attach");
     for family in ["syscalls", "wiredtiger", "contention"] {

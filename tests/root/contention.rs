@@ -35,6 +35,7 @@ fn run(
     let mut line = String::new();
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(child.id()),
+        ..ProbeConfig::default()
     })
     .expect("attach");
     let family = probes

@@ -27,6 +27,7 @@ fn allocator_share_matches_the_workloads_own_malloc_time() {
     let pid = child.id();
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(pid),
+        ..ProbeConfig::default()
     })
     .expect("attach");
     let family = probes

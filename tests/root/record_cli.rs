@@ -308,6 +308,90 @@ fn host_wide_recording_matches_proc_stat_per_slice() {
     assert_detached();
 }
 
+/// Kernel program names as the kernel keeps them (16 bytes with the NUL).
+fn kernel_name(program: &str) -> String {
+    program.chars().take(15).collect()
+}
+
+/// `--probes sched,softirq`: only those families' programs are loaded in
+/// the kernel while recording (read from the kernel's own program list, not
+/// from mdiag), the recording has only their sections, the others say they
+/// were left out by choice, and the report says so.
+#[test]
+fn probes_left_out_by_choice_load_nothing_and_say_so() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    assert_detached();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("chosen.mdiag");
+    let (rec_child, rec_err) = start_record(&[
+        "--duration",
+        "3s",
+        "--host-wide",
+        "--probes",
+        "sched,softirq",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let allowed: Vec<String> = mdiag::family::sched::TRACEPOINTS
+        .iter()
+        .chain(mdiag::family::softirq::TRACEPOINTS.iter())
+        .map(|(prog, _)| kernel_name(prog))
+        .collect();
+    let loaded: Vec<String> = aya::programs::loaded_programs()
+        .flatten()
+        .filter_map(|p| p.name_as_str().map(str::to_owned))
+        .filter(|n| n.starts_with("mdiag_"))
+        .collect();
+    let (status, _, stderr) = finish(rec_child, rec_err);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        loaded
+            .iter()
+            .any(|n| n == &kernel_name("mdiag_sched_switch")),
+        "sched's switch program not loaded: {loaded:?}"
+    );
+    let strays: Vec<&String> = loaded.iter().filter(|n| !allowed.contains(n)).collect();
+    assert!(
+        strays.is_empty(),
+        "programs of families left out: {strays:?}"
+    );
+    let rec = read_file(&out).unwrap();
+    for p in &rec.probes {
+        match p.family.as_str() {
+            "sched" | "softirq" => assert!(p.attached() && p.left_out.is_none(), "{p:?}"),
+            _ => {
+                assert!(p.programs.is_empty(), "{p:?}");
+                assert_eq!(
+                    p.left_out.as_deref(),
+                    Some("left out by choice (probes: sched,softirq)")
+                );
+            }
+        }
+    }
+    assert_eq!(rec.probes.len(), 7, "{:?}", rec.probes);
+    assert!(
+        rec.slices
+            .iter()
+            .all(|s| s.sched.is_some() && s.softirq.is_some())
+    );
+    assert!(rec.slices.iter().all(|s| {
+        s.syscalls.is_none()
+            && s.perf.is_none()
+            && s.contention.is_none()
+            && s.wiredtiger.is_none()
+            && s.alloc.is_none()
+    }));
+    let explained = run_mdiag(&["explain", out.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(explained.status.success(), "{text}");
+    assert!(
+        text.contains("syscalls   left out by choice (probes: sched,softirq)"),
+        "{text}"
+    );
+    assert_detached();
+}
+
 #[test]
 fn sigint_and_sigterm_keep_what_was_recorded() {
     let _serial = mdiag_tests::serial();

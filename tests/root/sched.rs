@@ -19,7 +19,11 @@ const WAKEUP: &str = env!("CARGO_BIN_EXE_mdiag-wakeup");
 fn host_wide_switches_match_proc_stat() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let mut probes = Probes::attach(ProbeConfig { target_tgid: None }).expect("attach");
+    let mut probes = Probes::attach(ProbeConfig {
+        target_tgid: None,
+        ..ProbeConfig::default()
+    })
+    .expect("attach");
     assert!(
         probes.status().iter().all(|s| s.attached()),
         "{:?}",
@@ -72,6 +76,7 @@ fn target_involuntary_switches_match_each_thread() {
     let pid = child.id();
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(pid),
+        ..ProbeConfig::default()
     })
     .expect("attach");
     let base = thread_switches(pid);
@@ -180,6 +185,7 @@ fn wakeups_onto_a_busy_cpu_are_counted_as_wakeup_preemptions() {
     let pid = child.id();
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(pid),
+        ..ProbeConfig::default()
     })
     .expect("attach");
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();

@@ -12,7 +12,11 @@ const LOOPBACK: &str = env!("CARGO_BIN_EXE_mdiag-loopback");
 fn net_softirq_counts_match_proc_softirqs_per_cpu() {
     let _serial = mdiag_tests::serial();
     require_root();
-    let probes = Probes::attach(ProbeConfig { target_tgid: None }).expect("attach");
+    let probes = Probes::attach(ProbeConfig {
+        target_tgid: None,
+        ..ProbeConfig::default()
+    })
+    .expect("attach");
     let family = probes
         .status()
         .iter()

@@ -37,6 +37,7 @@ fn run(
         .expect("spawn syscalls workload");
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(child.id()),
+        ..ProbeConfig::default()
     })
     .expect("attach");
     let family = probes
@@ -396,6 +397,7 @@ fn unobserved_syscalls_run_no_program() {
     let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).expect("BPF_ENABLE_STATS");
     let probes = Probes::attach(ProbeConfig {
         target_tgid: Some(target.id()),
+        ..ProbeConfig::default()
     })
     .expect("attach");
     let family = probes

@@ -80,6 +80,7 @@ fn check_checkpoints(args: &[&str]) {
 
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(child.id()),
+        ..ProbeConfig::default()
     })
     .expect("attach");
     let family = probes
@@ -220,6 +221,7 @@ fn without_wiredtiger_the_family_is_not_applicable() {
         .expect("spawn sleep");
     let probes = Probes::attach(ProbeConfig {
         target_tgid: Some(child.id()),
+        ..ProbeConfig::default()
     })
     .expect("the other families still attach");
     let family = probes
@@ -241,7 +243,11 @@ fn without_wiredtiger_the_family_is_not_applicable() {
     let _ = child.wait();
 
     // Host-wide there is no process to attach uprobes to: not tried at all.
-    let probes = Probes::attach(ProbeConfig { target_tgid: None }).expect("attach");
+    let probes = Probes::attach(ProbeConfig {
+        target_tgid: None,
+        ..ProbeConfig::default()
+    })
+    .expect("attach");
     assert!(probes.wiredtiger.is_none());
     assert!(
         probes.status().iter().all(|s| s.family != "wiredtiger"),

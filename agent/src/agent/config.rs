@@ -11,6 +11,7 @@
 //! processes = ["mongod"]      # process names watched (comm)
 //! alloc_budget = 0.005        # allocator probes: at most this share of the target's CPU
 //! probe_budget = 0.002        # per-event probes (sched, softirq, syscalls, contention): likewise
+//! probes = ["sched", "softirq", "syscalls", "wiredtiger", "perf", "alloc", "contention"]
 //! flight_before = "5m"        # a flight recording keeps this much before a finding fires
 //! flight_after = "1m"         # ... and this much after
 //! flight_max_files = 20
@@ -37,6 +38,8 @@ use std::{
 };
 
 use serde::Deserialize;
+
+use crate::kit::family::{Family, Selection};
 
 use super::lifecycle::LifecycleConfig;
 use crate::config_file::{FileError, duration, read, syntax};
@@ -67,6 +70,9 @@ pub struct AgentConfig {
     /// Share of the target's CPU the per-event families' programs may cost
     /// (`duty.rs`): they are attached only for the seconds it pays for.
     pub probe_budget: f64,
+    /// The probe families to run (default: every one); the others are left
+    /// out by choice.
+    pub probes: Vec<String>,
     #[serde(deserialize_with = "duration")]
     pub alloc_window: Duration,
     #[serde(deserialize_with = "duration")]
@@ -95,6 +101,7 @@ impl Default for AgentConfig {
             processes: vec!["mongod".into()],
             alloc_budget: 0.005,
             probe_budget: 0.002,
+            probes: Family::ALL.map(|f| f.name().to_owned()).to_vec(),
             alloc_window: Duration::from_millis(100),
             flight_before: Duration::from_secs(300),
             flight_after: Duration::from_secs(60),
@@ -137,6 +144,12 @@ impl LifecycleSection {
 }
 
 impl AgentConfig {
+    /// The probe families to run (`probes`, checked at load: every name
+    /// known, at least one).
+    pub fn families(&self) -> Selection {
+        Selection::of_names(self.probes.iter().map(String::as_str)).unwrap_or_default()
+    }
+
     /// The life cycle of `rule`'s findings.
     pub fn lifecycle_for(&self, rule: &str) -> LifecycleConfig {
         let base = self.lifecycle.over(LifecycleConfig::default());
@@ -192,6 +205,9 @@ impl AgentConfig {
                 "names a process by its comm: 1 to 15 characters (e.g. \"mongod\")",
             ));
         }
+        if let Err(e) = Selection::of_names(self.probes.iter().map(String::as_str)) {
+            return Err(bad("probes", &e.to_string()));
+        }
         if self.top_n == 0 {
             return Err(bad("top_n", "must be at least 1"));
         }
@@ -219,6 +235,21 @@ mod tests {
 
     fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
         AgentConfig::parse(text, Path::new("mdiag.toml"))
+    }
+
+    #[test]
+    fn probes_name_families_or_the_error_names_the_key() {
+        let c = parse("[agent]\nprobes = [\"sched\", \"softirq\"]\n").unwrap();
+        let f = c.families();
+        assert!(f.includes(Family::Sched) && !f.includes(Family::Alloc));
+        assert!(AgentConfig::default().families().is_all());
+        let e = parse("[agent]\nprobes = [\"sched\", \"allocator\"]\n").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("probes") && msg.contains("\"allocator\""),
+            "{msg}"
+        );
+        assert!(parse("[agent]\nprobes = []\n").is_err());
     }
 
     #[test]

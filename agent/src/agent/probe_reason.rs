@@ -169,6 +169,7 @@ mod tests {
         let none = ProbeStatus {
             family: "sched".into(),
             programs: Vec::new(),
+            left_out: None,
         };
         assert_eq!(ProbeReason::of_family(&none), ProbeReason::Other);
     }

@@ -406,6 +406,7 @@ impl Agent {
                 alloc: self.config.alloc_budget,
                 probes: self.config.probe_budget,
             },
+            self.config.families(),
             mongo,
         ) {
             Ok(w) => {

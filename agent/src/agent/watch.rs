@@ -56,7 +56,7 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Attaches every family for `found` (host-wide for `None`), with
+    /// Attaches the `families` chosen for `found` (host-wide for `None`), with
     /// allocator windows of `alloc.window`, paced to `alloc_budget` of the
     /// target's CPU and never closer than `alloc.every` (see
     /// [`crate::probes::alloc::budget`]), the per-event families attached for the seconds
@@ -67,10 +67,14 @@ impl Watch {
         found: Option<&Found>,
         alloc: WindowSchedule,
         budgets: Budgets,
+        families: crate::kit::family::Selection,
         mongo: Option<crate::mongo::MongoPlan>,
     ) -> Result<Self, ProbeError> {
         let pid = found.map(|f| f.target.pid);
-        let mut probes = Probes::attach(ProbeConfig { target_tgid: pid })?;
+        let mut probes = Probes::attach(ProbeConfig {
+            target_tgid: pid,
+            families,
+        })?;
         if let Some(pid) = pid {
             probes.preload_symbols(pid);
         }

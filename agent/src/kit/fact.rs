@@ -102,6 +102,9 @@ pub fn family_unavailable(probes: &[ProbeStatus], family: &str) -> Option<String
     let Some(probe) = probes.iter().find(|p| p.family == family) else {
         return Some(format!("the {family} probe was not part of this recording"));
     };
+    if let Some(why) = &probe.left_out {
+        return Some(format!("the {family} probe was {why}"));
+    }
     if probe.programs.is_empty() {
         return Some(format!(
             "the {family} probe has no programs in this recording"
@@ -138,5 +141,26 @@ pub fn family_unavailable(probes: &[ProbeStatus], family: &str) -> Option<String
             "the {family} probe attached only partly, its numbers are incomplete: {}",
             failed.join("; ")
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_family_left_out_by_choice_says_so() {
+        let probes = [ProbeStatus::left_out(
+            "syscalls",
+            "left out by choice (probes: sched)".into(),
+        )];
+        assert_eq!(
+            family_unavailable(&probes, "syscalls").as_deref(),
+            Some("the syscalls probe was left out by choice (probes: sched)")
+        );
+        assert_eq!(
+            family_unavailable(&probes, "perf").as_deref(),
+            Some("the perf probe was not part of this recording")
+        );
     }
 }

@@ -61,9 +61,89 @@ impl Family {
         }
     }
 
+    /// Every family's name, comma-separated (for messages).
+    pub fn names() -> String {
+        Family::ALL.map(Family::name).join(", ")
+    }
+
     /// The family named `name`, if any.
     pub fn from_name(name: &str) -> Option<Family> {
         Family::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// Which families a recording or the agent runs: all of them, or the ones
+/// the user named (`record --probes sched,softirq`, the agent's `probes`
+/// key). The others are left out by choice, and their status says so.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// `None`: every family.
+    chosen: Option<Vec<Family>>,
+}
+
+/// A family name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    #[error("unknown probe family {name:?}: choose among {}", Family::names())]
+    Unknown { name: String },
+    #[error("no probe family named: choose among {}", Family::names())]
+    Empty,
+}
+
+impl Selection {
+    /// Every family.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// The families named in `names` (each a [`Family::name`]; repeats
+    /// ignored, order kept).
+    pub fn of_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self, SelectionError> {
+        let mut chosen: Vec<Family> = Vec::new();
+        for name in names {
+            let name = name.trim();
+            let family = Family::from_name(name).ok_or_else(|| SelectionError::Unknown {
+                name: name.to_owned(),
+            })?;
+            if !chosen.contains(&family) {
+                chosen.push(family);
+            }
+        }
+        if chosen.is_empty() {
+            return Err(SelectionError::Empty);
+        }
+        Ok(Self {
+            chosen: Some(chosen),
+        })
+    }
+
+    /// A comma-separated list of names (`sched,softirq`); `all` for every
+    /// family.
+    pub fn parse(list: &str) -> Result<Self, SelectionError> {
+        if list.trim() == "all" {
+            return Ok(Self::all());
+        }
+        Self::of_names(list.split(',').filter(|n| !n.trim().is_empty()))
+    }
+
+    /// Whether `family` runs.
+    pub fn includes(&self, family: Family) -> bool {
+        self.chosen.as_ref().is_none_or(|c| c.contains(&family))
+    }
+
+    /// Whether every family runs.
+    pub fn is_all(&self) -> bool {
+        Family::ALL.into_iter().all(|f| self.includes(f))
+    }
+
+    /// Why a family that does not run was left out, for its status.
+    pub fn left_out_reason(&self) -> String {
+        let names: Vec<&str> = Family::ALL
+            .into_iter()
+            .filter(|&f| self.includes(f))
+            .map(Family::name)
+            .collect();
+        format!("left out by choice (probes: {})", names.join(","))
     }
 }
 
@@ -100,6 +180,25 @@ pub struct FamilyWindow<'a, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_selection_names_families_or_says_which_exist() {
+        let s = Selection::parse("sched, softirq,sched").unwrap();
+        assert!(s.includes(Family::Sched) && s.includes(Family::Softirq));
+        assert!(!s.includes(Family::Alloc) && !s.is_all());
+        assert_eq!(
+            s.left_out_reason(),
+            "left out by choice (probes: sched,softirq)"
+        );
+        assert!(Selection::parse("all").unwrap().is_all());
+        assert!(Selection::all().includes(Family::Contention));
+        let e = Selection::parse("sched,allocator").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown probe family \"allocator\": choose among sched, softirq, syscalls, wiredtiger, perf, alloc, contention"
+        );
+        assert_eq!(Selection::parse(" , ").unwrap_err(), SelectionError::Empty);
+    }
 
     #[test]
     fn names_round_trip_and_are_distinct() {

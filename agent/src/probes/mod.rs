@@ -25,6 +25,7 @@ pub use crate::kit::probe::{
 
 use aya::Ebpf;
 
+use crate::kit::family::{Family, Selection};
 use crate::recording::{ProbeStatus, Slice};
 
 /// One probe family as [`Probes::attach`] sees it; each family's module
@@ -146,10 +147,13 @@ pub enum ProbeError {
 }
 
 /// What to observe.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ProbeConfig {
     /// Thread-group id of the target; `None` = host-wide.
     pub target_tgid: Option<u32>,
+    /// The families to run; the others are left out by choice, with a
+    /// status that says so.
+    pub families: Selection,
 }
 
 /// Loaded and attached probes. Dropping it detaches every program.
@@ -163,6 +167,8 @@ pub struct Probes {
     pub alloc: Option<alloc::AllocProbe>,
     pub contention: Option<contention::ContentionReader>,
     status: Vec<ProbeStatus>,
+    /// The families the user chose (the others are left out).
+    selection: Selection,
     wiredtiger_retry: wiredtiger::Retry,
     /// The per-event families' links, for the agent's duty cycle.
     cycle: cycle::Cycle,
@@ -178,6 +184,7 @@ impl Probes {
             return Err(ProbeError::NoObject);
         }
         load::raise_memlock();
+        let selection = config.families.clone();
         let (cx, ebpf) = load::load(config)?;
         let mut probes = Self {
             sched: None,
@@ -188,13 +195,14 @@ impl Probes {
             alloc: None,
             contention: None,
             status: Vec::new(),
+            selection,
             wiredtiger_retry: wiredtiger::Retry::default(),
             cycle: cycle::Cycle::default(),
             ebpf,
         };
         for family in &FAMILIES {
             if let Attach::AtStart(attach) = family.attach
-                && let Some(status) = attach(&mut probes, &cx)
+                && let Some(status) = probes.attach_chosen(family, |p| attach(p, &cx))
             {
                 probes.status.push(status);
             }
@@ -243,6 +251,7 @@ impl Probes {
             alloc,
             contention,
             status: _,
+            selection: _,
             wiredtiger_retry: _,
             cycle: _,
             ebpf: _,
@@ -441,10 +450,28 @@ impl Probes {
     pub fn attach_later(&mut self, plan: &LaterPlan) {
         for family in &FAMILIES {
             if let Attach::Later(attach) = family.attach
-                && let Some(status) = attach(self, plan)
+                && let Some(status) = self.attach_chosen(family, |p| attach(p, plan))
             {
                 self.status.push(status);
             }
+        }
+    }
+
+    /// Runs `attach` for `family` when the user chose it; else its status
+    /// says it was left out by choice (nothing of it is loaded).
+    fn attach_chosen(
+        &mut self,
+        family: &FamilyDef,
+        attach: impl FnOnce(&mut Self) -> Option<ProbeStatus>,
+    ) -> Option<ProbeStatus> {
+        let chosen = Family::from_name(family.name).is_none_or(|f| self.selection.includes(f));
+        if chosen {
+            attach(self)
+        } else {
+            Some(ProbeStatus::left_out(
+                family.name,
+                self.selection.left_out_reason(),
+            ))
         }
     }
 
@@ -461,6 +488,7 @@ impl Probes {
             alloc,
             contention,
             status: _,
+            selection: _,
             wiredtiger_retry: _,
             cycle: _,
             ebpf,

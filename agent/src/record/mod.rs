@@ -77,11 +77,22 @@ pub struct RecordPlan {
     pub progress: bool,
     /// Allocator latency windows.
     pub alloc: crate::probes::alloc::schedule::WindowSchedule,
+    /// The probe families to run (`--probes`).
+    pub families: crate::kit::family::Selection,
     /// The mongod to poll; `None`: not polled (no URI given).
     pub mongo: Option<crate::mongo::MongoPlan>,
 }
 
 impl RecordPlan {
+    /// What the probes observe: `target` (`None`: host-wide) with the
+    /// families chosen.
+    pub(crate) fn probe_config(&self, target: Option<u32>) -> crate::probes::ProbeConfig {
+        crate::probes::ProbeConfig {
+            target_tgid: target,
+            families: self.families.clone(),
+        }
+    }
+
     /// What the families that attach later need, for `target`: the
     /// allocator windows as scheduled (a recording spends no budget).
     pub(crate) fn later(&self, target: Option<u32>) -> crate::probes::LaterPlan {
@@ -146,6 +157,7 @@ pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, Record
         output,
         progress: stdout_is_tty && !args.no_progress,
         alloc,
+        families: args.probes.clone(),
         mongo,
     })
 }

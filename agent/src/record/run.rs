@@ -19,7 +19,7 @@ use crate::offload::{Offloaded, Polled};
 use crate::symbols::{AllocatorKind, TargetCode};
 use crate::{
     host,
-    probes::{ProbeConfig, Probes},
+    probes::Probes,
     recording::{
         self, Checks, FORMAT_NAME, FORMAT_VERSION, Recording, Slice, SoftirqSlice, Target,
     },
@@ -53,15 +53,13 @@ fn attach(plan: &RecordPlan) -> Result<Attached, RecordError> {
     // target at its release, so the recording covers its whole life.
     Ok(match &plan.target {
         PlannedTarget::HostWide => {
-            let mut probes = Probes::attach(ProbeConfig { target_tgid: None })?;
+            let mut probes = Probes::attach(plan.probe_config(None))?;
             probes.attach_later(&plan.later(None));
             let clock = Clock::start(&mut probes, None);
             (probes, None, None, clock)
         }
         PlannedTarget::Existing(t) => {
-            let mut probes = Probes::attach(ProbeConfig {
-                target_tgid: Some(t.pid),
-            })?;
+            let mut probes = Probes::attach(plan.probe_config(Some(t.pid)))?;
             // Symbols read and the allocator probe calibrated before the
             // clock starts: the first slice must not wait for either.
             probes.preload_symbols(t.pid);
@@ -81,9 +79,7 @@ fn attach_spawned(argv: &[String], plan: &RecordPlan) -> Result<Attached, Record
         .and_then(|p| crate::symbols::program::executable_path(p));
     let held = crate::spawn::spawn_held(argv)?;
     let pid = held.pid();
-    let mut probes = match Probes::attach(ProbeConfig {
-        target_tgid: Some(pid),
-    }) {
+    let mut probes = match Probes::attach(plan.probe_config(Some(pid))) {
         Ok(p) => p,
         Err(e) => {
             held.abandon();

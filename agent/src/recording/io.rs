@@ -313,6 +313,7 @@ mod tests {
                     attach_point: "tp_btf/sched_switch".into(),
                     error: None,
                 }],
+                left_out: None,
             }],
             slices: (0..2)
                 .map(|i| Slice {

@@ -323,6 +323,7 @@ pub(crate) fn baseline_with_alloc_windows() -> Recording {
                 error: None,
             })
             .collect(),
+        left_out: None,
     });
     rec
 }

@@ -156,7 +156,10 @@ mod tests {
         assert_eq!(keys(&f["impact"]), set(&["expected", "score", "source"]));
 
         let p = &v["probes"][0];
-        assert_eq!(keys(p), set(&["family", "attached", "programs", "drops"]));
+        assert_eq!(
+            keys(p),
+            set(&["family", "attached", "programs", "drops", "left_out"])
+        );
         assert_eq!(p["family"], "sched");
         assert_eq!(p["attached"], true);
         assert_eq!(

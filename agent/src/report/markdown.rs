@@ -130,7 +130,7 @@ fn write_report(out: &mut String, report: &Report) -> std::fmt::Result {
     writeln!(out, "| Probe | Status | Events dropped | Problems |")?;
     writeln!(out, "|---|---|---:|---|")?;
     for p in &report.probes {
-        let status = if p.attached {
+        let status = if p.attached || p.left_out.is_some() {
             p.status()
         } else {
             format!("**{}**", p.status())

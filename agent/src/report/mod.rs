@@ -164,6 +164,10 @@ pub struct ProbeReport {
     pub programs: Vec<ProgramReport>,
     /// Events lost in the kernel, summed over the recording (families that count them).
     pub drops: Option<DropsReport>,
+    /// Why the family was not tried: the user left it out (`--probes`);
+    /// `None` when it was tried.
+    #[serde(default)]
+    pub left_out: Option<String>,
 }
 
 impl ProbeReport {
@@ -172,7 +176,9 @@ impl ProbeReport {
     pub fn status(&self) -> String {
         let ok = self.programs.iter().filter(|p| p.attached).count();
         let n = self.programs.len();
-        if self.attached {
+        if let Some(why) = &self.left_out {
+            why.clone()
+        } else if self.attached {
             format!("attached ({n} program{})", if n == 1 { "" } else { "s" })
         } else if ok > 0 {
             format!("partly attached ({ok} of {n} programs)")

@@ -197,6 +197,9 @@ fn write_probes(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
     for probe in &report.probes {
         let status_style = if probe.attached {
             Style::new().fg_color(Some(AnsiColor::Green.into()))
+        } else if probe.left_out.is_some() {
+            // Left out by the user's choice: not a problem to flag.
+            Style::new()
         } else {
             Style::new().bold().fg_color(Some(AnsiColor::Red.into()))
         };

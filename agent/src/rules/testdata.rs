@@ -62,6 +62,7 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
                     error: None,
                 },
             ],
+            left_out: None,
         }],
         slices: Vec::new(),
         checks: Default::default(),
@@ -624,6 +625,7 @@ pub(crate) fn set_contention(
                 attach_point: "test".into(),
                 error: None,
             }],
+            left_out: None,
         });
     }
 }
@@ -665,6 +667,7 @@ pub(crate) fn set_softirq(rec: &mut Recording, count: &[u64], time_ns: &[u64]) {
             attach_point: "tp_btf/softirq_entry".into(),
             error: None,
         }],
+        left_out: None,
     });
 }
 

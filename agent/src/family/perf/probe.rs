@@ -63,6 +63,7 @@ pub fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> (ProbeStatus, Option<PerfR
             attach_point,
             error: result.err(),
         }],
+        left_out: None,
     };
     let reader = if status.attached() {
         reader_or_warn(FAMILY, || PerfReader::new(ebpf, cx.target_tgid))

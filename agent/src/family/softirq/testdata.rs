@@ -93,6 +93,7 @@ pub fn softirq_probe(error: Option<&str>) -> ProbeStatus {
             program("mdiag_hardirq_entry", "irq_handler_entry", None),
             program("mdiag_hardirq_exit", "irq_handler_exit", None),
         ],
+        left_out: None,
     }
 }
 

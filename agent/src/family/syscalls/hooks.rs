@@ -103,6 +103,7 @@ pub(super) fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> ProbeStatus {
             ProbeStatus {
                 family: FAMILY.to_owned(),
                 programs,
+                left_out: None,
             }
         }
         Err(why) => {

@@ -166,6 +166,7 @@ fn attach_found(
     let status = ProbeStatus {
         family: FAMILY.to_owned(),
         programs,
+        left_out: None,
     };
     if attached.is_empty() {
         return (status, None);
@@ -486,6 +487,7 @@ mod tests {
                     error: e.map(String::from),
                 })
                 .collect(),
+            left_out: None,
         };
         let na = "not applicable: no WiredTiger symbols found in pid 7";
         assert!(not_applicable(&status([Some(na), Some(na)])));

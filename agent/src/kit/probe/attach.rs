@@ -113,6 +113,7 @@ impl AttachContext {
         ProbeStatus {
             family: family.to_owned(),
             programs,
+            left_out: None,
         }
     }
 }

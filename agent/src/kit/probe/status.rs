@@ -11,9 +11,23 @@ pub struct ProbeStatus {
     pub family: String,
     /// Each program of the family and where it attached.
     pub programs: Vec<ProgramStatus>,
+    /// Why the family was not tried at all when the user chose to leave it
+    /// out (`record --probes`, the agent's `probes` key); it then has no
+    /// programs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<String>,
 }
 
 impl ProbeStatus {
+    /// A family left out by choice, for `why`.
+    pub fn left_out(family: &str, why: String) -> Self {
+        ProbeStatus {
+            family: family.to_owned(),
+            programs: Vec::new(),
+            left_out: Some(why),
+        }
+    }
+
     /// A family whose programs all share one attach point and one outcome
     /// (an entry/exit uprobe pair): `error` is `None` when they attached.
     pub fn same_for_all(
@@ -32,6 +46,7 @@ impl ProbeStatus {
                     error: error.clone(),
                 })
                 .collect(),
+            left_out: None,
         }
     }
 

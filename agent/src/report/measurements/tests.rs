@@ -38,6 +38,7 @@ fn families_without_data_are_listed_with_the_reason() {
             attach_point: "uprobe/malloc".into(),
             error: Some("no such symbol".into()),
         }],
+        left_out: None,
     });
     let m = build(&rec);
     assert_eq!(m.sched, None);
@@ -118,6 +119,7 @@ fn with_new_families() -> Recording {
             attach_point: attach_point.into(),
             error: error.map(str::to_string),
         }],
+        left_out: None,
     };
     rec.probes.push(probe("syscalls", "tp_btf/sys_enter", None));
     rec.probes

@@ -237,6 +237,7 @@ fn example_probes() -> Vec<ProbeStatus> {
                 attach_point: "tp_btf/sched_switch".into(),
                 error: None,
             }],
+            left_out: None,
         },
         ProbeStatus {
             family: "softirq".into(),
@@ -245,6 +246,7 @@ fn example_probes() -> Vec<ProbeStatus> {
                 attach_point: "tp_btf/softirq_entry".into(),
                 error: None,
             }],
+            left_out: None,
         },
     ]
 }
