@@ -86,7 +86,8 @@ pub fn setup() -> Result<()> {
             crate::mongod::PACKAGE
         )
     })?;
-    crate::setup_k8s::podmonitor_crd().context("setup: the PodMonitor CRD")?;
+    crate::setup_k8s::operator_crds().context("setup: the Prometheus Operator CRDs")?;
+    crate::setup_k8s::helm().context("setup: helm")?;
     Ok(())
 }
 
