@@ -9,9 +9,9 @@
 /// The rules file as committed.
 pub const RULES: &str = include_str!("../../packaging/prometheus/mdiag-alerts.yaml");
 
-/// Where the committed files link: the docs directory of the repository
+/// Where the committed files link: the docs as the package installs them
 /// (`<base>/rules/<id>.md`, `<base>/agent.md#alerts`).
-pub const DEFAULT_DOCS_URL: &str = "https://github.com/mdiag/mdiag/blob/main/docs";
+pub const DEFAULT_DOCS_URL: &str = "file:///usr/share/doc/mdiag";
 
 /// The manifest's path in the repository.
 pub const MANIFEST: &str = "packaging/prometheus/mdiag-prometheusrule.yaml";

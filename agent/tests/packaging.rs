@@ -13,6 +13,11 @@
 //!   unit's capability set and memory limit; its config parses.
 //! - the PrometheusRule of `packaging/prometheus/` passes the operator's
 //!   PrometheusRule CRD schema (copied by setup beside the PodMonitor's).
+//! - the Helm chart (`packaging/helm/mdiag/`): `helm lint --strict`, its
+//!   renderings (defaults, and every option on) pass the same schemas (and
+//!   the PrometheusRule CRD's), its pod is the kustomize pod, its
+//!   NetworkPolicy admits only the configured Prometheus to the metrics
+//!   port, and it refuses values that cannot work.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -259,8 +264,7 @@ fn validate(yaml: &str) -> (bool, String) {
         .map(std::ffi::OsStr::new)
         .collect();
     for crd in &crds {
-        args.push("--crd".as_ref());
-        args.push(crd.as_os_str());
+        args.extend([std::ffi::OsStr::new("--crd"), crd.as_os_str()]);
     }
     python("k8s_validate.py", &args, yaml)
 }
@@ -375,4 +379,246 @@ fn the_pod_keeps_the_systemd_unit_s_privileges_and_budget() {
             .any(|m| m["mountPath"] == config.state_dir.to_string_lossy().as_ref()),
         "state_dir is not a volume: {mounts:?}"
     );
+}
+
+// ------------------------------------------------------------------ helm ----
+
+const CHART: &str = "packaging/helm/mdiag";
+
+/// helm as `cargo xtask setup` built it (`MDIAG_HELM`, else
+/// `target/helm/bin/helm`).
+fn helm() -> Command {
+    let bin = std::env::var_os("MDIAG_HELM")
+        .map_or_else(|| repo().join("target/helm/bin/helm"), PathBuf::from);
+    assert!(
+        bin.exists(),
+        "no {}: run `cargo xtask setup`",
+        bin.display()
+    );
+    let mut cmd = Command::new(bin);
+    cmd.current_dir(repo());
+    cmd
+}
+
+/// `helm template` of the chart with `args`: (succeeded, stdout + stderr).
+fn helm_template(args: &[&str]) -> (bool, String) {
+    let out = helm()
+        .args(["template", "mdiag", CHART, "--namespace", "mdiag"])
+        .args(["--kube-version", "1.28.0"])
+        .args(args)
+        .output()
+        .expect("run helm");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn rendered(args: &[&str]) -> String {
+    let (ok, yaml) = helm_template(args);
+    assert!(ok, "helm template {args:?}: {yaml}");
+    yaml
+}
+
+/// A values file with `text`, alive as long as the returned guard.
+fn values_file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().expect("a temporary file");
+    f.write_all(text.as_bytes()).expect("write the values");
+    f
+}
+
+/// A Prometheus rules file, as `-f` takes it (top-level `groups`).
+const RULES_FILE: &str = "groups:\n  - name: mdiag-test\n    rules:\n      - alert: MdiagAgentDown\n        expr: up{job=\"mdiag\"} == 0\n        for: 5m\n        labels:\n          severity: warning\n";
+
+fn kinds(docs: &[serde_json::Value]) -> BTreeSet<String> {
+    docs.iter()
+        .filter_map(|d| d["kind"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn helm_chart_lints_and_every_rendering_passes_the_schemas() {
+    let out = helm()
+        .args(["lint", "--strict", CHART])
+        .output()
+        .expect("run helm lint");
+    assert!(
+        out.status.success(),
+        "helm lint: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let defaults = rendered(&[]);
+    let (ok, report) = validate(&defaults);
+    assert!(ok, "{report}");
+    assert_eq!(
+        kinds(&manifests(&defaults)),
+        [
+            "ConfigMap",
+            "DaemonSet",
+            "NetworkPolicy",
+            "PodMonitor",
+            "ServiceAccount"
+        ]
+        .map(str::to_owned)
+        .into(),
+    );
+    let rules = values_file(RULES_FILE);
+    let path = rules.path().to_str().expect("UTF-8 path");
+    let all = rendered(&[
+        "-f",
+        path,
+        "--set",
+        "prometheusRule.enabled=true,mongodb.uri=mongodb://u:p@mongod.example:27017",
+        "--set",
+        "priorityClassName=system-node-critical,podMonitor.labels.release=kps",
+    ]);
+    let (ok, report) = validate(&all);
+    assert!(ok, "{report}");
+    let docs = manifests(&all);
+    assert!(kinds(&docs).contains("PrometheusRule") && kinds(&docs).contains("Secret"));
+    let rule = docs.iter().find(|d| d["kind"] == "PrometheusRule").unwrap();
+    assert_eq!(
+        rule["spec"]["groups"][0]["rules"][0]["alert"],
+        "MdiagAgentDown"
+    );
+    let secret = docs.iter().find(|d| d["kind"] == "Secret").unwrap();
+    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
+    let env = &ds["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["secretRef"];
+    assert_eq!(env["name"], secret["metadata"]["name"]);
+    // The CRD's schema can fail the rule too: a misspelled field.
+    let (ok, report) = validate(&all.replacen("expr:", "exprr:", 1));
+    assert!(!ok && report.contains("FAIL PrometheusRule/"), "{report}");
+}
+
+#[test]
+fn helm_chart_refuses_values_that_cannot_work() {
+    // Rules switched on without rules.
+    let (ok, text) = helm_template(&["--set", "prometheusRule.enabled=true"]);
+    assert!(
+        !ok && text.contains("prometheusRule.enabled needs rules"),
+        "{text}"
+    );
+    // A metrics port the config does not listen on.
+    let (ok, text) = helm_template(&["--set", "metricsPort=9300"]);
+    assert!(!ok && text.contains("0.0.0.0:9300"), "{text}");
+    // Both moved together work.
+    let config = std::fs::read_to_string(repo().join("packaging/kubernetes/mdiag.toml"))
+        .unwrap()
+        .replace("0.0.0.0:9219", "0.0.0.0:9300");
+    let values = values_file(&format!(
+        "metricsPort: 9300\nconfig: |\n{}",
+        config
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect::<String>()
+    ));
+    let yaml = rendered(&["-f", values.path().to_str().unwrap()]);
+    let docs = manifests(&yaml);
+    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
+        9300
+    );
+}
+
+/// The pod of a DaemonSet with what legitimately differs between the chart
+/// and kustomize blanked: labels and annotations, the image, the
+/// ConfigMap's name (kustomize adds a content hash).
+fn comparable_pod(ds: &serde_json::Value) -> serde_json::Value {
+    let mut pod = ds["spec"]["template"].clone();
+    pod["metadata"] = serde_json::Value::Null;
+    pod["spec"]["containers"][0]["image"] = serde_json::Value::Null;
+    for v in pod["spec"]["volumes"].as_array_mut().unwrap() {
+        if v.get("configMap").is_some() {
+            v["configMap"]["name"] = serde_json::Value::Null;
+        }
+    }
+    pod
+}
+
+#[test]
+fn helm_chart_renders_the_kustomize_pod_and_config() {
+    let ours = manifests(&rendered(&[]));
+    let theirs = manifests(&kustomize());
+    let ds = |docs: &[serde_json::Value]| {
+        docs.iter()
+            .find(|d| d["kind"] == "DaemonSet")
+            .cloned()
+            .expect("a DaemonSet")
+    };
+    assert_eq!(comparable_pod(&ds(&ours)), comparable_pod(&ds(&theirs)));
+    let cm = |docs: &[serde_json::Value]| {
+        docs.iter()
+            .find(|d| d["kind"] == "ConfigMap")
+            .map(|c| c["data"]["mdiag.toml"].clone())
+            .expect("a ConfigMap")
+    };
+    assert_eq!(cm(&ours), cm(&theirs));
+    let pm = |docs: &[serde_json::Value]| {
+        let mut pm = docs
+            .iter()
+            .find(|d| d["kind"] == "PodMonitor")
+            .cloned()
+            .expect("a PodMonitor");
+        pm["spec"]["selector"] = serde_json::Value::Null;
+        pm["spec"].clone()
+    };
+    assert_eq!(pm(&ours), pm(&theirs));
+    // The chart's image is its appVersion, the workspace's version.
+    let image = ds(&ours)["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+    assert_eq!(
+        image,
+        format!("registry.example.com/mdiag:{}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn the_network_policy_admits_only_the_scraping_prometheus_to_the_metrics_port() {
+    let values = values_file(
+        "networkPolicy:\n  prometheus:\n    namespaceSelector:\n      matchLabels:\n        kubernetes.io/metadata.name: monitoring\n    podSelector:\n      matchLabels:\n        app.kubernetes.io/name: prometheus\n        prometheus: k8s\n",
+    );
+    let yaml = rendered(&["-f", values.path().to_str().unwrap()]);
+    let (ok, report) = validate(&yaml);
+    assert!(ok, "{report}");
+    let docs = manifests(&yaml);
+    let np = docs.iter().find(|d| d["kind"] == "NetworkPolicy").unwrap();
+    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
+    // It selects exactly the agent's pods.
+    assert_eq!(
+        np["spec"]["podSelector"]["matchLabels"],
+        ds["spec"]["selector"]["matchLabels"]
+    );
+    let pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+        .as_object()
+        .unwrap();
+    for (k, v) in np["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(pod_labels.get(k), Some(v), "{k}");
+    }
+    // Ingress only (egress to mongod stays open), one rule: the configured
+    // Prometheus (both selectors in one peer: pods of those namespaces),
+    // on the container's metrics port.
+    assert_eq!(np["spec"]["policyTypes"], serde_json::json!(["Ingress"]));
+    let ingress = np["spec"]["ingress"].as_array().unwrap();
+    assert_eq!(ingress.len(), 1);
+    assert_eq!(
+        ingress[0]["from"],
+        serde_json::json!([{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus", "prometheus": "k8s"}},
+        }])
+    );
+    let port = &ds["spec"]["template"]["spec"]["containers"][0]["ports"][0];
+    assert_eq!(
+        ingress[0]["ports"],
+        serde_json::json!([{"port": port["containerPort"], "protocol": "TCP"}])
+    );
+    // Switched off, it is gone.
+    let off = manifests(&rendered(&["--set", "networkPolicy.enabled=false"]));
+    assert!(!kinds(&off).contains("NetworkPolicy"));
 }

@@ -13,6 +13,7 @@ mod cmd;
 mod cross;
 mod disk;
 mod mongod;
+mod package;
 mod release;
 mod run;
 mod setup;
@@ -113,6 +114,21 @@ enum Command {
         #[command(flatten)]
         setup: SetupArgs,
     },
+    /// Build the release binary (glibc 2.17) for x86_64, aarch64 and s390x
+    /// and package each as a .deb and an .rpm in target/package/ (plus
+    /// target/package/<docker arch>/mdiag for the Dockerfile). Installing a
+    /// package enables and starts nothing.
+    Package {
+        /// Only this architecture (repeatable): x86_64, aarch64, s390x.
+        #[arg(long = "target", value_name = "ARCH", value_parser = arch::parse_arch)]
+        targets: Vec<&'static arch::Arch>,
+        /// The Debian revision and RPM release (0.1.0-REVISION): a rebuild
+        /// of the same version with a higher one upgrades it.
+        #[arg(long, default_value_t = 1)]
+        revision: u32,
+        #[command(flatten)]
+        setup: SetupArgs,
+    },
     /// Boot Debian kernels (5.10, 6.1, 6.12) in QEMU (TCG, no KVM) with an
     /// mdiag binary and check which probe families load there; fails when a
     /// family that the expectation table wants on a kernel did not attach.
@@ -172,6 +188,18 @@ fn main() -> ExitCode {
         Command::BenchFleet { bench, setup } => {
             setup.setup().and_then(|()| bench::bench_fleet(&bench))
         }
+        Command::Package {
+            targets,
+            revision,
+            setup,
+        } => setup.setup().and_then(|()| {
+            let arches: Vec<&'static arch::Arch> = if targets.is_empty() {
+                arch::ARCHES.iter().collect()
+            } else {
+                targets
+            };
+            package::package(&arches, revision).map(drop)
+        }),
         Command::VmMatrix(args) => vm::vm_matrix(&args),
         Command::CrossCheck { setup } => setup.setup().and_then(|()| cross::cross()),
     };

@@ -94,6 +94,7 @@ pub fn setup() -> Result<()> {
         )
     })?;
     crate::setup_k8s::operator_crds().context("setup: the Prometheus Operator CRDs")?;
+    crate::setup_k8s::helm().context("setup: helm")?;
     Ok(())
 }
 

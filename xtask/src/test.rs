@@ -5,7 +5,9 @@
 //! root), `cross` (aarch64 and s390x builds agree with x86_64's, see
 //! `cross.rs`), `vm` (the kernel matrix: each architecture's binary booted on
 //! Debian's kernels in QEMU, x86_64 5.10, 6.1 and 6.12, aarch64 6.1 and 6.12,
-//! s390x 6.1 and 6.12, see `vm/`) and `bench-build` (benchmarks still compile
+//! s390x 6.1 and 6.12, see `vm/`), `package` (the .deb and .rpm of the
+//! release binary, installed, upgraded and purged here, see `package/test.rs`)
+//! and `bench-build` (benchmarks still compile
 //! and link). Cargo's own output goes straight through; xtask adds a failure
 //! line and a timed summary on stderr.
 use std::time::{Duration, Instant};
@@ -35,18 +37,23 @@ pub enum Tier {
     /// 6.12, and s390x 6.12 and 6.1 (no BTF), and on x86_64 6.1 and 6.12
     /// the release binary records the real mongod (QEMU, TCG; minutes).
     Vm,
+    /// The release binary (x86_64) as a .deb and an .rpm: lintian, rpm -K and
+    /// -qlp, the Dockerfile's COPY, then the .deb installed, upgraded and
+    /// purged on this host (as root; refused where mdiag is installed).
+    Package,
     /// `cargo test --benches --no-run`: benchmarks keep compiling and
     /// linking (in the dev profile; `cargo bench` builds them optimised).
     BenchBuild,
 }
 
 impl Tier {
-    const ALL: [Tier; 6] = [
+    const ALL: [Tier; 7] = [
         Tier::Lint,
         Tier::Unit,
         Tier::Root,
         Tier::Cross,
         Tier::Vm,
+        Tier::Package,
         Tier::BenchBuild,
     ];
 
@@ -57,6 +64,7 @@ impl Tier {
             Tier::Root => "root",
             Tier::Cross => "cross",
             Tier::Vm => "vm",
+            Tier::Package => "package",
             Tier::BenchBuild => "bench-build",
         }
     }
@@ -83,10 +91,12 @@ impl Tier {
                 .args(["test", "--workspace", "--exclude", "mdiag-tests"])
                 .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
                 .env("MDIAG_K8S_SCHEMAS", crate::setup_k8s::schemas_dir()?)
+                .env("MDIAG_HELM", crate::setup_k8s::helm_bin()?)
                 .run(),
             Tier::Root => root(),
             Tier::Cross => crate::cross::cross(),
             Tier::Vm => vm(),
+            Tier::Package => crate::package::test::tier(),
             // The dev profile: the benches compile and link against the
             // crates the unit tier already built, in a minute instead of a
             // ten-minute release build of everything (clippy in `lint` has

@@ -70,8 +70,12 @@ pub(super) fn mongod_files() -> Result<MongodFiles> {
         .run()
         .context("building mdiag-mongoload (`cargo build -p mdiag-tests --bin mdiag-mongoload`)")?;
     let mongoload = crate::cmd::target_dir()?.join("debug/mdiag-mongoload");
-    say!("vm-matrix x86_64: building mdiag (release) for the mongod run");
-    let mdiag_release = crate::run::build(true).context("building mdiag (release)")?;
+    // The release binary as shipped (glibc 2.17, the one `./x package`
+    // packages): the guest records the real mongod with what users install,
+    // and the package tier then reuses this build.
+    say!("vm-matrix x86_64: building mdiag (release, as packaged) for the mongod run");
+    let mdiag_release =
+        crate::release::build(crate::arch::host()).context("building mdiag (release)")?;
     Ok(MongodFiles {
         mongod,
         mongoload,
