@@ -128,10 +128,27 @@ pub fn machine_and_release() -> (String, String) {
     )
 }
 
+/// The environment variable a Kubernetes pod gets its node's name in (the
+/// downward API's `spec.nodeName`, set by the DaemonSet and the Helm chart).
+pub const ENV_NODE_NAME: &str = "NODE_NAME";
+
+/// The host's name in recordings, the fleet and flight file names: the
+/// node's name when [`ENV_NODE_NAME`] is set (in a pod, the kernel's host
+/// name is the pod's, which changes at every rollout), else the kernel's.
 pub fn hostname() -> String {
-    nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown".into())
+    host_name_from(std::env::var(ENV_NODE_NAME).ok(), || {
+        nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "unknown".into())
+    })
+}
+
+/// [`hostname`] from the variable's value and the kernel's name.
+fn host_name_from(node_name: Option<String>, kernel: impl FnOnce() -> String) -> String {
+    match node_name {
+        Some(n) if !n.trim().is_empty() => n.trim().to_owned(),
+        _ => kernel(),
+    }
 }
 
 pub fn online_cpus() -> u32 {
@@ -249,6 +266,17 @@ fn ldd_version() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_name_is_the_host_name_in_a_pod() {
+        let kernel = || "mdiag-agent-7f9c4".to_owned();
+        assert_eq!(host_name_from(Some("node-3".into()), kernel), "node-3");
+        assert_eq!(
+            host_name_from(Some(" ".into()), kernel),
+            "mdiag-agent-7f9c4"
+        );
+        assert_eq!(host_name_from(None, kernel), "mdiag-agent-7f9c4");
+    }
 
     #[test]
     fn lockdown_mode_is_the_bracketed_word() {
