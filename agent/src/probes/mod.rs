@@ -1,7 +1,8 @@
-//! Probe families: loading the eBPF object, attaching each family on its own,
-//! and reading what the kernel side aggregated.
-//!
-//! One file per family (kunai style). Each family degrades alone: a program
+//! The probe hub: loading the eBPF object, attaching each family on its own
+//! (the families chosen: `--probes`), and driving their readers slice by
+//! slice. Each family's attach and reader live in its folder
+//! (`family/<name>/probe.rs`); this module names them in one table
+//! ([`FAMILIES`]) and one struct ([`Probes`]). Each family degrades alone: a program
 //! that cannot load or attach is recorded with its reason in
 //! [`ProbeStatus`](crate::recording::ProbeStatus) and the others still run.
 //! Dropping [`Probes`] detaches everything (aya owns the links as file
@@ -28,9 +29,10 @@ use aya::Ebpf;
 use crate::kit::family::{Family, Selection};
 use crate::recording::{ProbeStatus, Slice};
 
-/// One probe family as [`Probes::attach`] sees it; each family's module
-/// defines its own (`DEF`), with the logic of its attach (which program is
-/// essential, which precondition it needs).
+/// One probe family as [`Probes::attach`] sees it: its entry in
+/// [`FAMILIES`] calls the family's own `attach` (which decides which program
+/// is essential and which precondition it needs) and keeps its reader in its
+/// field of [`Probes`].
 pub struct FamilyDef {
     /// The name its [`ProbeStatus`] carries.
     pub name: &'static str,
