@@ -160,10 +160,15 @@ fn promtool_unit_tests_catch_changed_expressions() {
             r#"state="firing", severity="high""#,
             r#"state=~"firing|pending", severity="high""#,
         ),
-        // A family with nothing to probe would alert.
+        // A family with nothing to probe, or left out by choice, would alert.
         (
-            r#"reason!~"attached|not_applicable""#,
+            r#"reason!~"attached|not_applicable|left_out""#,
             r#"reason!="attached""#,
+        ),
+        // A family left out by choice would alert.
+        (
+            r#"reason!~"attached|not_applicable|left_out""#,
+            r#"reason!~"attached|not_applicable""#,
         ),
         // Any exporter's restarts would count.
         (

@@ -339,7 +339,7 @@ fn targets(e: &mut Exposition, targets: &[TargetView]) {
         .collect();
     e.gauge(
         "probe_up",
-        "Whether a probe family is attached (1), with why as a code: attached, not_applicable, kernel_unsupported, permission, resources, load_failed, attach_failed, other",
+        "Whether a probe family is attached (1), with why as a code: attached, not_applicable, left_out, kernel_unsupported, permission, resources, load_failed, attach_failed, other",
         None,
         probes,
     );

@@ -15,6 +15,8 @@ pub enum ProbeReason {
     /// Nothing to probe in the target yet (no WiredTiger, no known
     /// allocator); the family tries again later.
     NotApplicable,
+    /// The user left the family out (the `probes` key): not a fault.
+    LeftOut,
     /// The kernel lacks what the family needs (a tracepoint, BTF).
     KernelUnsupported,
     /// The kernel refused: missing capability, a seccomp or LSM policy.
@@ -31,9 +33,10 @@ pub enum ProbeReason {
 
 impl ProbeReason {
     /// Every code, in label order.
-    pub const ALL: [ProbeReason; 8] = [
+    pub const ALL: [ProbeReason; 9] = [
         ProbeReason::Attached,
         ProbeReason::NotApplicable,
+        ProbeReason::LeftOut,
         ProbeReason::KernelUnsupported,
         ProbeReason::Permission,
         ProbeReason::Resources,
@@ -47,6 +50,7 @@ impl ProbeReason {
         match self {
             ProbeReason::Attached => "attached",
             ProbeReason::NotApplicable => "not_applicable",
+            ProbeReason::LeftOut => "left_out",
             ProbeReason::KernelUnsupported => "kernel_unsupported",
             ProbeReason::Permission => "permission",
             ProbeReason::Resources => "resources",
@@ -98,9 +102,12 @@ impl ProbeReason {
         }
     }
 
-    /// The code of a family: attached when every program did, else the
-    /// code of its first error.
+    /// The code of a family: left out when the user chose so, attached
+    /// when every program did, else the code of its first error.
     pub fn of_family(status: &crate::recording::model::ProbeStatus) -> ProbeReason {
+        if status.left_out.is_some() {
+            return ProbeReason::LeftOut;
+        }
         if status.programs.is_empty() {
             return ProbeReason::Other;
         }
@@ -113,6 +120,13 @@ mod tests {
     use super::*;
     use crate::probes::missing_tracepoint;
     use crate::recording::model::ProbeStatus;
+
+    #[test]
+    fn a_family_left_out_by_choice_is_not_a_fault() {
+        let s = ProbeStatus::left_out("perf", "left out by choice (probes: sched)".into());
+        assert_eq!(ProbeReason::of_family(&s), ProbeReason::LeftOut);
+        assert_eq!(ProbeReason::LeftOut.as_str(), "left_out");
+    }
 
     #[test]
     fn errors_the_probes_write_map_to_their_codes() {
