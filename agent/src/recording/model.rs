@@ -7,16 +7,17 @@
 //! rseq, WiredTiger, softirq) and mongod metrics add sections beside `sched`
 //! without changing the existing ones.
 //!
-//! This file holds what every recording shares (the header, probe status,
-//! [`Slice`] itself, the checks); the host facts are in `recording/host.rs`,
-//! each family's section types in `recording/<family>.rs`, named as in
-//! `probes::FAMILIES`; all are re-exported here so `recording::model::X`
+//! This file holds what every recording shares (the header, [`Slice`]
+//! itself, the checks); the host facts are in `recording/host.rs`, the probe
+//! status in the probe kit (`kit/probe/status.rs`), each family's section
+//! types in its folder (`family/<family>/section.rs`, named as in
+//! `probes::FAMILIES`); all are re-exported here so `recording::model::X`
 //! names them as before.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-// The families' sections, each in its own file (`recording/<family>.rs`),
+// The host facts and the families' sections (`family/<family>/section.rs`),
 // re-exported so that `recording::model::X` keeps naming them.
 pub use super::host::{
     CgroupFacts, CgroupV1Limits, ClockFacts, CpuTopology, DbPathFacts, HostFacts, MemoryFacts,

@@ -3,7 +3,7 @@
 //! beside) the findings.
 //!
 //! Each family's figures, how they are built and how they are shown live in
-//! `report/<family>.rs` ([`super::sched`], [`super::softirq`], ...); this
+//! its folder (`family/<family>/report.rs`, from the family's totals); this
 //! file holds [`Measurements`] (part of the JSON contract), builds it from
 //! the [`Facts`] (the same numbers rules see) and the recording, and keeps
 //! the host's RPS/RFS state. A family whose facts are absent is listed in

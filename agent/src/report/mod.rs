@@ -4,10 +4,10 @@
 //! parse it, so fields may be added but never removed or renamed, and
 //! `report_version` changes when a field's meaning changes. The renderers
 //! ([`terminal`], [`markdown`], [`json`], [`html`]) only format what is here
-//! (the measurements through one view model, [`view`], that each family's
-//! file builds: [`sched`], [`softirq`], [`syscalls`], [`perf`],
-//! [`wiredtiger`], [`contention`], [`alloc`]); every decision (ranking, wording of reasons) is made when the report is
-//! built in [`crate::explain`], so the four outputs always agree.
+//! (the measurements through one view model, [`crate::kit::view`], that each
+//! family's `report.rs` in `family/<name>/` builds and [`view`] puts in
+//! order); every decision (ranking, wording of reasons) is made when the
+//! report is built in [`crate::explain`], so the four outputs always agree.
 //!
 //! Besides the rules' verdicts, the report carries the [`Measurements`]: the
 //! numbers each probe family measured, shown even when no rule uses them.
