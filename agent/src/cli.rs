@@ -247,7 +247,7 @@ pub struct RecordArgs {
     /// allocation-bound target loses about that share of its throughput); 0 turns the windows off.
     #[arg(long, default_value = "10s", value_parser = parse_alloc_duration)]
     pub alloc_every: Duration,
-    /// The probe families to run, comma-separated (sched, softirq, syscalls, wiredtiger, perf,
+    /// The probe families to run, comma-separated (sched, softirq, syscalls, perf, wiredtiger,
     /// alloc, contention; default: all). The others are left out by choice: the recording and
     /// the report say so, and rules that need them are not assessed.
     #[arg(long, value_name = "LIST", default_value = "all", value_parser = parse_probes)]

@@ -14,7 +14,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::explain::{ExplainError, explain};
 use crate::findings::{EvidenceItem, EvidenceValue, format_number};
-use crate::kit::family::Family;
 use crate::recording::Recording;
 use crate::report::Report;
 use crate::rules::RuleSet;
@@ -205,87 +204,25 @@ pub fn metric_change(
     }
 }
 
-/// One compared figure: its name, its unit and its value in each slice.
-type Series = (&'static str, &'static str, Vec<Option<f64>>);
+use crate::kit::unit::Series;
 
-/// The order the families' figures are listed in: every family once
-/// (a unit test holds it to `Family::ALL`).
-const SERIES_ORDER: [Family; 7] = [
-    Family::Sched,
-    Family::Syscalls,
-    Family::Softirq,
-    Family::Perf,
-    Family::Wiredtiger,
-    Family::Alloc,
-    Family::Contention,
-];
-
-/// The per-second figures compared, each as per-slice values, family by
-/// family ([`family_series`]).
-fn series(rec: &Recording) -> Vec<Series> {
-    let t = crate::report::timeline::Timeline::build(rec).unwrap_or_default();
-    SERIES_ORDER
-        .into_iter()
-        .flat_map(|f| family_series(f, rec, &t))
-        .collect()
-}
-
-/// The per-second figures of `family` that `compare` sets side by side
-/// (none for a family whose seconds are not compared); `t` is `rec`'s
-/// timeline. Exhaustive: a new family does not compile until it says.
-fn family_series(
-    family: Family,
-    rec: &Recording,
-    t: &crate::report::timeline::Timeline,
-) -> Vec<Series> {
-    let per_s = |f: fn(&crate::recording::model::Slice) -> Option<f64>| -> Vec<Option<f64>> {
-        rec.slices
-            .iter()
-            .map(|s| {
-                let len = s.duration_ms as f64 / 1000.0;
-                f(s).filter(|_| len > 0.0).map(|v| v / len)
-            })
-            .collect()
-    };
-    match family {
-        Family::Sched => {
-            let runq_p99 = rec
-                .slices
-                .iter()
-                .map(|s| {
-                    s.sched.as_ref().and_then(|x| {
-                        crate::hist::log2_hist_percentile_ns(&x.runq_hist_log2_ns, 0.99)
-                            .map(|ns| ns / 1000.0)
-                    })
-                })
-                .collect();
-            vec![
-                ("involuntary switches", "per s", t.involuntary_per_s.clone()),
-                ("run-queue delay p99", "µs", runq_p99),
-            ]
+/// Generates [`series`] from the registry.
+macro_rules! family_series {
+    ($($variant:ident $module:ident,)*) => {
+        /// The per-second figures compared, each as per-slice values,
+        /// family by family in the registry's order
+        /// ([`FamilyUnit::series`](crate::kit::unit::FamilyUnit::series)).
+        fn series(rec: &Recording) -> Vec<Series> {
+            let whole = rec.window();
+            let mut out = Vec::new();
+            $(out.extend(<crate::family::$module::Unit as crate::kit::unit::FamilyUnit>::series(
+                &rec.family_window(&whole),
+            ));)*
+            out
         }
-        Family::Syscalls => vec![(
-            "futex wait of observed threads",
-            "ms/s",
-            t.futex_wait_ms_per_s.clone(),
-        )],
-        Family::Softirq => vec![("NET_RX softirq time", "ms/s", t.net_rx_ms_per_s.clone())],
-        Family::Perf => vec![
-            (
-                "target CPU (perf samples)",
-                "samples/s",
-                per_s(|s| s.perf.as_ref().map(|p| p.target_samples as f64)),
-            ),
-            (
-                "allocator CPU (perf samples)",
-                "samples/s",
-                per_s(|s| s.perf.as_ref().map(|p| p.allocator_samples as f64)),
-            ),
-        ],
-        // Events and sampled windows, not per-second figures.
-        Family::Wiredtiger | Family::Alloc | Family::Contention => Vec::new(),
-    }
+    };
 }
+crate::kit::family::for_each_family!(family_series);
 
 /// Compares `before` with `after` under `rules`, ranked for `arch` (or the
 /// `before` recording's architecture).
@@ -475,15 +412,6 @@ pub fn render_text(c: &Comparison) -> String {
 mod tests {
     use super::*;
     use crate::rules::testdata;
-
-    #[test]
-    fn every_family_has_its_place_in_the_series_order() {
-        let mut order = SERIES_ORDER.to_vec();
-        order.sort();
-        let mut all = Family::ALL.to_vec();
-        all.sort();
-        assert_eq!(order, all);
-    }
 
     fn rules() -> RuleSet {
         testdata::sched_rule_only()

@@ -53,7 +53,7 @@ fn record_with_an_unknown_probe_family_names_the_families() {
     assert_clean_usage_error(&out, "unknown probe family \"allocator\"");
     assert_clean_usage_error(
         &out,
-        "sched, softirq, syscalls, wiredtiger, perf, alloc, contention",
+        "sched, softirq, syscalls, perf, wiredtiger, alloc, contention",
     );
     let out = mdiag(&["record", "--probes", ","], dir.path());
     assert_clean_usage_error(&out, "no probe family named");

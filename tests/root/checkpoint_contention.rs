@@ -62,12 +62,19 @@ fn run(checkpointers: &str) -> Run {
     stdout.read_line(&mut line).unwrap();
     let report: serde_json::Value = serde_json::from_str(&line).expect("workload report");
     let sys = probes
+        .readers
         .syscalls
         .as_ref()
         .unwrap()
         .totals_since_attach()
         .unwrap();
-    let wt = probes.wiredtiger.as_mut().unwrap().final_slice().unwrap();
+    let wt = probes
+        .readers
+        .wiredtiger
+        .as_mut()
+        .unwrap()
+        .final_slice()
+        .unwrap();
     drop(stdin);
     let _ = child.wait();
 

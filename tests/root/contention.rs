@@ -45,7 +45,11 @@ fn run(
         .expect("contention status")
         .clone();
     assert!(family.attached(), "{family:?}");
-    let reader = probes.contention.as_mut().expect("contention reader");
+    let reader = probes
+        .readers
+        .contention
+        .as_mut()
+        .expect("contention reader");
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"go\n").unwrap();
     line.clear();

@@ -36,7 +36,7 @@ fn allocator_share_matches_the_workloads_own_malloc_time() {
         .find(|s| s.family == "perf")
         .expect("status");
     assert!(family.attached(), "{family:?}");
-    let reader = probes.perf.as_mut().expect("perf reader");
+    let reader = probes.readers.perf.as_mut().expect("perf reader");
     // Forget what was sampled before the release (and load the symbols).
     let _ = reader.next_slice().unwrap();
     let mut stdin = child.stdin.take().unwrap();

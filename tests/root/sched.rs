@@ -29,7 +29,7 @@ fn host_wide_switches_match_proc_stat() {
         "{:?}",
         probes.status()
     );
-    let reader = probes.sched.as_mut().expect("sched reader");
+    let reader = probes.readers.sched.as_mut().expect("sched reader");
     let before = reader.totals_since_attach().unwrap();
     let ctxt0 = proc_stat_ctxt();
     let out = Command::new(PINGPONG)
@@ -89,7 +89,7 @@ fn target_involuntary_switches_match_each_thread() {
     child_out.read_line(&mut line).unwrap();
     let end = thread_switches(pid);
     let end_migrations = thread_migrations(pid);
-    let totals = probes.sched.as_mut().unwrap().next_slice().unwrap();
+    let totals = probes.readers.sched.as_mut().unwrap().next_slice().unwrap();
     drop(stdin);
     let _ = child.wait();
 
@@ -195,7 +195,7 @@ fn wakeups_onto_a_busy_cpu_are_counted_as_wakeup_preemptions() {
         .unwrap();
     let _ = child.wait();
     let report: serde_json::Value = serde_json::from_str(&line).expect("workload report");
-    let totals = probes.sched.as_mut().unwrap().next_slice().unwrap();
+    let totals = probes.readers.sched.as_mut().unwrap().next_slice().unwrap();
     let spinner = report["spinner_tid"].as_u64().unwrap() as u32;
     let wakeups = report["sleeper_wakeups"].as_u64().unwrap();
     assert!(wakeups > 300, "the sleeper woke only {wakeups} times");

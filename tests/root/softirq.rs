@@ -23,7 +23,7 @@ fn net_softirq_counts_match_proc_softirqs_per_cpu() {
         .find(|s| s.family == "softirq")
         .expect("softirq status");
     assert!(family.attached(), "{family:?}");
-    let reader = probes.softirq.as_ref().expect("softirq reader");
+    let reader = probes.readers.softirq.as_ref().expect("softirq reader");
     let before = reader.totals_since_attach().unwrap();
     let proc_before = proc_softirqs();
     let out = Command::new(LOOPBACK)

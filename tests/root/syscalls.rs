@@ -47,7 +47,7 @@ fn run(
         .expect("status");
     assert!(family.attached(), "{family:?}");
     assert!(fentry_or_refused(family), "{family:?}");
-    let reader = probes.syscalls.as_mut().expect("syscalls reader");
+    let reader = probes.readers.syscalls.as_mut().expect("syscalls reader");
     let before = reader.totals_since_attach().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"go\n").unwrap();

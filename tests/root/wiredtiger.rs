@@ -90,7 +90,11 @@ fn check_checkpoints(args: &[&str]) {
         .expect("status")
         .clone();
     assert!(family.attached(), "{family:?}");
-    let reader = probes.wiredtiger.as_mut().expect("wiredtiger reader");
+    let reader = probes
+        .readers
+        .wiredtiger
+        .as_mut()
+        .expect("wiredtiger reader");
     let attached = reader.attached().to_vec();
     let before = reader.next_slice().unwrap();
     assert!(before.checkpoints.is_empty(), "{before:?}");
@@ -229,7 +233,7 @@ fn without_wiredtiger_the_family_is_not_applicable() {
         .iter()
         .find(|s| s.family == "wiredtiger")
         .expect("status");
-    assert!(probes.wiredtiger.is_none());
+    assert!(probes.readers.wiredtiger.is_none());
     assert!(
         family.programs.iter().all(|p| p
             .error
@@ -237,7 +241,7 @@ fn without_wiredtiger_the_family_is_not_applicable() {
             .is_some_and(|e| e.starts_with("not applicable"))),
         "{family:?}"
     );
-    assert!(probes.sched.is_some());
+    assert!(probes.readers.sched.is_some());
     drop(probes);
     let _ = child.kill();
     let _ = child.wait();
@@ -248,7 +252,7 @@ fn without_wiredtiger_the_family_is_not_applicable() {
         ..ProbeConfig::default()
     })
     .expect("attach");
-    assert!(probes.wiredtiger.is_none());
+    assert!(probes.readers.wiredtiger.is_none());
     assert!(
         probes.status().iter().all(|s| s.family != "wiredtiger"),
         "{:?}",

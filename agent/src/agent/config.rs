@@ -11,7 +11,7 @@
 //! processes = ["mongod"]      # process names watched (comm)
 //! alloc_budget = 0.005        # allocator probes: at most this share of the target's CPU
 //! probe_budget = 0.002        # per-event probes (sched, softirq, syscalls, contention): likewise
-//! probes = ["sched", "softirq", "syscalls", "wiredtiger", "perf", "alloc", "contention"]
+//! probes = ["sched", "softirq", "syscalls", "perf", "wiredtiger", "alloc", "contention"]
 //! flight_before = "5m"        # a flight recording keeps this much before a finding fires
 //! flight_after = "1m"         # ... and this much after
 //! flight_max_files = 20

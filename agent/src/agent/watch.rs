@@ -169,8 +169,7 @@ impl Watch {
             return;
         };
         let probes = &mut self.session.probes;
-        let run_ns = crate::probes::cycle::CYCLED
-            .iter()
+        let run_ns = crate::probes::cycle::cycled_families()
             .map(|f| probes.family_run_time(f).as_nanos() as u64)
             .sum();
         let pid = self.target.as_ref().map(|t| t.pid);
@@ -214,7 +213,12 @@ impl Watch {
     /// The period between full allocator windows the budget allows now
     /// (`None`: the family is off).
     pub fn alloc_every(&self) -> Option<Duration> {
-        self.session.probes.alloc.as_ref().map(|a| a.every())
+        self.session
+            .probes
+            .readers
+            .alloc
+            .as_ref()
+            .map(|a| a.every())
     }
 
     /// Measures what the allocator probes cost since the last window, for

@@ -12,10 +12,10 @@
 //! types (contention joins the syscalls, sched and WiredTiger sections), as
 //! long as no cycle forms. How to add one: `docs/ARCHITECTURE.md`.
 
-pub mod alloc;
-pub mod contention;
-pub mod perf;
-pub mod sched;
-pub mod softirq;
-pub mod syscalls;
-pub mod wiredtiger;
+/// Declares every family's module from the registry.
+macro_rules! family_modules {
+    ($($variant:ident $module:ident,)*) => {
+        $(pub mod $module;)*
+    };
+}
+crate::kit::family::for_each_family!(family_modules);

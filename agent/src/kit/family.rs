@@ -1,64 +1,76 @@
-//! The probe families by name, at the bottom of the layers: one enum that
-//! the probes, the recording's slice sections and the agent's totals all
-//! name a family by, and [`Section`], what every family's section of a
-//! slice says about itself.
+//! The probe families by name, at the bottom of the layers: the registry
+//! ([`for_each_family`]), one line per family, from which the [`Family`]
+//! enum and every hub's per-family code are generated; the choice of
+//! families a run makes ([`Selection`]); and [`Section`], what every
+//! family's section of a slice says about itself.
 //!
-//! Why an enum and not strings: a new family is one variant, and every
-//! `match` over it (and every exhaustive destructuring of the recording's
-//! `Slice`, as in `Slice::sections`) stops compiling until the new family
-//! has its place there.
+//! Why a registry and not hand-kept lists: a new family is one line, and
+//! every hub's generated code (the probes' table and readers, the slice's
+//! merge and bound, the fact groups, the measurements, `compare`'s series)
+//! stops compiling until the family has its `Unit` and its fields.
 
-use super::probe::ProbeStatus;
-
-/// A probe family. Its [`name`](Self::name) is the string a recording's
-/// `probes` and every report carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Family {
-    Sched,
-    Softirq,
-    Syscalls,
-    Perf,
-    Wiredtiger,
-    Contention,
-    Alloc,
+/// The registry: every probe family, one line each (`Variant module`), in
+/// the order the reports show them, their probes attach and their statuses
+/// stand in a recording. `module` is the family's folder
+/// (`family/<module>/`, whose [`Unit`](super::unit::FamilyUnit) is all the
+/// hubs know of it), its name in recordings, reports and metrics, and its
+/// field in the recording's `Slice`, the probes' readers and the report's
+/// `Measurements`.
+///
+/// One table drives every hub, as ripgrep's flag table drives its parser,
+/// help and man page: each hub passes a macro that receives the whole list
+/// (`for_each_family!(a_macro)`) and generates its per-family code, so a
+/// new family is one line here, and the compiler names whatever else it
+/// lacks (its `Unit`, its field in `Slice` and `Measurements`).
+macro_rules! for_each_family {
+    ($callback:ident) => {
+        $callback! {
+            Sched sched,
+            Softirq softirq,
+            Syscalls syscalls,
+            Perf perf,
+            Wiredtiger wiredtiger,
+            Alloc alloc,
+            Contention contention,
+        }
+    };
 }
+pub(crate) use for_each_family;
+
+/// Generates [`Family`] from the registry.
+macro_rules! family_enum {
+    ($($variant:ident $module:ident,)*) => {
+        /// A probe family (one per line of [`for_each_family`]). Its
+        /// [`name`](Self::name) is the string a recording's `probes` and
+        /// every report carry.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Family {
+            $(
+                #[doc = concat!("`", stringify!($module), "`: `family/", stringify!($module), "/`.")]
+                $variant,
+            )*
+        }
+
+        impl Family {
+            /// Every family, in the registry's order.
+            pub const ALL: [Family; [$(stringify!($module)),*].len()] = [$(Family::$variant),*];
+
+            /// The family's name in recordings, reports and metrics (its
+            /// module's name).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Family::$variant => stringify!($module),)*
+                }
+            }
+        }
+    };
+}
+for_each_family!(family_enum);
 
 impl Family {
-    /// Every family, in the order their sections stand in a [`Slice`].
-    pub const ALL: [Family; 7] = [
-        Family::Sched,
-        Family::Softirq,
-        Family::Syscalls,
-        Family::Wiredtiger,
-        Family::Perf,
-        Family::Alloc,
-        Family::Contention,
-    ];
-
-    /// The family's name in recordings, reports and metrics.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Family::Sched => "sched",
-            Family::Softirq => "softirq",
-            Family::Syscalls => "syscalls",
-            Family::Perf => "perf",
-            Family::Wiredtiger => "wiredtiger",
-            Family::Contention => "contention",
-            Family::Alloc => "alloc",
-        }
-    }
-
     /// The family's place in [`Self::ALL`] (an index for per-family arrays).
     pub const fn index(self) -> usize {
-        match self {
-            Family::Sched => 0,
-            Family::Softirq => 1,
-            Family::Syscalls => 2,
-            Family::Wiredtiger => 3,
-            Family::Perf => 4,
-            Family::Alloc => 5,
-            Family::Contention => 6,
-        }
+        self as usize
     }
 
     /// Every family's name, comma-separated (for messages).
@@ -149,28 +161,7 @@ pub trait Section {
     fn drops_total(&self) -> u64;
 }
 
-/// What a family's totals are computed from: its section of a window
-/// (every slice merged) and what the recording says around it. The hub
-/// (`recording::Recording::family_window`) fills it, so a family's facts
-/// and report section never read the whole recording.
-#[derive(Debug, Clone, Copy)]
-pub struct FamilyWindow<'a, S> {
-    /// The recording's probe statuses (why a family is unavailable).
-    pub probes: &'a [ProbeStatus],
-    /// The family's section of the window; `None`: no slice had one.
-    pub section: Option<&'a S>,
-    /// Milliseconds the section covers (rates are over this time).
-    pub section_ms: u64,
-    /// Milliseconds the whole window covers (every slice, with the
-    /// family's section or not).
-    pub window_ms: u64,
-    /// Slices in the recording.
-    pub slices: usize,
-    /// The host's online CPUs.
-    pub host_cpus: u32,
-    /// A target process was recorded (else the host as a whole).
-    pub targeted: bool,
-}
+pub use super::window::{FamilyWindow, Kept, OfFamily, Sections};
 
 #[cfg(test)]
 mod tests {
@@ -191,7 +182,7 @@ mod tests {
         let e = Selection::parse("sched,allocator").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown probe family \"allocator\": choose among sched, softirq, syscalls, wiredtiger, perf, alloc, contention"
+            "unknown probe family \"allocator\": choose among sched, softirq, syscalls, perf, wiredtiger, alloc, contention"
         );
         assert_eq!(Selection::parse(" , ").unwrap_err(), SelectionError::Empty);
     }

@@ -7,7 +7,7 @@
 //! on every event (and, for `sys_enter`, the traced syscall path).
 //!
 //! Only the families whose programs run per kernel event are cycled
-//! ([`CYCLED`]): the scheduler, softirq, syscalls and contention families.
+//! ([`cycled`]): the scheduler, softirq, syscalls and contention families.
 //! Perf samples at a fixed rate, WiredTiger's uprobes fire per checkpoint,
 //! and the allocator family has its own budget.
 //!
@@ -25,15 +25,16 @@ use aya::{
     programs::{BtfTracePoint, FEntry, FExit},
 };
 
-use super::{contention, sched, softirq, syscalls};
+/// Whether `family` is one the cycle detaches (its
+/// [`FamilyUnit::CYCLED`](crate::kit::unit::FamilyUnit::CYCLED)).
+pub fn cycled(family: &str) -> bool {
+    super::FAMILIES.iter().any(|f| f.cycled && f.name == family)
+}
 
-/// The families the duty cycle detaches and attaches again.
-pub const CYCLED: [&str; 4] = [
-    sched::FAMILY,
-    softirq::FAMILY,
-    syscalls::FAMILY,
-    contention::FAMILY,
-];
+/// The families the cycle detaches, in the registry's order.
+pub fn cycled_families() -> impl Iterator<Item = &'static str> {
+    super::FAMILIES.iter().filter(|f| f.cycled).map(|f| f.name)
+}
 
 pub use crate::kit::probe::links::{Link, LinkId};
 
@@ -57,12 +58,9 @@ pub struct Cycle {
 }
 
 impl Cycle {
-    /// The cycle over `links` (every family's; only [`CYCLED`] ones kept).
+    /// The cycle over `links` (every family's; only [`cycled`] ones kept).
     pub fn new(links: Vec<Link>) -> Self {
-        let links = links
-            .into_iter()
-            .filter(|l| CYCLED.contains(&l.family))
-            .collect();
+        let links = links.into_iter().filter(|l| cycled(l.family)).collect();
         Self {
             links,
             paused: false,
@@ -71,7 +69,7 @@ impl Cycle {
 
     /// Whether `family` is detached by the cycle now.
     pub fn paused(&self, family: &str) -> bool {
-        self.paused && CYCLED.contains(&family)
+        self.paused && cycled(family)
     }
 
     /// Whether the cycled families are detached now.

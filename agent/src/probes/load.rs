@@ -87,6 +87,7 @@ pub(super) fn load(config: ProbeConfig) -> Result<(AttachContext, Ebpf), ProbeEr
         absent,
         target_tgid: config.target_tgid,
         links: std::cell::RefCell::default(),
+        attached: Vec::new(),
     };
     Ok((cx, ebpf))
 }

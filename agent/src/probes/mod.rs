@@ -1,8 +1,10 @@
 //! The probe hub: loading the eBPF object, attaching each family on its own
 //! (the families chosen: `--probes`), and driving their readers slice by
 //! slice. Each family's attach and reader live in its folder
-//! (`family/<name>/probe.rs`); this module names them in one table
-//! ([`FAMILIES`]) and one struct ([`Probes`]). Each family degrades alone: a program
+//! (`family/<name>/`, called through its `Unit`); this module generates,
+//! from the registry (`kit::family::for_each_family`), one table
+//! ([`FAMILIES`]) and one struct of readers ([`Readers`]), and drives them
+//! from [`Probes`]. Each family degrades alone: a program
 //! that cannot load or attach is recorded with its reason in
 //! [`ProbeStatus`](crate::recording::ProbeStatus) and the others still run.
 //! Dropping [`Probes`] detaches everything (aya owns the links as file
@@ -27,50 +29,34 @@ pub use crate::kit::probe::{
 use aya::Ebpf;
 
 use crate::kit::family::{Family, Selection};
+use crate::kit::unit::FamilyUnit;
 use crate::recording::{ProbeStatus, Slice};
 
 /// One probe family as [`Probes::attach`] sees it: its entry in
-/// [`FAMILIES`] calls the family's own `attach` (which decides which program
-/// is essential and which precondition it needs) and keeps its reader in its
-/// field of [`Probes`].
+/// [`FAMILIES`] (generated from the registry) calls the family's own
+/// [`FamilyUnit::attach`] and keeps its reader in its field of [`Readers`].
 pub struct FamilyDef {
+    /// The family.
+    pub family: Family,
     /// The name its [`ProbeStatus`] carries.
     pub name: &'static str,
     /// Its `(program, BTF tracepoint)` pairs, checked against the kernel's
     /// BTF before anything attaches (none for uprobes and perf events).
     pub tracepoints: &'static [(&'static str, &'static str)],
-    /// When and how it attaches.
-    pub attach: Attach,
+    /// It attaches in [`Probes::attach_later`], not at start.
+    pub later: bool,
+    /// It is detached between the agent's active periods ([`cycle`]).
+    pub cycled: bool,
+    /// Its place in the order a slice reads the families (lowest first).
+    pub read_rank: u8,
+    /// Attaches it at start: its reader goes to its field of the
+    /// [`Probes`] being built (which owns the loaded object); returns its
+    /// status (`None`: not tried) and whether its reader is there.
+    pub attach: fn(&mut Probes, &AttachContext) -> (Option<ProbeStatus>, bool),
 }
 
-impl FamilyDef {
-    /// A family attached in [`Probes::attach`].
-    pub const fn at_start(
-        name: &'static str,
-        tracepoints: &'static [(&'static str, &'static str)],
-        attach: fn(&mut Probes, &AttachContext) -> Option<ProbeStatus>,
-    ) -> Self {
-        Self {
-            name,
-            tracepoints,
-            attach: Attach::AtStart(attach),
-        }
-    }
-}
-
-/// When a family attaches.
-pub enum Attach {
-    /// In [`Probes::attach`], in table order: attaches the family's programs,
-    /// stores its reader in its field of the [`Probes`] being built (which
-    /// owns the loaded object), and returns its status (`None`: not tried).
-    AtStart(fn(&mut Probes, &AttachContext) -> Option<ProbeStatus>),
-    /// In [`Probes::attach_later`], once the caller knows what the family
-    /// needs ([`LaterPlan`]: `alloc`'s windows and budget), likewise.
-    Later(fn(&mut Probes, &LaterPlan) -> Option<ProbeStatus>),
-}
-
-/// What the families that attach later ([`Attach::Later`]) need, which the
-/// record loop or the agent knows only after [`Probes::attach`].
+/// What the families that attach later ([`FamilyDef::later`]) need, which
+/// the record loop or the agent knows only after [`Probes::attach`].
 #[derive(Debug, Clone, Copy)]
 pub struct LaterPlan {
     /// The target process (`None`: host-wide).
@@ -82,59 +68,64 @@ pub struct LaterPlan {
     pub alloc_budget: Option<f64>,
 }
 
-/// Every probe family, in the order [`Probes::attach`] attaches them and
-/// their statuses stand in a recording (`alloc` last, from
-/// [`Probes::attach_later`]). `docs/ARCHITECTURE.md`'s family table lists
-/// exactly these (`docs_contract.rs`).
-pub const FAMILIES: [FamilyDef; 7] = [
-    FamilyDef::at_start(sched::FAMILY, sched::TRACEPOINTS, |probes, cx| {
-        let (status, reader) = sched::attach(&mut probes.ebpf, cx);
-        probes.sched = reader;
-        Some(status)
-    }),
-    FamilyDef::at_start(softirq::FAMILY, softirq::TRACEPOINTS, |probes, cx| {
-        let (status, reader) = softirq::attach(&mut probes.ebpf, cx);
-        probes.softirq = reader;
-        Some(status)
-    }),
-    FamilyDef::at_start(syscalls::FAMILY, syscalls::TRACEPOINTS, |probes, cx| {
-        let (status, reader) = syscalls::attach(&mut probes.ebpf, cx);
-        probes.syscalls = reader;
-        Some(status)
-    }),
-    FamilyDef::at_start(perf::FAMILY, &[], |probes, cx| {
-        let (status, reader) = perf::attach(&mut probes.ebpf, cx);
-        probes.perf = reader;
-        Some(status)
-    }),
-    // Uprobes in the target's objects: "not applicable" without WiredTiger
-    // in it; not tried (no status) host-wide.
-    FamilyDef::at_start(wiredtiger::FAMILY, &[], |probes, cx| {
-        let (status, reader) = wiredtiger::attach(&mut probes.ebpf, cx.target_tgid);
-        probes.wiredtiger = reader;
-        status
-    }),
-    FamilyDef::at_start(contention::FAMILY, contention::TRACEPOINTS, |probes, cx| {
-        let sched_attached = probes.sched.is_some();
-        let (status, reader) = contention::attach(&mut probes.ebpf, cx, sched_attached);
-        probes.contention = reader;
-        Some(status)
-    }),
-    // Attached in `Probes::attach_later`, once the record loop or the agent
-    // knows its windows and budget; paced by the budget when it has one.
-    FamilyDef {
-        name: alloc::FAMILY,
-        tracepoints: &[],
-        attach: Attach::Later(|probes, plan| {
-            let (status, probe) = alloc::attach(&mut probes.ebpf, plan.target, plan.alloc);
-            probes.alloc = probe;
-            if let (Some(a), Some(budget)) = (probes.alloc.as_mut(), plan.alloc_budget) {
-                a.set_budget(budget);
+/// Generates [`FAMILIES`], [`Readers`] and the slice read from the
+/// registry.
+macro_rules! probe_hub {
+    ($($variant:ident $module:ident,)*) => {
+        /// Every probe family, in the order [`Probes::attach`] attaches them
+        /// and their statuses stand in a recording (those that attach later
+        /// come from [`Probes::attach_later`], after). `docs/ARCHITECTURE.md`'s
+        /// family table lists exactly these (`docs_contract.rs`).
+        pub const FAMILIES: [FamilyDef; Family::ALL.len()] = [$(
+            FamilyDef {
+                family: Family::$variant,
+                name: Family::$variant.name(),
+                tracepoints: <crate::family::$module::Unit as FamilyUnit>::TRACEPOINTS,
+                later: <crate::family::$module::Unit as FamilyUnit>::ATTACH_LATER,
+                cycled: <crate::family::$module::Unit as FamilyUnit>::CYCLED,
+                read_rank: <crate::family::$module::Unit as FamilyUnit>::READ_RANK,
+                attach: |probes, cx| {
+                    let (status, reader) =
+                        <crate::family::$module::Unit as FamilyUnit>::attach(&mut probes.ebpf, cx);
+                    let attached = reader.is_some();
+                    probes.readers.$module = reader;
+                    (status, attached)
+                },
+            },
+        )*];
+
+        /// Every family's reader (`None`: not attached), one field per
+        /// family of the registry.
+        #[derive(Default)]
+        pub struct Readers {
+            $(pub $module: Option<<crate::family::$module::Unit as FamilyUnit>::Reader>,)*
+        }
+
+        impl Readers {
+            /// Every attached reader, in [`Family::ALL`]'s order.
+            fn all(&mut self) -> [Option<&mut dyn FamilyReader>; Family::ALL.len()] {
+                let Readers { $($module,)* } = self;
+                [$($module.as_mut().map(|r| r as &mut dyn FamilyReader),)*]
             }
-            status
-        }),
-    },
-];
+
+            /// Reads `family`'s section of the slice that ends now into
+            /// `slice` (see [`read_section`]).
+            fn read_into(&mut self, family: Family, slice: &mut Slice, last: bool, paused: &[&'static str]) {
+                match family {
+                    $(Family::$variant => slice.$module = read_section(&mut self.$module, last, paused),)*
+                }
+            }
+        }
+    };
+}
+crate::kit::family::for_each_family!(probe_hub);
+
+/// The families in the order a slice reads them ([`FamilyDef::read_rank`]).
+fn read_order() -> Vec<Family> {
+    let mut order: Vec<&FamilyDef> = FAMILIES.iter().collect();
+    order.sort_by_key(|f| f.read_rank);
+    order.into_iter().map(|f| f.family).collect()
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -161,13 +152,8 @@ pub struct ProbeConfig {
 /// Loaded and attached probes. Dropping it detaches every program.
 pub struct Probes {
     // Field order matters for drop: readers (map fds) before the object.
-    pub sched: Option<sched::SchedReader>,
-    pub softirq: Option<softirq::SoftirqReader>,
-    pub syscalls: Option<syscalls::SyscallsReader>,
-    pub wiredtiger: Option<wiredtiger::WiredTigerReader>,
-    pub perf: Option<perf::PerfReader>,
-    pub alloc: Option<alloc::AllocProbe>,
-    pub contention: Option<contention::ContentionReader>,
+    /// Every family's reader.
+    pub readers: Readers,
     status: Vec<ProbeStatus>,
     /// The families the user chose (the others are left out).
     selection: Selection,
@@ -187,26 +173,20 @@ impl Probes {
         }
         load::raise_memlock();
         let selection = config.families.clone();
-        let (cx, ebpf) = load::load(config)?;
+        let (mut cx, ebpf) = load::load(config)?;
         let mut probes = Self {
-            sched: None,
-            softirq: None,
-            syscalls: None,
-            wiredtiger: None,
-            perf: None,
-            alloc: None,
-            contention: None,
+            readers: Readers::default(),
             status: Vec::new(),
             selection,
             wiredtiger_retry: wiredtiger::Retry::default(),
             cycle: cycle::Cycle::default(),
             ebpf,
         };
-        for family in &FAMILIES {
-            if let Attach::AtStart(attach) = family.attach
-                && let Some(status) = probes.attach_chosen(family, |p| attach(p, &cx))
-            {
-                probes.status.push(status);
+        for family in FAMILIES.iter().filter(|f| !f.later) {
+            let (status, attached) = probes.attach_chosen(family, |p| (family.attach)(p, &cx));
+            probes.status.extend(status);
+            if attached {
+                cx.attached.push(family.family);
             }
         }
         if probes.readers().next().is_none() {
@@ -242,40 +222,18 @@ impl Probes {
     /// checkpoints still running.
     pub fn take_slice(&mut self, last: bool) -> Slice {
         let paused = self.paused_families();
-        // Exhaustive, in the order of `readers_and_object`: a new reader
-        // field does not compile until its section is read here.
-        let Probes {
-            sched,
-            softirq,
-            syscalls,
-            wiredtiger,
-            perf,
-            alloc,
-            contention,
-            status: _,
-            selection: _,
-            wiredtiger_retry: _,
-            cycle: _,
-            ebpf: _,
-        } = self;
-        // Struct fields are evaluated in the order written: slice order.
-        Slice {
-            syscalls: read_section(syscalls, last, &paused),
-            sched: read_section(sched, last, &paused),
-            contention: read_section(contention, last, &paused),
-            softirq: read_section(softirq, last, &paused),
-            wiredtiger: read_section(wiredtiger, last, &paused),
-            perf: read_section(perf, last, &paused),
-            alloc: read_section(alloc, last, &paused),
-            ..Slice::default()
+        let mut slice = Slice::default();
+        for family in read_order() {
+            self.readers.read_into(family, &mut slice, last, &paused);
         }
+        slice
     }
 
     /// Reads a running target's symbols for the families that symbolize
     /// (perf) before the clock starts, so that no slice waits for them. Not
     /// for a held child: it still maps mdiag's own code.
     pub fn preload_symbols(&mut self, pid: u32) {
-        if let Some(perf) = self.perf.as_mut() {
+        if let Some(perf) = self.readers.perf.as_mut() {
             perf.preload(pid);
         }
     }
@@ -351,8 +309,7 @@ impl Probes {
 
     /// The families the duty cycle has detached now.
     fn paused_families(&self) -> Vec<&'static str> {
-        cycle::CYCLED
-            .into_iter()
+        cycle::cycled_families()
             .filter(|f| self.cycle.paused(f))
             .collect()
     }
@@ -400,7 +357,7 @@ impl Probes {
     /// to the objects `exe` will map at start, so the first checkpoint is
     /// seen however soon it comes (see [`wiredtiger::attach_before_exec`]).
     pub fn attach_before_exec(&mut self, pid: u32, exe: &std::path::Path) {
-        if self.wiredtiger.is_some() {
+        if self.readers.wiredtiger.is_some() {
             return;
         }
         let Some(pos) = self.wiredtiger_not_found() else {
@@ -408,7 +365,7 @@ impl Probes {
         };
         if let Some((status, reader)) = wiredtiger::attach_before_exec(&mut self.ebpf, pid, exe) {
             self.status[pos] = status;
-            self.wiredtiger = reader;
+            self.readers.wiredtiger = reader;
         }
     }
 
@@ -418,7 +375,7 @@ impl Probes {
     /// library). Call it at every poll: it does nothing once attached,
     /// host-wide, after a real failure, or while the mappings stay the same.
     fn retry_wiredtiger(&mut self, target: Option<u32>) {
-        if self.wiredtiger.is_some() {
+        if self.readers.wiredtiger.is_some() {
             return;
         }
         let Some(pid) = target else { return };
@@ -432,7 +389,7 @@ impl Probes {
         if let Some(status) = status {
             self.status[pos] = status;
         }
-        self.wiredtiger = reader;
+        self.readers.wiredtiger = reader;
     }
 
     /// Index of the WiredTiger status when it says only "not found".
@@ -445,66 +402,61 @@ impl Probes {
 }
 
 impl Probes {
-    /// Attaches the families that attach later ([`Attach::Later`]), in
+    /// Attaches the families that attach later ([`FamilyDef::later`]), in
     /// table order, now that `plan` says what they need (the allocator's
     /// windows are calibrated now, its entry points read from the first
     /// poll on); a failure is only a status.
     pub fn attach_later(&mut self, plan: &LaterPlan) {
-        for family in &FAMILIES {
-            if let Attach::Later(attach) = family.attach
-                && let Some(status) = self.attach_chosen(family, |p| attach(p, plan))
-            {
-                self.status.push(status);
+        for family in FAMILIES.iter().filter(|f| f.later) {
+            let (status, _) = self.attach_chosen(family, |p| {
+                (p.attach_later_family(family.family, plan), true)
+            });
+            self.status.extend(status);
+        }
+    }
+
+    /// Attaches `family`, one that attaches later, by `plan`.
+    fn attach_later_family(&mut self, family: Family, plan: &LaterPlan) -> Option<ProbeStatus> {
+        match family {
+            // Paced by the budget when it has one.
+            Family::Alloc => {
+                let (status, probe) = alloc::attach(&mut self.ebpf, plan.target, plan.alloc);
+                self.readers.alloc = probe;
+                if let (Some(a), Some(budget)) = (self.readers.alloc.as_mut(), plan.alloc_budget) {
+                    a.set_budget(budget);
+                }
+                status
             }
+            // The others attach at start.
+            _ => None,
         }
     }
 
     /// Runs `attach` for `family` when the user chose it; else its status
-    /// says it was left out by choice (nothing of it is loaded).
+    /// says it was left out by choice (nothing of it is loaded). Returns
+    /// the status and whether the family's reader is attached.
     fn attach_chosen(
         &mut self,
         family: &FamilyDef,
-        attach: impl FnOnce(&mut Self) -> Option<ProbeStatus>,
-    ) -> Option<ProbeStatus> {
-        let chosen = Family::from_name(family.name).is_none_or(|f| self.selection.includes(f));
-        if chosen {
+        attach: impl FnOnce(&mut Self) -> (Option<ProbeStatus>, bool),
+    ) -> (Option<ProbeStatus>, bool) {
+        if self.selection.includes(family.family) {
             attach(self)
         } else {
-            Some(ProbeStatus::left_out(
-                family.name,
-                self.selection.left_out_reason(),
-            ))
+            let status = ProbeStatus::left_out(family.name, self.selection.left_out_reason());
+            (Some(status), false)
         }
     }
 
     /// Every attached family's reader in slice order, beside the loaded
     /// object their lifecycle hooks act on.
     fn readers_and_object(&mut self) -> (impl Iterator<Item = &mut dyn FamilyReader>, &mut Ebpf) {
-        // Exhaustive: a new reader field does not compile until it is here.
-        let Probes {
-            sched,
-            softirq,
-            syscalls,
-            wiredtiger,
-            perf,
-            alloc,
-            contention,
-            status: _,
-            selection: _,
-            wiredtiger_retry: _,
-            cycle: _,
-            ebpf,
-        } = self;
-        let table: [Option<&mut dyn FamilyReader>; 7] = [
-            syscalls.as_mut().map(|r| r as _),
-            sched.as_mut().map(|r| r as _),
-            contention.as_mut().map(|r| r as _),
-            softirq.as_mut().map(|r| r as _),
-            wiredtiger.as_mut().map(|r| r as _),
-            perf.as_mut().map(|r| r as _),
-            alloc.as_mut().map(|r| r as _),
-        ];
-        (table.into_iter().flatten(), ebpf)
+        let mut all = self.readers.all();
+        let ordered: Vec<&mut dyn FamilyReader> = read_order()
+            .into_iter()
+            .filter_map(|f| all[f.index()].take())
+            .collect();
+        (ordered.into_iter(), &mut self.ebpf)
     }
 
     /// What runs between slices: every family's [`FamilyReader::poll`]
@@ -549,10 +501,10 @@ impl Probes {
     /// the allocator's record (what was probed, the calibration, the cost)
     /// and the kernel stacks the contention slices refer to, by id.
     pub fn fill_recording(&self, recording: &mut crate::recording::Recording) {
-        if let Some(alloc) = &self.alloc {
+        if let Some(alloc) = &self.readers.alloc {
             recording.alloc = Some(alloc.record());
         }
-        if let Some(contention) = &self.contention {
+        if let Some(contention) = &self.readers.contention {
             recording.kernel_stacks = contention.kernel_stacks();
         }
     }

@@ -1,40 +1,61 @@
-//! Every family's section of a slice, by [`Family`]: [`Slice::sections`]
-//! destructures the slice exhaustively, so a new section does not compile
-//! until it is listed there.
+//! Every family's section of a slice, by [`Family`], generated from the
+//! registry ([`for_each_family`]): [`Slice::sections`] and the
+//! [`Sections`] and [`Kept`] views a family's totals join through
+//! ([`FamilyWindow`](crate::kit::family::FamilyWindow)). Each destructures
+//! the slice exhaustively, so a `Slice` field that is not a family of the
+//! registry (or a family without its field) does not compile.
 
-pub use crate::kit::family::{Family, Section};
+use std::any::Any;
 
-use super::Slice;
+use crate::kit::family::for_each_family;
+pub use crate::kit::family::{Family, Kept, Section, Sections};
 
-impl Slice {
-    /// Every family's section of this slice (`None`: the family has none),
-    /// in [`Family::ALL`]'s order. Destructures the slice exhaustively, so
-    /// a new section does not compile until it is listed here.
-    pub fn sections(&self) -> [(Family, Option<&dyn Section>); 7] {
-        let Slice {
-            start_ms: _,
-            duration_ms: _,
-            sched,
-            softirq,
-            syscalls,
-            wiredtiger,
-            perf,
-            alloc,
-            contention,
-            mongod: _,
-        } = self;
-        fn dyn_of<T: Section>(s: &Option<T>) -> Option<&dyn Section> {
-            s.as_ref().map(|s| s as &dyn Section)
+use super::{Recording, Slice};
+
+/// Generates [`Slice::sections`] and `Sections for Slice`.
+macro_rules! slice_sections {
+    ($($variant:ident $module:ident,)*) => {
+        impl Slice {
+            /// Every family's section of this slice (`None`: the family has
+            /// none), in [`Family::ALL`]'s order.
+            pub fn sections(&self) -> [(Family, Option<&dyn Section>); Family::ALL.len()] {
+                let Slice { start_ms: _, duration_ms: _, mongod: _, $($module,)* } = self;
+                fn dyn_of<T: Section>(s: &Option<T>) -> Option<&dyn Section> {
+                    s.as_ref().map(|s| s as &dyn Section)
+                }
+                [$((Family::$variant, dyn_of($module)),)*]
+            }
         }
-        [
-            (Family::Sched, dyn_of(sched)),
-            (Family::Softirq, dyn_of(softirq)),
-            (Family::Syscalls, dyn_of(syscalls)),
-            (Family::Wiredtiger, dyn_of(wiredtiger)),
-            (Family::Perf, dyn_of(perf)),
-            (Family::Alloc, dyn_of(alloc)),
-            (Family::Contention, dyn_of(contention)),
-        ]
+
+        impl Sections for Slice {
+            fn section(&self, family: Family) -> Option<&dyn Any> {
+                match family {
+                    $(Family::$variant => self.$module.as_ref().map(|s| s as &dyn Any),)*
+                }
+            }
+        }
+    };
+}
+for_each_family!(slice_sections);
+
+impl Kept for Recording {
+    fn slices(&self) -> Vec<(u64, &dyn Sections)> {
+        self.slices
+            .iter()
+            .map(|s| (s.duration_ms, s as &dyn Sections))
+            .collect()
+    }
+
+    /// The target's code (perf's allocator, WiredTiger's object), the
+    /// allocator's record and contention's kernel stacks; a family that
+    /// keeps nothing beside its slices has nothing here.
+    fn kept(&self, family: Family) -> Option<&dyn Any> {
+        match family {
+            Family::Perf | Family::Wiredtiger => self.target_code.as_ref().map(|c| c as &dyn Any),
+            Family::Alloc => self.alloc.as_ref().map(|a| a as &dyn Any),
+            Family::Contention => Some(&self.kernel_stacks as &dyn Any),
+            _ => None,
+        }
     }
 }
 

@@ -36,8 +36,7 @@
 //! `window/facts_tests.rs` lists the few that differ and why.
 
 use super::model::{Recording, Slice};
-use crate::family::contention::ContentionWindow;
-use crate::kit::family::{Family, FamilyWindow};
+use crate::kit::family::{Family, FamilyWindow, OfFamily, Sections};
 
 mod mongod;
 
@@ -67,55 +66,37 @@ impl Mergeable for Slice {
             self.clone_from(later);
             return;
         }
-        // Exhaustive: a new section does not compile until it merges.
-        let Slice {
-            start_ms,
-            duration_ms,
-            sched,
-            softirq,
-            syscalls,
-            wiredtiger,
-            perf,
-            alloc,
-            contention,
-            mongod,
-        } = self;
-        *start_ms = (*start_ms).min(later.start_ms);
-        add(duration_ms, later.duration_ms);
-        sched.merge(&later.sched);
-        softirq.merge(&later.softirq);
-        syscalls.merge(&later.syscalls);
-        wiredtiger.merge(&later.wiredtiger);
-        perf.merge(&later.perf);
-        alloc.merge(&later.alloc);
-        contention.merge(&later.contention);
-        mongod.merge(&later.mongod);
+        self.start_ms = self.start_ms.min(later.start_ms);
+        add(&mut self.duration_ms, later.duration_ms);
+        self.merge_sections(later);
+        self.mongod.merge(&later.mongod);
     }
 
+    /// Every family's section is bounded (mongod's first and last samples
+    /// have no rows to bound).
     fn bound(&mut self, top_n: usize) {
-        // Exhaustive: a new section does not compile until it is bounded
-        // (mongod's first and last samples have no rows to bound).
-        let Slice {
-            start_ms: _,
-            duration_ms: _,
-            sched,
-            softirq,
-            syscalls,
-            wiredtiger,
-            perf,
-            alloc,
-            contention,
-            mongod: _,
-        } = self;
-        sched.bound(top_n);
-        softirq.bound(top_n);
-        syscalls.bound(top_n);
-        wiredtiger.bound(top_n);
-        perf.bound(top_n);
-        alloc.bound(top_n);
-        contention.bound(top_n);
+        self.bound_sections(top_n);
     }
 }
+
+/// Generates the merge and bound of every family's section of a slice from
+/// the registry, each destructuring the slice exhaustively.
+macro_rules! merge_sections {
+    ($($variant:ident $module:ident,)*) => {
+        impl Slice {
+            fn merge_sections(&mut self, later: &Self) {
+                let Slice { start_ms: _, duration_ms: _, mongod: _, $($module,)* } = self;
+                $($module.merge(&later.$module);)*
+            }
+
+            fn bound_sections(&mut self, top_n: usize) {
+                let Slice { start_ms: _, duration_ms: _, mongod: _, $($module,)* } = self;
+                $($module.bound(top_n);)*
+            }
+        }
+    };
+}
+crate::kit::family::for_each_family!(merge_sections);
 
 /// Milliseconds of a window that each family's section covers: a family
 /// missing from some slices (attached late, failed reads) has its rates over
@@ -231,41 +212,23 @@ impl Recording {
 }
 
 impl Recording {
-    /// What `family`'s totals are computed from: its `section` of `whole`
-    /// (a window of this recording's slices), the time it covers and the
-    /// recording's probe statuses and host CPUs.
-    pub fn family_window<'a, S>(
-        &'a self,
-        whole: &Window,
-        family: Family,
-        section: Option<&'a S>,
-    ) -> FamilyWindow<'a, S> {
+    /// What the totals of the family whose section type is `S` are computed
+    /// from: its section of `whole` (a window of this recording's slices),
+    /// the time it covers, the recording's probe statuses and host CPUs,
+    /// and the other sections of `whole` and this recording around it.
+    pub fn family_window<'a, S: OfFamily>(&'a self, whole: &'a Window) -> FamilyWindow<'a, S> {
+        let family = S::FAMILY;
         FamilyWindow {
+            family,
             probes: &self.probes,
-            section,
+            section: whole.slice.section(family).and_then(|s| s.downcast_ref()),
             section_ms: whole.section_ms.of_family(family),
             window_ms: whole.duration_ms(),
             slices: self.slices.len(),
             host_cpus: self.host.cpu_count,
             targeted: self.target.is_some(),
-        }
-    }
-}
-
-impl Recording {
-    /// What the contention measurements join over `whole` (a window of this
-    /// recording's slices): the sections of the contention, syscalls,
-    /// sched and WiredTiger families, the window's time and the kernel
-    /// stacks the recording keeps.
-    pub fn contention_window<'a>(&'a self, whole: &'a Window) -> ContentionWindow<'a> {
-        let s = &whole.slice;
-        ContentionWindow {
-            contention: s.contention.as_ref(),
-            syscalls: s.syscalls.as_ref(),
-            sched: s.sched.as_ref(),
-            wiredtiger: s.wiredtiger.as_ref(),
-            window_ms: whole.duration_ms(),
-            kernel_stacks: &self.kernel_stacks,
+            whole: &whole.slice,
+            recording: self,
         }
     }
 }

@@ -73,12 +73,25 @@ fn why_missing(m: &Measurements, family: &str) -> String {
         )
 }
 
+/// Generates [`family_charts`] from the registry.
+macro_rules! family_charts {
+    ($($variant:ident $module:ident,)*) => {
+        /// Every family's charts, in the registry's order.
+        fn family_charts(out: &mut String, m: &Measurements) {
+            $(<crate::family::$module::Unit as crate::kit::unit::FamilyUnit>::chart(
+                out,
+                m.$module.as_ref(),
+                &why_missing(m, stringify!($module)),
+            );)*
+        }
+    };
+}
+crate::kit::family::for_each_family!(family_charts);
+
 /// The "Charts" section.
 pub fn charts(m: &Measurements) -> String {
     let mut out = String::from("<section class=\"charts\">\n<h2>Charts</h2>\n");
-    crate::family::softirq::chart(&mut out, m.softirq.as_ref(), &why_missing(m, "softirq"));
-    crate::family::sched::chart(&mut out, m.sched.as_ref(), &why_missing(m, "sched"));
-    crate::family::alloc::chart(&mut out, m.alloc.as_ref(), &why_missing(m, "alloc"));
+    family_charts(&mut out, m);
     timeline_chart(&mut out, m);
     out.push_str("</section>\n");
     out

@@ -3,18 +3,19 @@
 //! beside) the findings.
 //!
 //! Each family's figures, how they are built and how they are shown live in
-//! its folder (`family/<family>/report.rs`, from the family's totals); this
-//! file holds [`Measurements`] (part of the JSON contract), builds it from
-//! the [`Facts`] (the same numbers rules see) and the recording, and keeps
-//! the host's RPS/RFS state. A family whose facts are absent is listed in
-//! [`Measurements::not_recorded`] with the reason instead.
+//! its folder (`family/<family>/report.rs`, from the family's totals, called
+//! through its `Unit`); this file holds [`Measurements`] (part of the JSON
+//! contract), builds every family's part from the registry
+//! (`kit::family::for_each_family`) over the same window the facts are
+//! derived from, and keeps the host's RPS/RFS state. A family without
+//! measurements is listed in [`Measurements::not_recorded`] with the reason
+//! instead.
 
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::family::sched::SchedFigures;
-use crate::family::softirq::SoftirqTotals;
+use crate::kit::unit::{FamilyUnit, Measured};
 use crate::recording::model::{Recording, RxQueue};
 use crate::recording::{Family, Window};
 use crate::rules::facts::Facts;
@@ -110,19 +111,8 @@ pub struct InterfaceMeasurement {
 impl Measurements {
     /// Whether `family` has measurements in this report (a family listed in
     /// `not_recorded` with measurements was measured only in part).
-    /// Exhaustive over [`Family`]: a new family does not compile until it
-    /// is here.
     pub fn has(&self, family: &str) -> bool {
-        match Family::from_name(family) {
-            Some(Family::Sched) => self.sched.is_some(),
-            Some(Family::Softirq) => self.softirq.is_some(),
-            Some(Family::Syscalls) => self.syscalls.is_some(),
-            Some(Family::Perf) => self.perf.is_some(),
-            Some(Family::Wiredtiger) => self.wiredtiger.is_some(),
-            Some(Family::Alloc) => self.alloc.is_some(),
-            Some(Family::Contention) => self.contention.is_some(),
-            None => false,
-        }
+        Family::from_name(family).is_some_and(|f| self.has_family(f))
     }
 
     /// "not measured" or, for a family with (incomplete) measurements,
@@ -141,74 +131,15 @@ impl Measurements {
     /// summary, which need single seconds, walk the slices.
     pub fn build(rec: &Recording, whole: &Window, facts: &Facts) -> Measurements {
         let mut m = Measurements::default();
-        let sched = rec.family_window(whole, Family::Sched, whole.slice.sched.as_ref());
-        match SchedFigures::of(&sched) {
-            Ok(f) => m.sched = Some(crate::family::sched::report::build(&f)),
-            Err(_) => m.not_recorded.push(note(facts, "sched")),
-        }
-        let softirq = rec.family_window(whole, Family::Softirq, whole.slice.softirq.as_ref());
-        match SoftirqTotals::from_window(&softirq) {
-            Ok(totals) => m.softirq = Some(crate::family::softirq::report::build(&totals)),
-            Err(_) => m.not_recorded.push(note(facts, "softirq")),
-        }
-        let syscalls = rec.family_window(whole, Family::Syscalls, whole.slice.syscalls.as_ref());
-        m.syscalls = crate::family::syscalls::report::build(&syscalls);
+        let outcomes = m.measure_families(rec, whole);
         m.rseq = rec.rseq.as_ref().map(super::rseq::rseq_measurement);
-        let perf = rec.family_window(whole, Family::Perf, whole.slice.perf.as_ref());
-        let allocator = crate::family::perf::report::first_allocator(
-            rec.slices.iter().map(|s| s.perf.as_ref()),
-            rec.target_code.as_ref().map(|c| c.allocator.kind),
-        );
-        m.perf = crate::family::perf::report::build(&perf, allocator);
-        let wiredtiger =
-            rec.family_window(whole, Family::Wiredtiger, whole.slice.wiredtiger.as_ref());
-        let detected = rec
-            .target_code
-            .as_ref()
-            .and_then(|c| c.wiredtiger.detected.object.clone());
-        m.wiredtiger = crate::family::wiredtiger::report::build(&wiredtiger, detected);
         // Per second, so from the slices: the charts' series.
         m.timeline = super::timeline::Timeline::build(rec);
-        let alloc = rec.family_window(whole, Family::Alloc, whole.slice.alloc.as_ref());
-        m.alloc = crate::family::alloc::report::measurements(rec.alloc.as_ref(), &alloc);
-        m.contention = crate::family::contention::build(&rec.contention_window(whole));
         // From every sample: maxima, minima and restarts inside the recording
         // are lost in a window, which keeps only the first and last.
         m.mongod = crate::mongo::summary::MongodSummary::of(rec);
         m.host_settings = super::host_settings::build(facts);
-        // Families that failed (wholly, partly, or as "not applicable"), and
-        // attached families of this build that recorded nothing.
-        for probe in &rec.probes {
-            let measured = match probe.family.as_str() {
-                // Their facts' notes (above) say why they are missing.
-                "sched" | "softirq" => None,
-                // Its measurements also hold the syscalls family's futex waits.
-                "contention" => Some(whole.slice.contention.is_some()),
-                family if crate::probes::FAMILIES.iter().any(|f| f.name == family) => {
-                    Some(m.has(family))
-                }
-                _ => None,
-            };
-            if measured == Some(false)
-                && crate::rules::facts::family_unavailable(&rec.probes, &probe.family).is_none()
-            {
-                m.not_recorded.push(FamilyNote {
-                    family: probe.family.clone(),
-                    reason: format!("the {} probe attached but recorded nothing", probe.family),
-                });
-                continue;
-            }
-            if probe.family != "sched"
-                && probe.family != "softirq"
-                && let Some(reason) =
-                    crate::rules::facts::family_unavailable(&rec.probes, &probe.family)
-            {
-                m.not_recorded.push(FamilyNote {
-                    family: probe.family.clone(),
-                    reason,
-                });
-            }
-        }
+        m.note_statuses(rec, &outcomes);
         m.net = rec.host.net.as_ref().map(|net| {
             let mut interfaces: Vec<InterfaceMeasurement> = net
                 .interfaces
@@ -238,13 +169,80 @@ impl Measurements {
     }
 }
 
-fn note(facts: &Facts, family: &str) -> FamilyNote {
-    FamilyNote {
-        family: family.to_string(),
-        reason: facts
-            .absent_reason(family)
-            .unwrap_or("no data was recorded")
-            .to_string(),
+/// What building a family's measurements said about it, for the notes
+/// its probe statuses add.
+#[derive(Debug, Clone, Copy, Default)]
+struct Outcome {
+    /// It recorded something ([`FamilyUnit::recorded`]).
+    recorded: bool,
+    /// Its probe statuses say why it is missing ([`FamilyUnit::STATUS_NOTES`]).
+    status_notes: bool,
+}
+
+/// Generates the per-family parts of [`Measurements`] from the registry.
+macro_rules! measure_families {
+    ($($variant:ident $module:ident,)*) => {
+        impl Measurements {
+            /// Every family's measurements over `whole` (a window of `rec`),
+            /// each from its totals as its facts are; a family whose
+            /// measurements say why they are missing gets its note now.
+            fn measure_families(&mut self, rec: &Recording, whole: &Window) -> [Outcome; Family::ALL.len()] {
+                let mut outcomes = [Outcome::default(); Family::ALL.len()];
+                $({
+                    type U = crate::family::$module::Unit;
+                    let w = rec.family_window(whole);
+                    let measured = <U as FamilyUnit>::measure(&w);
+                    if let Measured::No(reason) = &measured {
+                        self.not_recorded.push(FamilyNote {
+                            family: Family::$variant.name().to_string(),
+                            reason: reason.clone(),
+                        });
+                    }
+                    self.$module = measured.into_option();
+                    outcomes[Family::$variant.index()] = Outcome {
+                        recorded: <U as FamilyUnit>::recorded(&w, self.$module.as_ref()),
+                        status_notes: <U as FamilyUnit>::STATUS_NOTES,
+                    };
+                })*
+                outcomes
+            }
+
+            /// Whether `family` has measurements in this report.
+            fn has_family(&self, family: Family) -> bool {
+                match family {
+                    $(Family::$variant => self.$module.is_some(),)*
+                }
+            }
+        }
+    };
+}
+crate::kit::family::for_each_family!(measure_families);
+
+impl Measurements {
+    /// Notes from the probe statuses, in their order: families that failed
+    /// (wholly, partly, or as "not applicable"), and attached families that
+    /// recorded nothing (`outcomes`: what measuring each said).
+    fn note_statuses(&mut self, rec: &Recording, outcomes: &[Outcome]) {
+        for probe in &rec.probes {
+            let outcome = Family::from_name(&probe.family).map(|f| outcomes[f.index()]);
+            if !outcome.is_none_or(|o| o.status_notes) {
+                continue;
+            }
+            let unavailable = crate::rules::facts::family_unavailable(&rec.probes, &probe.family);
+            if outcome.is_some_and(|o| !o.recorded) && unavailable.is_none() {
+                self.not_recorded.push(FamilyNote {
+                    family: probe.family.clone(),
+                    reason: format!("the {} probe attached but recorded nothing", probe.family),
+                });
+                continue;
+            }
+            if let Some(reason) = unavailable {
+                self.not_recorded.push(FamilyNote {
+                    family: probe.family.clone(),
+                    reason,
+                });
+            }
+        }
     }
 }
 

@@ -72,19 +72,16 @@ impl Timeline {
             t.duration_s.push(len);
             t.involuntary_per_s
                 .push(s.sched.as_ref().map(|x| per_s(x.involuntary as f64)));
-            t.futex_wait_ms_per_s.push(s.syscalls.as_ref().map(|x| {
-                let ns: u64 = x.threads.iter().map(|t| t.futex_wait_ns).sum();
-                per_s(ns as f64 / 1e6)
-            }));
-            t.net_rx_ms_per_s.push(s.softirq.as_ref().map(|x| {
-                let ns: u64 = x
-                    .vectors
-                    .iter()
-                    .filter(|v| v.name == "NET_RX")
-                    .flat_map(|v| &v.time_ns_per_cpu)
-                    .sum();
-                per_s(ns as f64 / 1e6)
-            }));
+            t.futex_wait_ms_per_s.push(
+                s.syscalls
+                    .as_ref()
+                    .map(|x| per_s(crate::family::syscalls::unit::futex_wait_ms(x))),
+            );
+            t.net_rx_ms_per_s.push(
+                s.softirq
+                    .as_ref()
+                    .map(|x| per_s(crate::family::softirq::unit::net_rx_ms(x))),
+            );
             let end = start + len;
             for c in s.wiredtiger.iter().flat_map(|w| &w.checkpoints) {
                 let d = c.duration_ns as f64 / 1e9;

@@ -4,52 +4,34 @@
 
 use super::{Measurements, Report};
 use crate::findings::Finding;
+use crate::kit::family::Family;
+use crate::kit::unit::FamilyUnit;
 pub use crate::kit::view::*;
+
+/// Generates [`family_sections`] from the registry.
+macro_rules! family_sections {
+    ($($variant:ident $module:ident,)*) => {
+        /// Every family's part of the Measurements section, in the
+        /// registry's order, rseq ownership after the syscalls family (whose
+        /// rseq registrations it reads).
+        fn family_sections(m: &Measurements, out: &mut Vec<Section>) {
+            $(
+                out.extend(m.$module.as_ref().map(
+                    <crate::family::$module::Unit as FamilyUnit>::view,
+                ));
+                if Family::$variant == Family::Syscalls {
+                    out.extend(m.rseq.as_ref().map(super::rseq::rseq_section));
+                }
+            )*
+        }
+    };
+}
+crate::kit::family::for_each_family!(family_sections);
 
 /// The Measurements section, in the order the reports show it.
 pub fn measurements(m: &Measurements) -> Vec<Section> {
-    // Exhaustive: a new family's measurements do not compile until their
-    // section is laid out here (the other fields are laid out below).
-    let Measurements {
-        sched,
-        softirq,
-        net: _,
-        syscalls,
-        rseq,
-        perf,
-        wiredtiger,
-        alloc,
-        contention,
-        mongod: _,
-        host_settings: _,
-        not_recorded: _,
-        timeline: _,
-    } = m;
     let mut out = Vec::new();
-    out.extend(sched.as_ref().map(crate::family::sched::report::section));
-    out.extend(
-        softirq
-            .as_ref()
-            .map(crate::family::softirq::report::section),
-    );
-    out.extend(
-        syscalls
-            .as_ref()
-            .map(crate::family::syscalls::report::section),
-    );
-    out.extend(rseq.as_ref().map(super::rseq::rseq_section));
-    out.extend(perf.as_ref().map(crate::family::perf::report::section));
-    out.extend(
-        wiredtiger
-            .as_ref()
-            .map(crate::family::wiredtiger::report::section),
-    );
-    out.extend(alloc.as_ref().map(crate::family::alloc::report::section));
-    out.extend(
-        contention
-            .as_ref()
-            .map(crate::family::contention::report::section),
-    );
+    family_sections(m, &mut out);
     out.push(mongod(m));
     out.extend(m.host_settings.as_ref().map(|h| {
         let mut s = Section::new(Some("Host settings"));

@@ -124,7 +124,7 @@ pub fn context(facts: &Facts, only: Option<&[&str]>) -> Context<'static, 'static
     }
     // Groups not recorded are empty maps, so that a rule's `has(group.fact)`
     // on an optional group is false rather than an error.
-    for name in super::facts::FACT_GROUPS {
+    for name in super::facts::FACT_GROUPS.iter() {
         if facts.group(name).is_none() && only.is_none_or(|only| only.contains(name)) {
             ctx.add_variable_from_value(
                 (*name).to_string(),

@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use semver::Version;
 
 use crate::kit::family::Family;
+use crate::kit::unit::FamilyUnit;
 use crate::recording::Window;
 use crate::recording::model::Recording;
 
@@ -52,24 +53,38 @@ pub mod tuning;
 pub(crate) use example::example_recording;
 pub use host::{sched_feature_state, target_process};
 
-/// Every fact group this build can derive, in display order.
-pub const FACT_GROUPS: &[&str] = &[
-    "host",
-    "recording",
-    "target",
-    "sched",
+/// The fact groups of the recording and the target, first in display
+/// order.
+const RECORDING_GROUPS: [&str; 3] = ["host", "recording", "target"];
+
+/// The fact groups of the host's settings and of mongod, last in display
+/// order.
+const HOST_GROUPS: [&str; 9] = [
     "cpu",
-    "softirq",
     "net",
     "tuning",
     "allocator",
-    "contention",
     "mongod",
     "storage",
     "filesystem",
     "replication",
     "system",
 ];
+
+/// Every fact group this build can derive, in display order: the
+/// recording's and the target's, each probe family's own (in the
+/// registry's order: [`FamilyUnit::FACTS`]), the host's and mongod's.
+pub static FACT_GROUPS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    let families = Family::ALL
+        .into_iter()
+        .filter(|&f| has_group(f))
+        .map(Family::name);
+    RECORDING_GROUPS
+        .into_iter()
+        .chain(families)
+        .chain(HOST_GROUPS)
+        .collect()
+});
 
 /// The values of a rule's `applies_to.target`: the kinds of process a rule
 /// can be restricted to (see [`host::target_process`]).
@@ -105,36 +120,35 @@ pub struct Facts {
     pub mongod_version_unknown: Option<String>,
 }
 
-/// The fact group probe family `family` derives from `whole`, a window of
-/// `rec`, named as the family (`Err`: why it is absent); `None` when the
-/// family has no group of its own. Exhaustive: a new family does not
-/// compile until it says which.
-fn family_group(
-    family: Family,
-    rec: &Recording,
-    whole: &Window,
-) -> Option<Result<FactGroup, String>> {
-    let s = &whole.slice;
-    match family {
-        Family::Sched => Some(crate::family::sched::facts::facts(&rec.family_window(
-            whole,
-            family,
-            s.sched.as_ref(),
-        ))),
-        Family::Softirq => Some(crate::family::softirq::facts::facts(&rec.family_window(
-            whole,
-            family,
-            s.softirq.as_ref(),
-        ))),
-        Family::Contention => Some(crate::family::contention::facts::facts(
-            &rec.contention_window(whole),
-        )),
-        // Their numbers reach rules through other groups: perf's CPU shares
-        // and alloc's latency through `allocator`, WiredTiger's checkpoint
-        // windows and syscalls' futex waits through `contention`.
-        Family::Syscalls | Family::Perf | Family::Wiredtiger | Family::Alloc => None,
-    }
+/// Generates [`family_group`] and [`has_group`] from the registry.
+macro_rules! family_groups {
+    ($($variant:ident $module:ident,)*) => {
+        /// The fact group probe family `family` derives from `whole`, a
+        /// window of `rec`, named as the family (`Err`: why it is absent);
+        /// `None` when the family has no group of its own.
+        fn family_group(
+            family: Family,
+            rec: &Recording,
+            whole: &Window,
+        ) -> Option<Result<FactGroup, String>> {
+            match family {
+                $(Family::$variant => {
+                    type U = crate::family::$module::Unit;
+                    <U as FamilyUnit>::FACTS
+                        .then(|| <U as FamilyUnit>::facts(&rec.family_window(whole)))
+                })*
+            }
+        }
+
+        /// Whether `family` derives a fact group of its own.
+        fn has_group(family: Family) -> bool {
+            match family {
+                $(Family::$variant => <crate::family::$module::Unit as FamilyUnit>::FACTS,)*
+            }
+        }
+    };
 }
+crate::kit::family::for_each_family!(family_groups);
 
 /// Whether a recording's architecture or kernel release field is unset: empty,
 /// or "unknown" (what a recording made from FTDC without hostInfo holds).
@@ -364,6 +378,10 @@ mod tests {
         for name in with_group {
             assert!(FACT_GROUPS.contains(&name), "{name} not in FACT_GROUPS");
         }
+        let mut unique = FACT_GROUPS.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), FACT_GROUPS.len(), "a fact group twice");
     }
 
     #[test]
@@ -403,7 +421,7 @@ mod tests {
     #[test]
     fn example_facts_have_every_group() {
         let f = Facts::example();
-        for group in FACT_GROUPS {
+        for group in FACT_GROUPS.iter() {
             assert!(
                 f.group(group).is_some(),
                 "{group} missing from example facts"

@@ -21,7 +21,9 @@ mod merge;
 pub mod probe;
 pub mod report;
 pub mod section;
+pub mod unit;
 
+pub use unit::Unit;
 pub use chart::chart;
 pub use probe::{AllocProbe, FAMILY, attach, budget, calibrate, schedule, stats};
 pub use section::*;

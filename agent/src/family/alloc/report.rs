@@ -241,11 +241,7 @@ mod tests {
 
     fn measurements_of(rec: &Recording) -> Option<AllocMeasurements> {
         let whole = rec.window();
-        let w = rec.family_window(
-            &whole,
-            crate::kit::family::Family::Alloc,
-            whole.slice.alloc.as_ref(),
-        );
+        let w = rec.family_window(&whole);
         measurements(rec.alloc.as_ref(), &w)
     }
 

@@ -91,13 +91,13 @@ mod tests {
     fn rates_and_ratios_without_checkpoints_are_left_out() {
         let mut rec = crate::rules::testdata::oversubscribed();
         assert_eq!(
-            facts(&rec.contention_window(&rec.window())),
+            facts(&ContentionWindow::of(&rec.family_window(&rec.window()))),
             Err(NO_CONTENTION.to_string())
         );
         for s in &mut rec.slices {
             s.syscalls = Some(Default::default());
         }
-        let g = facts(&rec.contention_window(&rec.window())).unwrap();
+        let g = facts(&ContentionWindow::of(&rec.family_window(&rec.window()))).unwrap();
         assert_eq!(g.get("checkpoints"), Some(&FactValue::Int(0)));
         assert_eq!(g.get("futex_inside_waits"), Some(&FactValue::Int(0)));
         // No checkpoint time: no inside rate and no ratio.
@@ -114,7 +114,7 @@ mod tests {
     #[test]
     fn the_split_of_a_recording_with_checkpoints() {
         let rec = super::super::report::tests::recording();
-        let g = facts(&rec.contention_window(&rec.window())).unwrap();
+        let g = facts(&ContentionWindow::of(&rec.family_window(&rec.window()))).unwrap();
         assert_eq!(g.get("checkpoints"), Some(&FactValue::Int(2)));
         assert_eq!(g.get("checkpoint_s"), Some(&FactValue::Float(1.0)));
         assert_eq!(g.get("futex_ratio"), Some(&FactValue::Float(40.0)));

@@ -17,6 +17,7 @@
 //! - [`facts`]: the `contention` fact group, [`report`]: their view, both
 //!   from those measurements.
 
+pub mod example;
 pub mod credit;
 pub mod facts;
 pub mod measurements;
@@ -26,7 +27,9 @@ pub mod report;
 pub mod section;
 pub mod slice;
 pub mod totals;
+pub mod unit;
 
+pub use unit::Unit;
 pub use measurements::{ContentionMeasurements, SplitMeasurement};
 pub use probe::{ContentionReader, FAMILY, TRACEPOINTS, attach};
 pub use section::*;

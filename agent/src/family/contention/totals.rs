@@ -16,14 +16,14 @@ use super::section::{ContentionSlice, KernelStack, WindowSplit};
 use crate::family::sched::SchedSlice;
 use crate::family::syscalls::{SyscallsSlice, ThreadSyscallSlice};
 use crate::family::wiredtiger::WiredTigerSlice;
+use crate::kit::family::FamilyWindow;
 use crate::threads::mongod_class;
 
 /// What the contention measurements are built from: the sections of the
 /// four families they join over one window (lock waits and D-state sleeps,
 /// futex waits, the scheduler figures of the classes that waited, the
 /// checkpoint windows), the time the window covers and the kernel stacks the
-/// recording keeps beside its slices. The hub fills it
-/// (`Recording::contention_window`).
+/// recording keeps beside its slices ([`ContentionWindow::of`]).
 #[derive(Debug, Clone, Copy)]
 pub struct ContentionWindow<'a> {
     pub contention: Option<&'a ContentionSlice>,
@@ -33,6 +33,22 @@ pub struct ContentionWindow<'a> {
     /// Milliseconds the window covers.
     pub window_ms: u64,
     pub kernel_stacks: &'a [KernelStack],
+}
+
+impl<'a> ContentionWindow<'a> {
+    /// What the contention measurements join over the window of `w`: its
+    /// own section, the syscalls, sched and WiredTiger sections of the same
+    /// window, and the kernel stacks the recording keeps for it.
+    pub fn of(w: &FamilyWindow<'a, ContentionSlice>) -> Self {
+        ContentionWindow {
+            contention: w.section,
+            syscalls: w.other(),
+            sched: w.other(),
+            wiredtiger: w.other(),
+            window_ms: w.window_ms,
+            kernel_stacks: w.kept::<Vec<KernelStack>>().map_or(&[], Vec::as_slice),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -296,7 +312,7 @@ mod tests {
     #[test]
     fn the_recording_is_split_by_window_grouped_by_class_with_stacks() {
         let rec = recording();
-        let c = build(&rec.contention_window(&rec.window())).unwrap();
+        let c = build(&ContentionWindow::of(&rec.family_window(&rec.window()))).unwrap();
         assert_eq!(
             (c.duration_s, c.checkpoints, c.checkpoint_s),
             (10.0, 2, 1.0)
@@ -330,7 +346,7 @@ mod tests {
         assert_eq!(
             {
                 let rec = crate::rules::testdata::oversubscribed();
-                build(&rec.contention_window(&rec.window()))
+                build(&ContentionWindow::of(&rec.family_window(&rec.window())))
             },
             None
         );

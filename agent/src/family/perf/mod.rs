@@ -13,13 +13,16 @@
 //! Its numbers also feed the `allocator` fact group (`rules::facts::allocator`),
 //! which joins them with the target's allocator facts.
 
+pub mod example;
 pub mod attribution;
 mod merge;
 pub mod probe;
 pub mod report;
 pub mod section;
 pub mod summary;
+pub mod unit;
 
+pub use unit::Unit;
 pub use attribution::{AllocatorCode, Attribution};
 pub use probe::{FAMILY, PerfReader, attach};
 pub use section::{PerfSlice, PerfSlowPath, PerfSymbol};

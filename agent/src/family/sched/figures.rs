@@ -131,11 +131,7 @@ mod tests {
     fn the_facts_carry_the_figures() {
         let rec = testdata::oversubscribed();
         let whole = rec.window();
-        let f = SchedFigures::of(&rec.family_window(
-            &whole,
-            crate::kit::family::Family::Sched,
-            whole.slice.sched.as_ref(),
-        ))
+        let f = SchedFigures::of(&rec.family_window(&whole))
         .unwrap();
         let facts = Facts::derive(&rec);
         let fact = |path: &str| match facts.get(&format!("sched.{path}")) {

@@ -13,6 +13,7 @@
 //!   measurements and their view, [`chart`]: the HTML chart, all written
 //!   from the figures.
 
+pub mod example;
 pub mod chart;
 pub mod facts;
 pub mod figures;
@@ -20,7 +21,9 @@ mod merge;
 pub mod probe;
 pub mod report;
 pub mod section;
+pub mod unit;
 
+pub use unit::Unit;
 pub use chart::chart;
 pub use figures::{ClassFigures, SchedFigures};
 pub use probe::{FAMILY, SchedReader, TRACEPOINTS, attach};

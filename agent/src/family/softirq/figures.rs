@@ -90,11 +90,7 @@ mod tests {
         let rec = net_rx_on_cpu0();
         let whole = rec.window();
         let f = SoftirqFigures::of(
-            &SoftirqTotals::from_window(&rec.family_window(
-                &whole,
-                crate::kit::family::Family::Softirq,
-                whole.slice.softirq.as_ref(),
-            ))
+            &SoftirqTotals::from_window(&rec.family_window(&whole))
             .unwrap(),
         );
         let facts = Facts::derive(&rec);

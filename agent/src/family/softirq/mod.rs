@@ -12,6 +12,7 @@
 //!   measurements and their view, [`chart`]: the HTML chart, all written
 //!   from the totals.
 
+pub mod example;
 pub mod chart;
 pub mod facts;
 pub mod figures;
@@ -22,7 +23,9 @@ pub mod section;
 #[cfg(test)]
 pub(crate) mod testdata;
 pub mod totals;
+pub mod unit;
 
+pub use unit::Unit;
 pub use chart::chart;
 pub use figures::SoftirqFigures;
 pub use probe::{FAMILY, SoftirqReader, TRACEPOINTS, attach};

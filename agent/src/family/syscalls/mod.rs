@@ -13,6 +13,7 @@
 //! - [`report`]: the report's syscalls measurements, built from a window,
 //!   and their view.
 
+pub mod example;
 pub mod credit;
 pub mod hooks;
 mod merge;
@@ -20,7 +21,9 @@ pub(crate) mod numbers;
 pub mod probe;
 pub mod report;
 pub mod section;
+pub mod unit;
 
+pub use unit::Unit;
 pub use crate::kit::probe::syscall_entries as entry_points;
 pub use numbers::syscall_numbers;
 pub use probe::{FAMILY, RegsOffsets, SyscallsReader, TRACEPOINTS, attach, regs_offsets};

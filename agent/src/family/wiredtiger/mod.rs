@@ -13,10 +13,13 @@
 //! Its checkpoint windows are also read by the syscalls and contention
 //! families (inside / outside a checkpoint) and by the report's timeline.
 
+pub mod example;
 mod merge;
 pub mod probe;
 pub mod report;
 pub mod section;
+pub mod unit;
 
+pub use unit::Unit;
 pub use probe::{FAMILY, WiredTigerReader, attach};
 pub use section::{Checkpoint, WiredTigerDropsSlice, WiredTigerSlice};

@@ -41,6 +41,10 @@ pub struct AttachContext {
     /// The links made so far, by family, for the agent's duty cycle
     /// (`probes::cycle`) to detach and attach again.
     pub(crate) links: std::cell::RefCell<Vec<Link>>,
+    /// The families whose reader is attached so far, in attach order (the
+    /// hub adds each after its attach: contention folds its switch program
+    /// into sched's when sched is here).
+    pub attached: Vec<crate::kit::family::Family>,
 }
 
 impl AttachContext {

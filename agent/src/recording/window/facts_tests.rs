@@ -136,7 +136,7 @@ fn all(f: &Facts) -> BTreeMap<String, FactValue> {
             flatten(format!("{group}.{k}"), v, &mut out);
         }
     }
-    for group in FACT_GROUPS {
+    for group in FACT_GROUPS.iter() {
         if let Some(why) = f.absent_reason(group) {
             let why = match why.rfind(" (") {
                 Some(i) if why.ends_with(" slices)") => &why[..i],

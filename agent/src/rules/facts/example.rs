@@ -3,15 +3,14 @@
 //! ([`super::Facts::example`]), and report tests render it.
 //!
 //! Kept apart from the fact derivation because it is data, not logic: it
-//! spells out every field of the recording model once.
+//! spells out every field of the recording model once (each family's
+//! section in its folder: `family/<name>/example.rs`).
 
 use super::allocator;
-use crate::family::softirq;
+use crate::kit::unit::FamilyUnit;
 use crate::recording::model::{
-    HardIrqSlice, HostFacts, MemoryFacts, NetFacts, NetInterface, NumaNode, PerfSlice,
-    PerfSlowPath, ProbeStatus, ProcessFacts, ProgramStatus, Recording, ResourceLimit, RxQueue,
-    SchedDrops, SchedSlice, Slice, SoftirqDrops, SoftirqSlice, SoftirqVector, SysfsChoice,
-    ThpFacts, ThreadSlice, VmSysctls,
+    HostFacts, MemoryFacts, NetFacts, NetInterface, NumaNode, ProbeStatus, ProcessFacts,
+    ProgramStatus, Recording, ResourceLimit, RxQueue, Slice, SysfsChoice, ThpFacts, VmSysctls,
 };
 use crate::symbols::AllocatorKind;
 
@@ -251,135 +250,19 @@ fn example_probes() -> Vec<ProbeStatus> {
     ]
 }
 
-/// The one slice of the example recording.
-fn example_slice() -> Slice {
-    Slice {
-        start_ms: 0,
-        duration_ms: 1000,
-        sched: Some(example_sched()),
-        softirq: Some(example_softirq()),
-        // conn1 waits on futexes inside and outside a 300 ms checkpoint;
-        // one D-state stack in xfs_ilock.
-        syscalls: Some(crate::recording::SyscallsSlice {
-            threads: vec![crate::recording::model::ThreadSyscallSlice {
-                tid: 101,
-                tgid: 100,
-                futex_waits: 10,
-                futex_wait_ns: 100_000_000,
-                futex_waits_in_checkpoint: 6,
-                futex_wait_ns_in_checkpoint: 60_000_000,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        wiredtiger: Some(crate::recording::model::WiredTigerSlice {
-            checkpoints: vec![crate::recording::model::Checkpoint {
-                tid: 103,
-                start_ns: 1_000,
-                duration_ns: 300_000_000,
-                ret: 0,
-                in_progress: false,
-            }],
-            drops: Default::default(),
-        }),
-        perf: Some(PerfSlice {
-            freq_hz: 99,
-            samples: 2000,
-            target_samples: 1000,
-            allocator: Some(AllocatorKind::GoogleTcmalloc),
-            allocator_samples: 200,
-            allocator_slow_path_samples: 50,
-            slow_paths: vec![PerfSlowPath {
-                label: "central_free_list".into(),
-                samples: 50,
-            }],
-            ..PerfSlice::default()
-        }),
-        alloc: None,
-        contention: Some(example_contention()),
-        mongod: None,
-    }
-}
-
-/// Scheduler figures of the example slice: two threads of the target.
-fn example_sched() -> SchedSlice {
-    let thread = |tid: u32, comm: &str| ThreadSlice {
-        tid,
-        tgid: 100,
-        comm: comm.into(),
-        voluntary: 10,
-        involuntary: 20,
-        preempted: 15,
-        runq_delay_ns: 3_000_000,
-        runq_delays: 25,
-        oncpu_ns: 400_000_000,
-        wakeup_preempted: 0,
-        migrations: 0,
-        wakeup_preempting: 0,
+/// Generates [`example_slice`] from the registry.
+macro_rules! example_slice {
+    ($($variant:ident $module:ident,)*) => {
+        /// The one slice of the example recording: every family's example
+        /// section ([`FamilyUnit::example`]).
+        fn example_slice() -> Slice {
+            Slice {
+                start_ms: 0,
+                duration_ms: 1000,
+                $($module: <crate::family::$module::Unit as FamilyUnit>::example(),)*
+                mongod: None,
+            }
+        }
     };
-    SchedSlice {
-        switches_total: 100,
-        switches_per_cpu: vec![50, 50],
-        voluntary: 20,
-        involuntary: 40,
-        preempted: 30,
-        wakeups: 25,
-        wakeup_preemptions: 0,
-        migrations: 0,
-        runq_hist_log2_ns: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 20, 20],
-        threads: vec![thread(101, "conn1"), thread(102, "WTEvict-1")],
-        drops: SchedDrops {
-            thread_map_full: 1,
-            wakeup_map_full: 1,
-            read_failed: 1,
-        },
-    }
 }
-
-/// Softirq and hardirq time of the example slice.
-fn example_softirq() -> SoftirqSlice {
-    SoftirqSlice {
-        vectors: softirq::MAIN_VECTORS
-            .iter()
-            .map(|name| SoftirqVector {
-                name: (*name).into(),
-                count_per_cpu: vec![100, 10],
-                time_ns_per_cpu: vec![1_000_000, 100_000],
-            })
-            .collect(),
-        hardirqs: vec![HardIrqSlice {
-            irq: 45,
-            name: "eth0-TxRx-0".into(),
-            count_per_cpu: vec![50, 5],
-            time_ns_per_cpu: vec![200_000, 20_000],
-        }],
-        drops: SoftirqDrops {
-            unmatched_exit: 1,
-            irq_map_full: 1,
-            bad_vector: 1,
-        },
-    }
-}
-
-/// Lock waits and D-state sleeps of the example slice's conn1.
-fn example_contention() -> crate::recording::ContentionSlice {
-    crate::recording::ContentionSlice {
-        threads: vec![crate::recording::ThreadContentionSlice {
-            tid: 101,
-            tgid: 100,
-            comm: "conn1".into(),
-            lock: crate::recording::WindowSplit::from_arrays([2, 1], [2_000_000, 3_000_000]),
-            dstate: crate::recording::WindowSplit::from_arrays([1, 2], [1_000_000, 8_000_000]),
-        }],
-        lock_kinds: vec![crate::recording::LockKindSlice {
-            kind: "rwsem:W".into(),
-            flags: 0,
-            waits: crate::recording::WindowSplit::from_arrays([2, 1], [2_000_000, 3_000_000]),
-        }],
-        dstate_stacks: vec![crate::recording::DStateStackSlice {
-            stack_id: 7,
-            sleeps: crate::recording::WindowSplit::from_arrays([1, 2], [1_000_000, 8_000_000]),
-        }],
-        ..Default::default()
-    }
-}
+crate::kit::family::for_each_family!(example_slice);
