@@ -11,7 +11,7 @@
 //! processes = ["mongod"]      # process names watched (comm)
 //! alloc_budget = 0.005        # allocator probes: at most this share of the target's CPU
 //! probe_budget = 0.002        # per-event probes (sched, softirq, syscalls, contention): likewise
-//! probes = ["sched", "softirq", "syscalls", "perf", "wiredtiger", "alloc", "contention"]
+//! probes = ["all"]            # or some families: ["sched", "softirq"]
 //! flight_before = "5m"        # a flight recording keeps this much before a finding fires
 //! flight_after = "1m"         # ... and this much after
 //! flight_max_files = 20
@@ -39,7 +39,7 @@ use std::{
 
 use serde::Deserialize;
 
-use crate::kit::family::{Family, Selection};
+use crate::kit::family::Selection;
 
 use super::lifecycle::LifecycleConfig;
 use crate::config_file::{FileError, duration, read, syntax};
@@ -101,7 +101,7 @@ impl Default for AgentConfig {
             processes: vec!["mongod".into()],
             alloc_budget: 0.005,
             probe_budget: 0.002,
-            probes: Family::ALL.map(|f| f.name().to_owned()).to_vec(),
+            probes: vec!["all".to_owned()],
             alloc_window: Duration::from_millis(100),
             flight_before: Duration::from_secs(300),
             flight_after: Duration::from_secs(60),
@@ -239,6 +239,7 @@ mod tests {
 
     #[test]
     fn probes_name_families_or_the_error_names_the_key() {
+        use crate::kit::family::Family;
         let c = parse("[agent]\nprobes = [\"sched\", \"softirq\"]\n").unwrap();
         let f = c.families();
         assert!(f.includes(Family::Sched) && !f.includes(Family::Alloc));

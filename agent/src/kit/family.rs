@@ -96,9 +96,12 @@ pub struct Selection {
 /// A family name that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectionError {
-    #[error("unknown probe family {name:?}: choose among {}", Family::names())]
+    #[error(
+        "unknown probe family {name:?}: choose among {}, or all",
+        Family::names()
+    )]
     Unknown { name: String },
-    #[error("no probe family named: choose among {}", Family::names())]
+    #[error("no probe family named: choose among {}, or all", Family::names())]
     Empty,
 }
 
@@ -108,18 +111,26 @@ impl Selection {
         Self::default()
     }
 
-    /// The families named in `names` (each a [`Family::name`]; repeats
-    /// ignored, order kept).
+    /// The families named in `names` (each a [`Family::name`], or `all`
+    /// for every family; repeats ignored, order kept).
     pub fn of_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self, SelectionError> {
         let mut chosen: Vec<Family> = Vec::new();
+        let mut all = false;
         for name in names {
             let name = name.trim();
+            if name == "all" {
+                all = true;
+                continue;
+            }
             let family = Family::from_name(name).ok_or_else(|| SelectionError::Unknown {
                 name: name.to_owned(),
             })?;
             if !chosen.contains(&family) {
                 chosen.push(family);
             }
+        }
+        if all {
+            return Ok(Self::all());
         }
         if chosen.is_empty() {
             return Err(SelectionError::Empty);
@@ -132,9 +143,6 @@ impl Selection {
     /// A comma-separated list of names (`sched,softirq`); `all` for every
     /// family.
     pub fn parse(list: &str) -> Result<Self, SelectionError> {
-        if list.trim() == "all" {
-            return Ok(Self::all());
-        }
         Self::of_names(list.split(',').filter(|n| !n.trim().is_empty()))
     }
 
@@ -182,8 +190,13 @@ mod tests {
         let e = Selection::parse("sched,allocator").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown probe family \"allocator\": choose among sched, softirq, syscalls, perf, wiredtiger, alloc, contention"
+            format!(
+                "unknown probe family \"allocator\": choose among {}, or all",
+                Family::ALL.map(Family::name).join(", ")
+            )
         );
+        assert!(e.to_string().contains("sched, softirq, syscalls"));
+        assert_eq!(Selection::parse("sched,all").unwrap(), Selection::all());
         assert_eq!(Selection::parse(" , ").unwrap_err(), SelectionError::Empty);
     }
 

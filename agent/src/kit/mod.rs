@@ -10,6 +10,8 @@ pub mod fact;
 pub mod family;
 pub mod merge;
 pub mod probe;
+#[cfg(test)]
+pub mod random;
 pub mod svg;
 pub mod unit;
 pub mod view;

@@ -106,6 +106,11 @@ pub trait FamilyUnit {
         None
     }
 
+    /// A random section, for the property tests of the windows' merge
+    /// laws (`recording/window/tests.rs`), from `start_ms` on.
+    #[cfg(test)]
+    fn random(r: &mut super::random::Rng, start_ms: u64) -> Self::Section;
+
     /// Its report measurements over `w`.
     fn measure(w: &FamilyWindow<'_, Self::Section>) -> Measured<Self::Measurements>;
 

@@ -38,6 +38,11 @@ impl FamilyUnit for Unit {
         super::report::measurements(w.kept::<AllocRecord>(), w).into()
     }
 
+    #[cfg(test)]
+    fn random(r: &mut crate::kit::random::Rng, start_ms: u64) -> AllocSlice {
+        super::random::random(r, start_ms)
+    }
+
     fn view(m: &AllocMeasurements) -> view::Section {
         super::report::section(m)
     }

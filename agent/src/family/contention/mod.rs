@@ -27,6 +27,8 @@ pub mod report;
 pub mod section;
 pub mod slice;
 pub mod totals;
+#[cfg(test)]
+pub mod random;
 pub mod unit;
 
 pub use unit::Unit;

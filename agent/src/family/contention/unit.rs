@@ -60,6 +60,11 @@ impl FamilyUnit for Unit {
         w.section.is_some()
     }
 
+    #[cfg(test)]
+    fn random(r: &mut crate::kit::random::Rng, start_ms: u64) -> ContentionSlice {
+        super::random::random(r, start_ms)
+    }
+
     fn view(m: &ContentionMeasurements) -> view::Section {
         super::report::section(m)
     }

@@ -20,6 +20,8 @@ pub mod probe;
 pub mod report;
 pub mod section;
 pub mod summary;
+#[cfg(test)]
+pub mod random;
 pub mod unit;
 
 pub use unit::Unit;

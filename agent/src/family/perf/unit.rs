@@ -45,6 +45,11 @@ impl FamilyUnit for Unit {
         super::report::build(w, allocator).into()
     }
 
+    #[cfg(test)]
+    fn random(r: &mut crate::kit::random::Rng, start_ms: u64) -> PerfSlice {
+        super::random::random(r, start_ms)
+    }
+
     fn view(m: &PerfMeasurements) -> view::Section {
         super::report::section(m)
     }

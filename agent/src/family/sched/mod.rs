@@ -21,6 +21,8 @@ mod merge;
 pub mod probe;
 pub mod report;
 pub mod section;
+#[cfg(test)]
+pub mod random;
 pub mod unit;
 
 pub use unit::Unit;

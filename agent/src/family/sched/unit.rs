@@ -51,6 +51,11 @@ impl FamilyUnit for Unit {
         }
     }
 
+    #[cfg(test)]
+    fn random(r: &mut crate::kit::random::Rng, start_ms: u64) -> SchedSlice {
+        super::random::random(r, start_ms)
+    }
+
     fn view(m: &SchedMeasurements) -> view::Section {
         super::report::section(m)
     }

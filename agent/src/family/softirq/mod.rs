@@ -23,6 +23,8 @@ pub mod section;
 #[cfg(test)]
 pub(crate) mod testdata;
 pub mod totals;
+#[cfg(test)]
+pub mod random;
 pub mod unit;
 
 pub use unit::Unit;

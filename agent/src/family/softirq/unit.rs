@@ -63,6 +63,11 @@ impl FamilyUnit for Unit {
         }
     }
 
+    #[cfg(test)]
+    fn random(r: &mut crate::kit::random::Rng, start_ms: u64) -> SoftirqSlice {
+        super::random::random(r, start_ms)
+    }
+
     fn view(m: &SoftirqMeasurements) -> view::Section {
         super::report::section(m)
     }

@@ -21,6 +21,8 @@ pub(crate) mod numbers;
 pub mod probe;
 pub mod report;
 pub mod section;
+#[cfg(test)]
+pub mod random;
 pub mod unit;
 
 pub use unit::Unit;

@@ -51,6 +51,11 @@ impl FamilyUnit for Unit {
         super::report::build(w).into()
     }
 
+    #[cfg(test)]
+    fn random(r: &mut crate::kit::random::Rng, start_ms: u64) -> SyscallsSlice {
+        super::random::random(r, start_ms)
+    }
+
     fn view(m: &SyscallsMeasurements) -> view::Section {
         super::report::section(m)
     }

@@ -18,6 +18,8 @@ mod merge;
 pub mod probe;
 pub mod report;
 pub mod section;
+#[cfg(test)]
+pub mod random;
 pub mod unit;
 
 pub use unit::Unit;

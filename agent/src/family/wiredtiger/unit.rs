@@ -46,6 +46,11 @@ impl FamilyUnit for Unit {
         super::report::build(w, detected).into()
     }
 
+    #[cfg(test)]
+    fn random(r: &mut crate::kit::random::Rng, start_ms: u64) -> WiredTigerSlice {
+        super::random::random(r, start_ms)
+    }
+
     fn view(m: &WiredTigerMeasurements) -> view::Section {
         super::report::section(m)
     }
