@@ -59,7 +59,9 @@ fn server(dir: &Path, ca: &Ca, extra_tls: &str) -> SocketAddr {
 /// A client trusting `ca`, showing `identity` (certificate and key PEM) if given.
 fn client(ca: &Ca, identity: Option<(String, String)>) -> Arc<ClientConfig> {
     let mut roots = RootCertStore::empty();
-    roots.add(ca.der()).unwrap();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.pem().as_bytes()).unwrap())
+        .unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

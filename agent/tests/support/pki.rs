@@ -1,7 +1,8 @@
 //! Certificates made in tests (rcgen, ring): a CA, certificates it signs,
 //! and the files a TLS Secret or a web config names. Shared by the unit
 //! tests of `agent/web_config.rs` and the integration tests
-//! (`metrics_tls.rs`, `packaging.rs`) through `#[path]`.
+//! (`metrics_tls.rs`, `packaging.rs`) and the root suite
+//! (`tests/root/metrics_tls.rs`) through `#[path]`.
 #![allow(
     dead_code,
     clippy::unwrap_used,
@@ -17,6 +18,11 @@ impl Ca {
     pub fn new() -> Self {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        // Subjects of their own: with rcgen's one default subject for
+        // both, OpenSSL (curl) takes the leaf for self-signed.
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "mdiag test CA");
         let key = rcgen::KeyPair::generate().unwrap();
         Self(rcgen::CertifiedIssuer::self_signed(params, key).unwrap())
     }
@@ -26,20 +32,17 @@ impl Ca {
         self.0.pem()
     }
 
-    /// The CA's certificate, DER.
-    pub fn der(&self) -> rustls::pki_types::CertificateDer<'static> {
-        self.0.der().clone()
-    }
-
     /// A certificate this CA signed for `names` (its SANs): (certificate
     /// PEM, key PEM).
     pub fn sign(&self, names: &[&str]) -> (String, String) {
         let key = rcgen::KeyPair::generate().unwrap();
         let names: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
-        let cert = rcgen::CertificateParams::new(names)
-            .unwrap()
-            .signed_by(&key, &self.0)
-            .unwrap();
+        let mut params = rcgen::CertificateParams::new(names.clone()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, names.join(" "));
+        let cert = params.signed_by(&key, &self.0).unwrap();
         (cert.pem(), key.serialize_pem())
     }
 
