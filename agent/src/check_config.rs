@@ -1,12 +1,15 @@
 //! `mdiag check-config [FILE]`: the config file checked by the very parsers
 //! the agent and `record` use (the file's tables and `[mongodb] uri` by
 //! `mongo::conn`, `[agent]` by `agent::config`, `[fleet]` by
-//! `fleet::config`), so it accepts exactly what they accept; prints the
-//! settings in effect, every default included, with credentials redacted.
+//! `fleet::config`, the web configuration file `[agent] web_config_file`
+//! names by `agent::web_config`), so it accepts exactly what they accept;
+//! prints the settings in effect, every default included, with credentials
+//! redacted (no password hash, no key).
 
 use std::path::{Path, PathBuf};
 
 use crate::agent::config::{AgentConfig, ConfigError};
+use crate::agent::web_config::{WebConfig, WebConfigError, exposure};
 use crate::fleet::config::{FleetConfig, FleetConfigError};
 use crate::mongo::conn::{ConnError, Connection};
 
@@ -21,6 +24,8 @@ pub enum CheckError {
     Agent(#[from] ConfigError),
     #[error(transparent)]
     Fleet(#[from] FleetConfigError),
+    #[error(transparent)]
+    Web(#[from] WebConfigError),
 }
 
 /// A file's effective settings.
@@ -30,6 +35,8 @@ pub struct Checked {
     pub mongodb: Option<Connection>,
     pub agent: AgentConfig,
     pub fleet: Option<FleetConfig>,
+    /// The web configuration file's settings, when `[agent]` names one.
+    pub web: Option<WebConfig>,
 }
 
 /// Checks `path` as the agent would read it at start.
@@ -44,6 +51,10 @@ pub fn check(path: &Path) -> Result<Checked, CheckError> {
     let mongodb = crate::mongo::conn::resolve(None, None, Some(path), path)?;
     let agent = AgentConfig::load(Some(path), path)?;
     let fleet = FleetConfig::load(path)?;
+    let web = match &agent.web_config_file {
+        Some(p) => Some(WebConfig::load(p)?),
+        None => None,
+    };
     if let Some(f) = &fleet {
         // Without the processes' ports (that needs the host's sockets):
         // the [mongodb] connection only.
@@ -54,6 +65,7 @@ pub fn check(path: &Path) -> Result<Checked, CheckError> {
         mongodb,
         agent,
         fleet,
+        web,
     })
 }
 
@@ -73,9 +85,16 @@ pub fn render(c: &Checked) -> String {
     for rule in c.agent.rules.keys() {
         lifecycles.push_str(&format!("  {rule}: {:?}\n", c.agent.lifecycle_for(rule)));
     }
+    let web = c.web.as_ref().map_or_else(
+        || "  none: plain HTTP, no password\n".to_owned(),
+        WebConfig::summary,
+    );
+    let warning = exposure(c.agent.listen, c.web.as_ref())
+        .map_or_else(String::new, |w| format!("  warning: {w}\n"));
     format!(
         "{}: valid\n\n[mongodb] uri: {mongodb}\n\n[agent] (defaults filled in):\n{:#?}\n\
-         life cycles in effect:\n{lifecycles}\n[fleet]:\n{fleet}\n",
+         life cycles in effect:\n{lifecycles}\n/metrics web config (web_config_file):\n{web}{warning}\n\
+         [fleet]:\n{fleet}\n",
         c.path.display(),
         c.agent
     )

@@ -159,6 +159,14 @@ pub struct AgentArgs {
     /// Do not poll mongod even when a URI is configured.
     #[arg(long)]
     pub no_mongo: bool,
+    /// Web configuration file of /metrics (TLS, basic auth; the Prometheus exporters' format).
+    /// Overrides [agent] web_config_file.
+    #[arg(
+        long = "web.config.file",
+        visible_alias = "web-config-file",
+        value_name = "FILE"
+    )]
+    pub web_config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

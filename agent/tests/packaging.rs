@@ -385,6 +385,9 @@ fn the_pod_keeps_the_systemd_unit_s_privileges_and_budget() {
 
 const CHART: &str = "packaging/helm/mdiag";
 
+#[path = "support/pki.rs"]
+mod support;
+
 /// helm as `cargo xtask setup` built it (`MDIAG_HELM`, else
 /// `target/helm/bin/helm`).
 fn helm() -> Command {
@@ -621,4 +624,122 @@ fn the_network_policy_admits_only_the_scraping_prometheus_to_the_metrics_port() 
     // Switched off, it is gone.
     let off = manifests(&rendered(&["--set", "networkPolicy.enabled=false"]));
     assert!(!kinds(&off).contains("NetworkPolicy"));
+}
+
+/// Values that switch on everything the web configuration does.
+const WEB_VALUES: &str = "webConfig:\n  enabled: true\n  tls:\n    secretName: mdiag-tls\n    clientAuthType: RequireAndVerifyClientCert\n  basicAuthUsers:\n    prometheus: $2y$10$X0h1gDsPszWURQaxFh.zoubFi6DXncSjhoQNJgRrnGs7EsimhC7zG\n  scrape:\n    basicAuthSecret: mdiag-scrape\n    serverName: mdiag-agent\n    clientCertSecret: prometheus-client\n";
+
+#[test]
+fn helm_chart_serves_metrics_with_tls_and_basic_auth_when_asked() {
+    let values = values_file(WEB_VALUES);
+    let yaml = rendered(&["-f", values.path().to_str().unwrap()]);
+    let (ok, report) = validate(&yaml);
+    assert!(ok, "{report}");
+    let docs = manifests(&yaml);
+    let secret = docs
+        .iter()
+        .find(|d| d["kind"] == "Secret" && d["metadata"]["name"] == "mdiag-agent-web-config")
+        .expect("the web config Secret");
+    // The file the chart writes is one the agent accepts, once the TLS
+    // Secret's files are where the pod mounts them.
+    let dir = tempfile::tempdir().unwrap();
+    // The TLS Secret's keys.
+    support::Ca::new().write(
+        dir.path(),
+        &["mdiag-agent"],
+        ["tls.crt", "tls.key", "ca.crt"],
+    );
+    let file = secret["stringData"]["web-config.yml"]
+        .as_str()
+        .unwrap()
+        .replace("/etc/mdiag-tls", dir.path().to_str().unwrap());
+    let web = mdiag::agent::web_config::WebConfig::parse(&file, &dir.path().join("web-config.yml"))
+        .unwrap_or_else(|e| panic!("{e}\n{file}"));
+    assert!(web.tls.is_some() && web.authenticates(), "{web:?}");
+    assert_eq!(web.users.keys().collect::<Vec<_>>(), ["prometheus"]);
+    // The pod reads it: the flag (which mdiag parses), the Secrets mounted
+    // where the flag and the file say.
+    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").unwrap();
+    let pod = &ds["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let cli = <mdiag::cli::Cli as clap::Parser>::try_parse_from(
+        std::iter::once("mdiag").chain(args.iter().copied()),
+    )
+    .unwrap();
+    let mdiag::cli::Command::Agent(agent) = cli.command else {
+        panic!("{args:?}");
+    };
+    assert_eq!(
+        agent.web_config_file.as_deref(),
+        Some(std::path::Path::new("/etc/mdiag-web/web-config.yml"))
+    );
+    let mount = |name: &str| {
+        c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .map(|m| m["mountPath"].clone())
+    };
+    let volume = |name: &str| {
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .map(|v| v["secret"]["secretName"].clone())
+    };
+    assert_eq!(mount("web-config"), Some("/etc/mdiag-web".into()));
+    assert_eq!(
+        volume("web-config"),
+        Some(secret["metadata"]["name"].clone())
+    );
+    assert_eq!(mount("tls"), Some("/etc/mdiag-tls".into()));
+    assert_eq!(volume("tls"), Some("mdiag-tls".into()));
+    // The kubelet has no password: its probes only connect.
+    assert!(c["readinessProbe"]["tcpSocket"].is_object(), "{c}");
+    assert!(c["livenessProbe"]["httpGet"].is_null(), "{c}");
+    // Prometheus scrapes with https, the CA, its certificate and the password.
+    let pm = docs.iter().find(|d| d["kind"] == "PodMonitor").unwrap();
+    let ep = &pm["spec"]["podMetricsEndpoints"][0];
+    assert_eq!(ep["scheme"], "https");
+    assert_eq!(ep["tlsConfig"]["ca"]["secret"]["name"], "mdiag-tls");
+    assert_eq!(ep["tlsConfig"]["serverName"], "mdiag-agent");
+    assert_eq!(ep["tlsConfig"]["keySecret"]["name"], "prometheus-client");
+    assert_eq!(ep["basicAuth"]["password"]["name"], "mdiag-scrape");
+    // Off by default: plain HTTP, no web config (the kustomize pod test
+    // holds the rest of the default pod).
+    let off = manifests(&rendered(&[]));
+    let pm = off.iter().find(|d| d["kind"] == "PodMonitor").unwrap();
+    assert!(pm["spec"]["podMetricsEndpoints"][0]["scheme"].is_null());
+    assert!(!kinds(&off).contains("Secret"));
+}
+
+#[test]
+fn helm_chart_refuses_web_configs_that_cannot_work() {
+    for (values, says) in [
+        ("webConfig:\n  enabled: true\n", "webConfig.enabled needs"),
+        (
+            "webConfig:\n  enabled: true\n  basicAuthUsers:\n    p: x\n",
+            "scrape.basicAuthSecret",
+        ),
+        (
+            "webConfig:\n  enabled: true\n  tls:\n    secretName: s\n    clientAuthType: RequireAndVerifyClientCert\n",
+            "scrape.clientCertSecret",
+        ),
+        (
+            "webConfig:\n  enabled: true\n  tls:\n    secretName: s\n    clientAuthType: RequireAnyClientCert\n",
+            "NoClientCert or RequireAndVerifyClientCert",
+        ),
+    ] {
+        let f = values_file(values);
+        let (ok, text) = helm_template(&["-f", f.path().to_str().unwrap()]);
+        assert!(!ok && text.contains(says), "{values}: {text}");
+    }
 }

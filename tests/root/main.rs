@@ -27,6 +27,7 @@ mod fleet_e2e;
 mod fleet_guard;
 mod fleet_view;
 mod html;
+mod metrics_tls;
 mod mongo_poll;
 mod mongod_agent;
 mod mongod_figures;

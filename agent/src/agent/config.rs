@@ -7,6 +7,7 @@
 //! [agent]
 //! window = "60s"              # rules are evaluated on windows this long
 //! listen = "127.0.0.1:9219"   # /metrics; a non-loopback address only when set here
+//! # web_config_file = "/etc/mdiag/web-config.yml"  # TLS and basic auth (exporter-toolkit format)
 //! state_dir = "/var/lib/mdiag"
 //! processes = ["mongod"]      # process names watched (comm)
 //! alloc_budget = 0.005        # allocator probes: at most this share of the target's CPU
@@ -64,6 +65,9 @@ pub struct AgentConfig {
     #[serde(deserialize_with = "duration")]
     pub window: Duration,
     pub listen: SocketAddr,
+    /// The exporter-toolkit web configuration file of `/metrics` (TLS,
+    /// basic auth; `web_config.rs`). None: plain HTTP, no password.
+    pub web_config_file: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub processes: Vec<String>,
     pub alloc_budget: f64,
@@ -97,6 +101,7 @@ impl Default for AgentConfig {
         Self {
             window: Duration::from_secs(60),
             listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
+            web_config_file: None,
             state_dir: PathBuf::from("/var/lib/mdiag"),
             processes: vec!["mongod".into()],
             alloc_budget: 0.005,
@@ -288,6 +293,16 @@ mod tests {
         );
         c.lifecycle = LifecycleSection::default();
         assert_eq!(c, AgentConfig::default());
+    }
+
+    #[test]
+    fn the_web_config_file_is_a_path() {
+        let c = parse("[agent]\nweb_config_file = \"/etc/mdiag/web-config.yml\"\n").unwrap();
+        assert_eq!(
+            c.web_config_file.as_deref(),
+            Some(Path::new("/etc/mdiag/web-config.yml"))
+        );
+        assert_eq!(AgentConfig::default().web_config_file, None);
     }
 
     #[test]

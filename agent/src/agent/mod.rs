@@ -26,6 +26,9 @@ pub mod targets;
 pub mod totals;
 mod view;
 pub mod watch;
+pub mod web_auth;
+pub mod web_config;
+pub mod web_tls;
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +47,8 @@ pub enum AgentError {
     Rules(#[from] crate::rules::RulesError),
     #[error(transparent)]
     Serve(#[from] serve::ServeError),
+    #[error(transparent)]
+    WebConfig(#[from] web_config::WebConfigError),
     #[error(transparent)]
     FleetConfig(#[from] crate::fleet::config::FleetConfigError),
     #[error(transparent)]

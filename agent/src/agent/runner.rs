@@ -24,6 +24,7 @@ use super::{
     targets::{self, Found, HOST},
     view,
     watch::{Budgets, Watch},
+    web_config::{WebConfig, exposure},
 };
 use crate::cli::AgentArgs;
 use crate::messages;
@@ -59,7 +60,9 @@ pub fn run(args: &AgentArgs) -> Result<(), AgentError> {
         messages::note(format_args!("running without {lost}"));
     }
     let config_file = super::config_path(args.config.as_deref());
-    let config = AgentConfig::load(config_file.as_deref(), std::path::Path::new("/nonexistent"))?;
+    let mut config =
+        AgentConfig::load(config_file.as_deref(), std::path::Path::new("/nonexistent"))?;
+    flag_over_file(&mut config, args.web_config_file.as_ref());
     let conn = mongo_conn(args, config_file.as_deref())?;
     let rules = match &args.rules {
         Some(dir) => RuleSet::load_dir(dir)?,
@@ -70,9 +73,27 @@ pub fn run(args: &AgentArgs) -> Result<(), AgentError> {
         source,
     })?;
     let outbox = fleet_outbox(&config, config_file.as_deref(), conn.as_ref())?;
+    let web = match &config.web_config_file {
+        Some(path) => Some(WebConfig::load(path)?),
+        None => None,
+    };
     let published = Arc::new(Published::default());
-    let addr = serve::start(config.listen, published.clone())?;
-    messages::note(format_args!("serving metrics at http://{addr}/metrics"));
+    let addr = serve::start(config.listen, published.clone(), web.as_ref())?;
+    let scheme = if web.as_ref().is_some_and(|w| w.tls.is_some()) {
+        "https"
+    } else {
+        "http"
+    };
+    let auth = web
+        .as_ref()
+        .filter(|w| w.authenticates())
+        .map_or("", |_| " (authenticated)");
+    messages::note(format_args!(
+        "serving metrics at {scheme}://{addr}/metrics{auth}"
+    ));
+    if let Some(warning) = exposure(config.listen, web.as_ref()) {
+        tracing::warn!("{warning}");
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -81,6 +102,13 @@ pub fn run(args: &AgentArgs) -> Result<(), AgentError> {
     agent.outbox = outbox;
     rt.block_on(agent.run());
     Ok(())
+}
+
+/// `--web.config.file` over `[agent] web_config_file`.
+fn flag_over_file(config: &mut AgentConfig, flag: Option<&PathBuf>) {
+    if let Some(f) = flag {
+        config.web_config_file = Some(f.clone());
+    }
 }
 
 /// The fleet writer when the file has a `[fleet]` table: refused when it
@@ -161,6 +189,8 @@ struct Agent {
     outbox: Option<Outbox>,
     /// A window was evaluated in this loop turn (the host doc is sent).
     evaluated: bool,
+    /// `--web.config.file`, which SIGHUP keeps over the file's key.
+    web_flag: Option<PathBuf>,
 }
 
 impl Agent {
@@ -170,7 +200,7 @@ impl Agent {
         conn: Option<Connection>,
         rules: RuleSet,
         published: Arc<Published>,
-        _args: &AgentArgs,
+        args: &AgentArgs,
     ) -> Self {
         let flight = Flight::new(flight_config(&config));
         Self {
@@ -196,6 +226,7 @@ impl Agent {
             bpf_run_done: Duration::ZERO,
             outbox: None,
             evaluated: false,
+            web_flag: args.web_config_file.clone(),
         }
     }
 
@@ -568,9 +599,13 @@ impl Agent {
             return;
         };
         match AgentConfig::load(Some(&path), &path) {
-            Ok(c) => {
+            Ok(mut c) => {
+                flag_over_file(&mut c, self.web_flag.as_ref());
                 if c.listen != self.config.listen {
                     messages::note("SIGHUP: a new listen address takes effect at the next start");
+                }
+                if c.web_config_file != self.config.web_config_file {
+                    messages::note("SIGHUP: a new web_config_file takes effect at the next start");
                 }
                 // The fleet writer owns the spool while it runs: a changed
                 // [fleet] table waits for a restart (docs/fleet.md), and says so.

@@ -2,6 +2,10 @@
 //! from the last exposition the main loop published. A scrape copies one
 //! string: it never waits for the probes, a window or mongod, and a slow
 //! attach in the main loop never delays it.
+//!
+//! With a web configuration file (`web_config.rs`) the same server speaks
+//! TLS (tokio-rustls) and asks for basic auth (`web_auth.rs`) on every path,
+//! as an exporter-toolkit exporter does.
 
 use std::{
     convert::Infallible,
@@ -10,11 +14,19 @@ use std::{
         Arc, RwLock,
         atomic::{AtomicU64, Ordering},
     },
+    time::Duration,
 };
 
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode, body::Bytes, service::service_fn};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::web_auth::{BasicAuth, CHALLENGE};
+use super::web_config::WebConfig;
+
+/// A client that has not finished its TLS handshake by then is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// OpenMetrics text, as `prometheus-client` writes it.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -51,11 +63,69 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("web config file {}: basic_auth_users: {source}", path.display())]
+    Auth {
+        path: std::path::PathBuf,
+        source: bcrypt::BcryptError,
+    },
+}
+
+/// What the web configuration file makes of the server.
+struct Web {
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    auth: Option<Arc<BasicAuth>>,
+    headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+}
+
+impl Web {
+    fn new(config: Option<&WebConfig>) -> Result<Self, ServeError> {
+        let Some(c) = config else {
+            return Ok(Self {
+                tls: None,
+                auth: None,
+                headers: Vec::new(),
+            });
+        };
+        let auth = if c.users.is_empty() {
+            None
+        } else {
+            let a = BasicAuth::new(c.users.clone()).map_err(|source| ServeError::Auth {
+                path: c.path.clone(),
+                source,
+            })?;
+            Some(Arc::new(a))
+        };
+        // WebConfig checked names and values; one that fails here is left out.
+        let headers = c
+            .headers
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    hyper::header::HeaderName::from_bytes(k.as_bytes()).ok()?,
+                    hyper::header::HeaderValue::from_str(v).ok()?,
+                ))
+            })
+            .collect();
+        Ok(Self {
+            tls: c
+                .tls
+                .as_ref()
+                .map(|t| tokio_rustls::TlsAcceptor::from(t.server.clone())),
+            auth,
+            headers,
+        })
+    }
 }
 
 /// Binds `addr` now (so a taken port is an error at start) and serves on a
-/// thread of its own until the process ends. Returns the bound address.
-pub fn start(addr: SocketAddr, published: Arc<Published>) -> Result<SocketAddr, ServeError> {
+/// thread of its own until the process ends, with TLS and basic auth when
+/// `web` says so. Returns the bound address.
+pub fn start(
+    addr: SocketAddr,
+    published: Arc<Published>,
+    web: Option<&WebConfig>,
+) -> Result<SocketAddr, ServeError> {
+    let web = Arc::new(Web::new(web)?);
     let std_listener =
         std::net::TcpListener::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
     let local = std_listener
@@ -66,12 +136,12 @@ pub fn start(addr: SocketAddr, published: Arc<Published>) -> Result<SocketAddr, 
         .map_err(|source| ServeError::Bind { addr, source })?;
     std::thread::Builder::new()
         .name("mdiag-metrics".into())
-        .spawn(move || serve(std_listener, published))
+        .spawn(move || serve(std_listener, published, web))
         .map_err(|source| ServeError::Bind { addr, source })?;
     Ok(local)
 }
 
-fn serve(std_listener: std::net::TcpListener, published: Arc<Published>) {
+fn serve(std_listener: std::net::TcpListener, published: Arc<Published>, web: Arc<Web>) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -95,31 +165,84 @@ fn serve(std_listener: std::net::TcpListener, published: Arc<Published>) {
                 continue;
             };
             let published = published.clone();
+            let web = web.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |req| answer(req, published.clone()));
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service);
-                if let Err(e) = conn.await {
-                    tracing::debug!("metrics endpoint connection: {e}");
+                match web.tls.clone() {
+                    None => connection(stream, published, web).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
+                        {
+                            Ok(Ok(tls)) => connection(tls, published, web).await,
+                            Ok(Err(e)) => tracing::debug!("metrics endpoint TLS handshake: {e}"),
+                            Err(_) => tracing::debug!("metrics endpoint TLS handshake: timed out"),
+                        }
+                    }
                 }
             });
         }
     });
 }
 
+/// Serves one connection (plain or TLS) until the client closes it.
+async fn connection<S>(stream: S, published: Arc<Published>, web: Arc<Web>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| answer(req, published.clone(), web.clone()));
+    let conn =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    if let Err(e) = conn.await {
+        tracing::debug!("metrics endpoint connection: {e}");
+    }
+}
+
 async fn answer(
     req: Request<hyper::body::Incoming>,
     published: Arc<Published>,
+    web: Arc<Web>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let reply = |status, ctype: &str, body: String| {
-        let mut r = Response::new(Full::new(Bytes::from(body)));
-        *r.status_mut() = status;
-        if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
-            r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    let allowed = match &web.auth {
+        None => true,
+        Some(auth) => {
+            let header = req
+                .headers()
+                .get(hyper::header::AUTHORIZATION)
+                .map(|v| v.as_bytes().to_vec());
+            auth.allows(header.as_deref()).await
         }
+    };
+    let mut response = if allowed {
+        route(req.method(), req.uri().path(), &published)
+    } else {
+        let mut r = reply(
+            StatusCode::UNAUTHORIZED,
+            "text/plain; charset=utf-8",
+            "unauthorized: the agent's web config file asks for basic auth\n".into(),
+        );
+        r.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static(CHALLENGE),
+        );
         r
     };
-    Ok(match (req.method(), req.uri().path()) {
+    for (k, v) in &web.headers {
+        response.headers_mut().insert(k.clone(), v.clone());
+    }
+    Ok(response)
+}
+
+fn reply(status: StatusCode, ctype: &str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// The answer to an allowed request, by path.
+fn route(method: &Method, path: &str, published: &Published) -> Response<Full<Bytes>> {
+    match (method, path) {
         (&Method::GET, "/metrics") => {
             published.scrapes.fetch_add(1, Ordering::Relaxed);
             reply(StatusCode::OK, CONTENT_TYPE, published.get())
@@ -134,5 +257,5 @@ async fn answer(
             "text/plain; charset=utf-8",
             "not found: the agent serves /metrics\n".into(),
         ),
-    })
+    }
 }

@@ -21,3 +21,21 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "mdiag.envSecret" -}}
 {{- .Values.mongodb.existingSecret | default "mdiag-agent-env" -}}
 {{- end -}}
+
+{{/* The web configuration file the agent reads (webConfig). */}}
+{{- define "mdiag.webConfigFile" -}}
+{{- $w := .Values.webConfig -}}
+{{- if $w.tls.secretName }}
+tls_server_config:
+  cert_file: /etc/mdiag-tls/tls.crt
+  key_file: /etc/mdiag-tls/tls.key
+  {{- if eq $w.tls.clientAuthType "RequireAndVerifyClientCert" }}
+  client_auth_type: RequireAndVerifyClientCert
+  client_ca_file: /etc/mdiag-tls/ca.crt
+  {{- end }}
+{{- end }}
+{{- with $w.basicAuthUsers }}
+basic_auth_users:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
