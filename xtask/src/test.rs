@@ -160,8 +160,8 @@ enum Outcome {
     Failed(Duration),
 }
 
-/// Runs `tiers` (all when empty) in their fixed order, after setup unless
-/// `skip_setup`.
+/// Runs `tiers` (all when empty) in their fixed order, after the set-up
+/// they need ([`setup::steps_for`]) unless `skip_setup`.
 pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
     let mut tiers: Vec<Tier> = if tiers.is_empty() {
         Tier::ALL.to_vec()
@@ -175,7 +175,11 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
     let mut failure = None;
     if !skip_setup {
         let start = Instant::now();
-        match setup::setup() {
+        let steps: Vec<setup::Step> = tiers
+            .iter()
+            .flat_map(|&t| setup::steps_for(t).iter().copied())
+            .collect();
+        match setup::setup_steps(&steps) {
             Ok(()) => done.push(("setup", Outcome::Passed(start.elapsed()))),
             Err(e) => {
                 done.push(("setup", Outcome::Failed(start.elapsed())));
@@ -219,4 +223,31 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
         say!("  {:<12} not run", tier.name());
     }
     failure.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setup::{Step, steps_for};
+
+    #[test]
+    fn every_tier_builds_and_all_tiers_set_up_everything() {
+        for tier in Tier::ALL {
+            assert_eq!(steps_for(tier).first(), Some(&Step::Build), "{tier:?}");
+        }
+        let mut all: Vec<Step> = Tier::ALL
+            .iter()
+            .flat_map(|&t| steps_for(t).iter().copied())
+            .collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all, Step::ALL, "`./x test` sets up what `./x setup` does");
+        // Linting needs only what building does; the venv's pip fetches
+        // mongod, so a tier with mongod has the venv (set up before it).
+        assert_eq!(steps_for(Tier::Lint), [Step::Build]);
+        for tier in Tier::ALL {
+            let s = steps_for(tier);
+            assert!(!s.contains(&Step::Mongod) || s.contains(&Step::PyVenv));
+        }
+    }
 }
