@@ -213,12 +213,7 @@ impl Watch {
     /// The period between full allocator windows the budget allows now
     /// (`None`: the family is off).
     pub fn alloc_every(&self) -> Option<Duration> {
-        self.session
-            .probes
-            .readers
-            .alloc
-            .as_ref()
-            .map(|a| a.every())
+        self.session.probes.alloc_every()
     }
 
     /// Measures what the allocator probes cost since the last window, for

@@ -497,6 +497,12 @@ impl Probes {
         }
     }
 
+    /// The period between full allocator windows its budget allows now
+    /// (`None`: the allocator family is not attached).
+    pub fn alloc_every(&self) -> Option<std::time::Duration> {
+        self.readers.alloc.as_ref().map(alloc::AllocProbe::every)
+    }
+
     /// Adds what the families keep beside their slices to `recording`:
     /// the allocator's record (what was probed, the calibration, the cost)
     /// and the kernel stacks the contention slices refer to, by id.
