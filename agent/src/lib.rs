@@ -26,6 +26,7 @@ pub mod fleet;
 pub mod ftdc;
 pub mod hist;
 pub mod host;
+pub mod journal;
 pub mod kit;
 pub mod kstack;
 pub mod logging;

@@ -9,11 +9,20 @@
 //! goes through here.
 //!
 //! A closed standard error is ignored: these lines are commentary, and
-//! `eprintln!` would panic.
+//! `eprintln!` would panic. When standard error is the systemd journal, each
+//! line starts with its syslog priority ([`crate::journal`]): a note `<6>`,
+//! an error `<3>`.
 
 use std::fmt::Display;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::journal::{self, Priority};
+
+/// The `tracing` target of the agent's finding changes: one event each,
+/// with the finding's fields, written as a note (`SPEAKER: finding ...`),
+/// whatever the verbosity (see [`crate::logging`]).
+pub const FINDING_CHANGES: &str = "mdiag::finding_changes";
 
 /// Set once the process runs as `mdiag agent`.
 static AGENT: AtomicBool = AtomicBool::new(false);
@@ -54,7 +63,7 @@ pub fn level_word(level: tracing::Level) -> &'static str {
 
 /// A note: what mdiag is doing, or something the reader should know.
 pub fn note(text: impl Display) {
-    write_line(&note_line(text));
+    write_line(Priority::Info, &note_line(text));
 }
 
 /// A note as it is written, without the newline: `mdiag: TEXT`.
@@ -64,12 +73,13 @@ pub fn note_line(text: impl Display) -> String {
 
 /// The error that ends the run: `mdiag: error: TEXT`.
 pub fn error(text: impl Display) {
-    write_line(&compose(speaker(), Some("error"), text));
+    write_line(Priority::Err, &compose(speaker(), Some("error"), text));
 }
 
-/// Writes one whole line on standard error; a closed one is ignored.
-fn write_line(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+/// Writes one whole line on standard error, with its priority when that is
+/// the journal; a closed one is ignored.
+fn write_line(p: Priority, line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{}{line}", journal::prefix(p));
 }
 
 #[cfg(test)]

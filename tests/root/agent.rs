@@ -62,6 +62,18 @@ pub(crate) fn config(dir: &std::path::Path, processes: &str) -> PathBuf {
     path
 }
 
+/// `/metrics` (`text`) says the host watch's sched family is attached.
+pub(crate) fn assert_host_sched_attached(text: &str) {
+    assert_eq!(
+        sample(
+            text,
+            "mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"attached\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_planted_problem_fires_resolves_and_leaves_a_flight_recording() {
     let _serial = mdiag_tests::serial();
@@ -96,14 +108,7 @@ fn a_planted_problem_fires_resolves_and_leaves_a_flight_recording() {
         "mdiag_finding_state{{rule=\"{RULE}\",target=\"host\",severity=\"low\",state=\"firing\"}}"
     );
     assert_eq!(sample(&text, &firing), Some(1.0), "{text}");
-    assert_eq!(
-        sample(
-            &text,
-            "mdiag_probe_up{target=\"host\",family=\"sched\",reason=\"attached\"}"
-        ),
-        Some(1.0),
-        "{text}"
-    );
+    assert_host_sched_attached(&text);
     let share = sample(
         &text,
         "mdiag_sched_involuntary_share_ratio{target=\"host\"}",

@@ -38,7 +38,24 @@ impl Agent {
         config: &Path,
         args: &[&str],
     ) -> Agent {
+        Self::start_env(program, pre, config, args, &[])
+    }
+
+    /// [`Self::start_with`], with these variables added to its environment.
+    pub fn start_env(
+        program: impl AsRef<std::ffi::OsStr>,
+        pre: &[String],
+        config: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Agent {
         let mut child = Command::new(program)
+            // Not the harness's systemd, nor its journal: only what `env` says.
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID")
+            .env_remove("JOURNAL_STREAM")
+            .envs(env.iter().copied())
             .args(pre)
             .arg("agent")
             .arg("--config")

@@ -15,6 +15,8 @@ use chrono::{DateTime, Utc};
 
 use super::config::AgentConfig;
 use super::lifecycle::{Lifecycle, Observation, State, Transition};
+use crate::findings::Severity;
+use crate::messages;
 use crate::report::Report;
 
 /// (rule id, target id).
@@ -25,6 +27,8 @@ pub type FindingKey = (String, String);
 pub struct Tracked {
     pub lifecycle: Lifecycle,
     pub title: String,
+    /// What the last window that held said (the report's summary).
+    pub summary: String,
     /// When the current episode started (its first window that held).
     pub episode_start: DateTime<Utc>,
     /// When its state last changed.
@@ -37,6 +41,8 @@ pub struct Change {
     pub rule: String,
     pub target: String,
     pub title: String,
+    /// The evidence in one line: the summary of the last window that held.
+    pub summary: String,
     pub transition: Transition,
     pub episode_start: DateTime<Utc>,
     pub at: DateTime<Utc>,
@@ -47,6 +53,8 @@ pub struct Change {
 pub struct Seen {
     pub rule: String,
     pub title: String,
+    /// The finding's summary when it held (empty otherwise).
+    pub summary: String,
     pub obs: Observation,
 }
 
@@ -55,12 +63,13 @@ pub fn observations(report: &Report) -> Vec<Seen> {
     let seen = |rule: &str, title: &str, obs| Seen {
         rule: rule.to_owned(),
         title: title.to_owned(),
+        summary: String::new(),
         obs,
     };
-    let held = report
-        .findings
-        .iter()
-        .map(|f| seen(&f.rule_id, &f.title, Observation::Above));
+    let held = report.findings.iter().map(|f| Seen {
+        summary: f.summary.clone(),
+        ..seen(&f.rule_id, &f.title, Observation::Above)
+    });
     let clean = report.passed.iter().map(|p| {
         let obs = if p.in_band {
             Observation::InBand
@@ -94,7 +103,13 @@ impl Findings {
         at: DateTime<Utc>,
     ) -> Vec<Change> {
         let mut changes = Vec::new();
-        for Seen { rule, title, obs } in seen {
+        for Seen {
+            rule,
+            title,
+            summary,
+            obs,
+        } in seen
+        {
             let key = (rule.clone(), target.to_owned());
             if *obs == Observation::Above && !self.tracked.contains_key(&key) {
                 self.tracked.insert(
@@ -102,10 +117,14 @@ impl Findings {
                     Tracked {
                         lifecycle: Lifecycle::new(config.lifecycle_for(rule)),
                         title: title.to_owned(),
+                        summary: String::new(),
                         episode_start: at,
                         since: at,
                     },
                 );
+            }
+            if let Some(t) = self.tracked.get_mut(&key).filter(|_| !summary.is_empty()) {
+                t.summary.clone_from(summary);
             }
             changes.extend(self.step(&key, *obs, at));
         }
@@ -138,6 +157,7 @@ impl Findings {
             rule: key.0.clone(),
             target: key.1.clone(),
             title: t.title.clone(),
+            summary: t.summary.clone(),
             transition,
             episode_start: t.episode_start,
             at,
@@ -179,6 +199,65 @@ impl Findings {
         t.dedup();
         t
     }
+}
+
+/// The level of a change's event, so its journal priority
+/// ([`crate::journal`]): a finding that starts firing is a warning, an error
+/// when its rule is critical; flapping is a warning; the other changes
+/// (pending, resolved, stale) are info. A critical finding is `err` (3),
+/// not `crit` (2): `crit` and above say the host itself is failing, and
+/// journald forwards them further (consoles, `wall`), while a finding is
+/// the agent's diagnosis of mongod; `journalctl -p err` shows both the
+/// critical findings firing and the agent's own errors.
+pub fn change_level(to: State, severity: Option<Severity>) -> tracing::Level {
+    match to {
+        State::Firing if severity == Some(Severity::Critical) => tracing::Level::ERROR,
+        State::Firing | State::Flapping => tracing::Level::WARN,
+        _ => tracing::Level::INFO,
+    }
+}
+
+/// Logs a change as one `tracing` event with the finding's fields (rule,
+/// target, severity, states, title, evidence summary, episode start),
+/// written as the agent's line `finding RULE on TARGET: FROM → TO (TITLE;
+/// episode since T)` ([`messages::FINDING_CHANGES`]).
+pub fn log_change(c: &Change, severity: Option<Severity>) {
+    macro_rules! event {
+        ($level:expr) => {
+            tracing::event!(
+                target: messages::FINDING_CHANGES,
+                $level,
+                rule = %c.rule,
+                target_id = %c.target,
+                severity = severity.map_or("unknown", Severity::as_str),
+                from = state_name(c.transition.from),
+                to = state_name(c.transition.to),
+                title = %c.title,
+                summary = %c.summary,
+                episode_since = %c.episode_start.format("%Y-%m-%dT%H:%M:%SZ"),
+                "{}",
+                change_line(c)
+            )
+        };
+    }
+    match change_level(c.transition.to, severity) {
+        tracing::Level::ERROR => event!(tracing::Level::ERROR),
+        tracing::Level::WARN => event!(tracing::Level::WARN),
+        _ => event!(tracing::Level::INFO),
+    }
+}
+
+/// A change as people read it.
+pub fn change_line(c: &Change) -> String {
+    format!(
+        "finding {} on {}: {} → {} ({}; episode since {})",
+        c.rule,
+        c.target,
+        state_name(c.transition.from),
+        state_name(c.transition.to),
+        c.title,
+        c.episode_start.format("%Y-%m-%dT%H:%M:%SZ"),
+    )
 }
 
 /// A state's name in logs and metrics.

@@ -10,6 +10,11 @@ fn seen(rule: &str, obs: Observation) -> Seen {
     Seen {
         rule: rule.into(),
         title: format!("{rule} title"),
+        summary: if obs == Observation::Above {
+            format!("{rule} held")
+        } else {
+            String::new()
+        },
         obs,
     }
 }
@@ -165,4 +170,23 @@ fn a_renamed_target_keeps_its_episodes() {
     // Renaming a target with nothing tracked changes nothing.
     f.rename_target("nobody", "x");
     assert_eq!(f.targets(), ["mongod:27017"]);
+}
+
+#[test]
+fn a_change_carries_the_summary_of_the_last_window_that_held() {
+    let config = AgentConfig::default();
+    let mut f = Findings::default();
+    let c = f.observe("host", &[seen("r", Observation::Above)], &config, at(1));
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].transition.to, State::Pending);
+    assert_eq!(c[0].summary, "r held");
+    // A clean window keeps what the evidence last said.
+    let c = f.observe("host", &[seen("r", Observation::NoData)], &config, at(2));
+    assert_eq!(
+        c[0].transition.to,
+        State::Stale {
+            was: super::super::lifecycle::Active::Pending
+        }
+    );
+    assert_eq!(c[0].summary, "r held");
 }

@@ -16,6 +16,7 @@ pub mod findings;
 pub mod flight;
 pub mod lifecycle;
 pub mod metrics;
+pub mod notify;
 pub mod outbox;
 pub mod probe_reason;
 pub mod process;

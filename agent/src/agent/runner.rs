@@ -16,9 +16,10 @@ use super::outbox::{Outbox, host_facts};
 use super::{
     AgentError,
     config::AgentConfig,
-    findings::{Findings, observations, state_name},
+    findings::{Findings, log_change, observations},
     flight::{Flight, FlightConfig},
     lifecycle::State,
+    notify::Notifier,
     restarts::{Decision, Restarts},
     serve::{self, Published},
     targets::{self, Found, HOST},
@@ -236,6 +237,7 @@ impl Agent {
         let mut hup = signal(SignalKind::hangup()).ok();
         let mut usr1 = signal(SignalKind::user_defined1()).ok();
         let mut next_publish = Instant::now();
+        let mut systemd = Notifier::from_env();
         let why = loop {
             let every = if self.restarts.holding() {
                 super::restarts::HELD_SCAN
@@ -284,8 +286,20 @@ impl Agent {
             }
             self.send_to_fleet();
             // Logged once published: what a line announces, /metrics shows.
-            self.unlogged.drain(..).for_each(|c| log_change(&c));
+            for c in self.unlogged.drain(..) {
+                let severity = self
+                    .rules
+                    .rules()
+                    .iter()
+                    .find(|r| r.id() == c.rule)
+                    .map(|r| r.def.severity);
+                log_change(&c, severity);
+            }
+            // The turn ended: the first one says the agent is ready, each
+            // feeds the watchdog when due.
+            systemd.turn(Instant::now(), || self.status());
         };
+        systemd.stopping(why);
         messages::note(format_args!("stopping ({why}): detaching probes"));
         self.watches.clear();
         for path in self.flight.poll(true) {
@@ -664,6 +678,17 @@ impl Agent {
         }
     }
 
+    /// systemd's `STATUS=` line.
+    fn status(&self) -> String {
+        let watched: Vec<&str> = self.watches.iter().map(|w| w.id.as_str()).collect();
+        let firing = self
+            .findings
+            .iter()
+            .filter(|(_, t)| t.lifecycle.state() == State::Firing)
+            .count();
+        super::notify::status(&watched, firing, self.windows)
+    }
+
     fn publish(&mut self) {
         let bpf_run = self.stats.as_ref().map(|_| {
             let live: Duration = self.watches.iter().map(|w| w.probes().run_time()).sum();
@@ -682,19 +707,6 @@ impl Agent {
         v.agent.fleet = self.outbox.as_ref().map(Outbox::stats);
         self.published.set(super::metrics::render(&v));
     }
-}
-
-/// One line per change of a finding's state.
-fn log_change(c: &super::findings::Change) {
-    messages::note(format_args!(
-        "finding {} on {}: {} → {} ({}; episode since {})",
-        c.rule,
-        c.target,
-        state_name(c.transition.from),
-        state_name(c.transition.to),
-        c.title,
-        c.episode_start.format("%Y-%m-%dT%H:%M:%SZ"),
-    ));
 }
 
 fn flight_config(c: &AgentConfig) -> FlightConfig {
