@@ -90,4 +90,44 @@ mod tests {
         let order: Vec<Family> = slice.sections().iter().map(|(f, _)| *f).collect();
         assert_eq!(order, Family::ALL);
     }
+
+    /// Every family's section and what the recording keeps for a family
+    /// reach a family window by their types: a section or kept type that
+    /// changed would otherwise read as "none" without a word.
+    #[test]
+    fn family_windows_reach_every_section_and_what_is_kept_by_type() {
+        use crate::family::{alloc, contention, perf, sched, softirq, syscalls, wiredtiger};
+        use crate::kit::family::{FamilyWindow, OfFamily};
+        let mut rec = crate::rules::facts::example_recording();
+        rec.alloc = Some(alloc::AllocRecord::default());
+        rec.kernel_stacks = vec![contention::KernelStack::default()];
+        for s in &mut rec.slices {
+            s.alloc = Some(alloc::AllocSlice::default());
+        }
+        let whole = rec.window();
+        fn has<T: OfFamily>(w: &FamilyWindow<'_, sched::SchedSlice>) -> bool {
+            w.other::<T>().is_some()
+        }
+        let w = rec.family_window::<sched::SchedSlice>(&whole);
+        assert!(w.section.is_some());
+        assert!(has::<sched::SchedSlice>(&w) && has::<softirq::SoftirqSlice>(&w));
+        assert!(has::<syscalls::SyscallsSlice>(&w) && has::<perf::PerfSlice>(&w));
+        assert!(has::<wiredtiger::WiredTigerSlice>(&w) && has::<alloc::AllocSlice>(&w));
+        assert!(has::<contention::ContentionSlice>(&w));
+        assert_eq!(w.per_slice().len(), rec.slices.len());
+        assert!(w.per_slice().iter().all(|(ms, s)| *ms > 0 && s.is_some()));
+        let perf = rec.family_window::<perf::PerfSlice>(&whole);
+        assert!(perf.kept::<crate::symbols::TargetCode>().is_some());
+        let wt = rec.family_window::<wiredtiger::WiredTigerSlice>(&whole);
+        assert!(wt.kept::<crate::symbols::TargetCode>().is_some());
+        let a = rec.family_window::<alloc::AllocSlice>(&whole);
+        assert!(a.kept::<alloc::AllocRecord>().is_some());
+        let c = rec.family_window::<contention::ContentionSlice>(&whole);
+        assert_eq!(
+            c.kept::<Vec<contention::KernelStack>>().map(Vec::len),
+            Some(1)
+        );
+        // A family that keeps nothing beside its slices has nothing there.
+        assert!(w.kept::<crate::symbols::TargetCode>().is_none());
+    }
 }
