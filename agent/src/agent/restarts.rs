@@ -173,6 +173,7 @@ mod tests {
                 how: "process".into(),
                 exit_code: None,
             },
+            scope: None,
             listening,
         }
     }

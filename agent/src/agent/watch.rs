@@ -162,6 +162,18 @@ impl Watch {
         self.session.mongo.as_ref().and_then(|m| m.info())
     }
 
+    /// The polled mongod's replica-set state's name (`PRIMARY`, ...), when
+    /// it is a member and said.
+    pub fn rs_state(&self) -> Option<&'static str> {
+        let state = self.session.mongo.as_ref()?.repl_state()?;
+        Some(crate::mongo::repl::state_name(state))
+    }
+
+    /// The polled mongod's cluster id (`cl_id`), once read.
+    pub fn cl_id(&self) -> Option<&str> {
+        self.session.mongo.as_ref()?.cluster_id()
+    }
+
     /// After a slice of length `len`: attaches or detaches the per-event
     /// families for the next one, as the duty cycle says.
     fn cycle_events(&mut self, len: Duration) {
