@@ -126,8 +126,11 @@ fn fleet_outbox(
     let Some(fleet) = crate::fleet::config::FleetConfig::load(path)? else {
         return Ok(None);
     };
+    // Only ports of the agent's own network namespace: the store's local
+    // address is the agent's (a pod's mongod on the same port is another).
     let ports: Vec<u16> = targets::scan(&config.processes)
         .into_iter()
+        .filter(|&pid| crate::mongo::sockdiag::same_net_namespace(pid))
         .flat_map(crate::mongo::port::ports_of)
         .collect();
     fleet.check_not_monitored(path, conn, &ports)?;
@@ -512,6 +515,10 @@ impl Agent {
         let (true, Some(o), Some(path)) = (found.listening, &self.outbox, &self.config_file) else {
             return;
         };
+        // In another network namespace its port is not the store's address.
+        if !crate::mongo::sockdiag::same_net_namespace(found.target.pid) {
+            return;
+        }
         let ports = crate::mongo::port::ports_of(found.target.pid);
         if let Err(e) = o.config().check_not_monitored(path, None, &ports) {
             messages::note(format_args!(
