@@ -33,6 +33,7 @@ mod mongod_agent;
 mod mongod_figures;
 mod mongod_ftdc;
 mod mongod_rules;
+mod netns_targets;
 mod notify;
 mod perf;
 mod physics;

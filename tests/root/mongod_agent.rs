@@ -11,8 +11,9 @@
 //! host's other mongods. What docs/agent.md promises: the restarted mongod
 //! is watched again under the same id (`NAME:PORT`) within 5 s of listening
 //! (1-3 s seen with both CPUs loaded), with its
-//! families attached and polled (`mdiag_target_info` names the set from
-//! mongod's own answer), and its finding goes on in the same episode (stale
+//! families attached and polled (`mdiag_target_info` names the set, its
+//! id and this member's state as mongod's own replSetGetStatus and
+//! replSetGetConfig say them), and its finding goes on in the same episode (stale
 //! while away, then firing again, never a new pending); after `kill -9` the
 //! finding stays stale, never resolved.
 //!
@@ -61,7 +62,7 @@ fn the_agent_follows_a_real_mongod_through_a_restart_and_a_crash() {
         &[&format!("finding {RULE} on {id}:"), "pending → firing"],
         w,
     );
-    let before = wait_metrics(&mut agent, &addr, &id, "firing", w);
+    let before = wait_metrics(&mut agent, &addr, &id, &repl_truth(&server), "firing", w);
 
     // SIGTERM: a clean shutdown; the finding goes stale, not resolved.
     let pid1 = server.pid();
@@ -91,7 +92,7 @@ fn the_agent_follows_a_real_mongod_through_a_restart_and_a_crash() {
         agent.log
     );
     agent.wait_for(&[&format!("finding {RULE} on {id}:"), "stale → firing"], w);
-    let after = wait_metrics(&mut agent, &addr, &id, "firing", w);
+    let after = wait_metrics(&mut agent, &addr, &id, &repl_truth(&server), "firing", w);
     assert_eq!(
         before.probes_up, after.probes_up,
         "the same families attached before and after the restart"
@@ -168,23 +169,66 @@ fn listened_at(log: &str) -> i64 {
     crate::fleet::chrono_free::parse(date)
 }
 
+/// The labels `mdiag_target_info` must show of a member, as mongod says
+/// them (outside mdiag): `rs_state` from replSetGetStatus (`myState`, the
+/// number, as mongodb_exporter's label holds it; its own member says
+/// PRIMARY), `cl_id` from replSetGetConfig's `settings.replicaSetId`.
+fn repl_truth(server: &Mongod) -> [String; 2] {
+    let status = server.command(bson::doc! { "replSetGetStatus": 1 });
+    let members = status.get_array("members").expect("members");
+    let me = members
+        .iter()
+        .filter_map(|m| m.as_document())
+        .find(|m| m.get_bool("self").unwrap_or(false))
+        .expect("its own member");
+    assert_eq!(
+        me.get_str("stateStr").expect("stateStr"),
+        "PRIMARY",
+        "a single-node set, initiated: {status}"
+    );
+    let state = status
+        .get("myState")
+        .and_then(bson::Bson::as_i32)
+        .expect("myState");
+    let config = server.command(bson::doc! { "replSetGetConfig": 1 });
+    let id = config
+        .get_document("config")
+        .and_then(|c| c.get_document("settings"))
+        .and_then(|s| s.get_object_id("replicaSetId"))
+        .expect("settings.replicaSetId");
+    [
+        format!("rs_state=\"{state}\""),
+        format!("cl_id=\"{}\"", id.to_hex()),
+    ]
+}
+
 /// What `/metrics` said of the target once it showed what was waited for.
 struct Seen {
     probes_up: Vec<String>,
 }
 
 /// Waits until `/metrics` shows the target polled (`mdiag_target_info`
-/// with `rs_nm="rs0"` and mongod's version, as mongod answered them), up,
-/// with families attached, and the finding in `state`.
-fn wait_metrics(agent: &mut Agent, addr: &str, id: &str, state: &str, w: Duration) -> Seen {
+/// with `rs_nm="rs0"`, mongod's version and the `repl` labels, as mongod
+/// answered them), up, with families attached, and the finding in `state`.
+fn wait_metrics(
+    agent: &mut Agent,
+    addr: &str,
+    id: &str,
+    repl: &[String],
+    state: &str,
+    w: Duration,
+) -> Seen {
     let deadline = Instant::now() + w;
     loop {
         let (_, _, text) = http_get(addr, "/metrics");
         let info = text
             .lines()
             .find(|l| l.starts_with(&format!("mdiag_target_info{{target=\"{id}\"")));
-        let polled = info
-            .is_some_and(|l| l.contains("rs_nm=\"rs0\"") && l.contains("mongod_version=\"6.0.5\""));
+        let polled = info.is_some_and(|l| {
+            l.contains("rs_nm=\"rs0\"")
+                && l.contains("mongod_version=\"6.0.5\"")
+                && repl.iter().all(|r| l.contains(r.as_str()))
+        });
         let up = sample(&text, &format!("mdiag_target_up{{target=\"{id}\"}}")) == Some(1.0);
         let mut probes_up: Vec<String> = text
             .lines()

@@ -62,6 +62,13 @@ pub struct Options {
     /// becomes the process's `comm`), so that an agent told to watch that
     /// name watches this server alone, not the host's other mongods.
     pub name: Option<String>,
+    /// Listen on this port (else a free one of this network namespace).
+    pub port: Option<u16>,
+    /// Run in a network namespace of its own, loopback up (`unshare --net`,
+    /// as a container's or a pod's mongod): not reachable from the test,
+    /// so neither a replica set nor [`Mongod::command`]; ready once its
+    /// namespace's `/proc/PID/net/tcp` lists it listening.
+    pub own_net_ns: bool,
 }
 
 /// A running mongod; stopped with SIGTERM and reaped on drop.
@@ -88,7 +95,7 @@ impl Mongod {
             std::fs::create_dir(dir.path().join("db")).expect("dbpath");
             let mut server = Mongod {
                 child: None,
-                port: free_port(),
+                port: options.port.unwrap_or_else(free_port),
                 dir,
                 options: options.clone(),
             };
@@ -119,7 +126,21 @@ impl Mongod {
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new(self.program());
+        let mut cmd = if self.options.own_net_ns {
+            // unshare and sh exec in turn: the child's pid is mongod's.
+            let mut c = Command::new("unshare");
+            c.args([
+                "--net",
+                "--",
+                "sh",
+                "-c",
+                "ip link set lo up && exec \"$0\" \"$@\"",
+            ])
+            .arg(self.program());
+            c
+        } else {
+            Command::new(self.program())
+        };
         let db = self.dir.path().join("db");
         cmd.arg("--dbpath")
             .arg(&db)
@@ -159,6 +180,21 @@ impl Mongod {
         self.dir.path().join("mongod.log")
     }
 
+    /// Whether its network namespace's TCP table lists a socket listening
+    /// (state 0A) on its port.
+    fn listens_in_own_namespace(&self) -> bool {
+        let Some(pid) = self.child.as_ref().map(Child::id) else {
+            return false;
+        };
+        let port = format!(":{:04X}", self.port);
+        std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && f[1].ends_with(&port) && f[3] == "0A"
+            })
+        })
+    }
+
     /// Waits until the server accepts a TCP connection; false if it exited
     /// or the time ran out.
     fn wait_accepting(&mut self, limit: Duration) -> bool {
@@ -169,9 +205,15 @@ impl Mongod {
             {
                 return false;
             }
-            let addr = ([127, 0, 0, 1], self.port).into();
-            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return true;
+            if self.options.own_net_ns {
+                if self.listens_in_own_namespace() {
+                    return true;
+                }
+            } else {
+                let addr = ([127, 0, 0, 1], self.port).into();
+                if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    return true;
+                }
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -4,8 +4,9 @@
 //! Naming follows Prometheus' conventions: the `mdiag_` prefix, base units
 //! (seconds, bytes, ratios), `_total` on counters, classic histograms. No
 //! pid, tid or CPU-number labels: a target is its stable id (`target`), and
-//! joins with mongodb_exporter through `rs_nm` / `cl_role` on
-//! `mdiag_target_info`. Per-CPU data arrives as max / imbalance figures.
+//! joins with mongodb_exporter through `rs_nm` / `cl_id` / `cl_role` on
+//! `mdiag_target_info` (which also says the member's `rs_state`: a new
+//! state replaces the row, the registry being built afresh each time). Per-CPU data arrives as max / imbalance figures.
 
 use prometheus_client::registry::Unit;
 
@@ -43,6 +44,13 @@ pub struct TargetView {
     pub id: String,
     /// Replica set name (mongodb_exporter's `rs_nm`), when mongod said.
     pub rs_nm: String,
+    /// This member's state's name (`PRIMARY`, `SECONDARY`, ...), from the
+    /// last replSetGetStatus; "" for a standalone or before it answered.
+    pub rs_state: String,
+    /// The cluster's id (mongodb_exporter's `cl_id`): `config.version`'s
+    /// `clusterId` where there is one, else the replica set's
+    /// `settings.replicaSetId` (hex); "" when unknown.
+    pub cl_id: String,
     /// Cluster role (mongodb_exporter's `cl_role`): shardsvr, configsvr or "".
     pub cl_role: String,
     pub mongod_version: String,
@@ -94,6 +102,9 @@ pub struct SelfView {
     pub max_series: usize,
     /// The fleet store's delivery, when `[fleet]` is configured.
     pub fleet: Option<crate::fleet::sender::FleetStats>,
+    /// Matching processes not watched at the last scan, by reason (every
+    /// reason, zeros included; see [`super::skips`]).
+    pub skipped: Vec<(&'static str, usize)>,
 }
 
 /// The exposition of `view`.
@@ -213,6 +224,17 @@ fn self_metrics(e: &mut Exposition, a: &SelfView) {
         None,
         one(a.flight_removed as f64),
     );
+    let skipped = a
+        .skipped
+        .iter()
+        .map(|(reason, n)| (labels(&[("reason", reason)]), *n as f64))
+        .collect();
+    e.gauge(
+        "targets_skipped",
+        "Processes matching `processes` not watched at the last scan, by why: unreadable, duplicate_id, attach_failed",
+        None,
+        skipped,
+    );
     if let Some(f) = &a.fleet {
         fleet_metrics(e, f);
     }
@@ -301,6 +323,8 @@ fn targets(e: &mut Exposition, targets: &[TargetView]) {
             labels(&[
                 ("target", &t.id),
                 ("rs_nm", &t.rs_nm),
+                ("rs_state", &t.rs_state),
+                ("cl_id", &t.cl_id),
                 ("cl_role", &t.cl_role),
                 ("mongod_version", &t.mongod_version),
                 ("build_id", &t.build_id),

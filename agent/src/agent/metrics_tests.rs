@@ -195,3 +195,51 @@ fn log2_buckets_become_cumulative_seconds() {
     assert_eq!(bucket_values, ["1", "1", "3", "3"], "{text}");
     assert!(b.sum > 0.0);
 }
+
+#[test]
+fn target_info_says_the_member_state_and_a_new_state_replaces_the_row() {
+    let mut v = view(1, 250);
+    v.targets[0].rs_state = "1".into();
+    v.targets[0].cl_id = "6560f0a1b2c3d4e5f6a7b8c9".into();
+    v.targets[0].cl_role = "shardsvr".into();
+    let info = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("mdiag_target_info{"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let text = render(&v);
+    assert_eq!(
+        info(&text),
+        [
+            "mdiag_target_info{target=\"mongod:27017\",rs_nm=\"rs0\",rs_state=\"1\",\
+          cl_id=\"6560f0a1b2c3d4e5f6a7b8c9\",cl_role=\"shardsvr\",mongod_version=\"\",\
+          build_id=\"\"} 1"
+        ],
+        "{text}"
+    );
+    // Stepped down: one row, the new state's; the old one is gone.
+    v.targets[0].rs_state = "2".into();
+    let text = render(&v);
+    let rows = info(&text);
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(rows[0].contains("rs_state=\"2\""), "{text}");
+    assert!(!text.contains("PRIMARY"), "{text}");
+}
+
+#[test]
+fn skipped_targets_are_a_gauge_by_reason() {
+    let mut v = view(1, 250);
+    v.agent.skipped = vec![("unreadable", 0), ("duplicate_id", 2), ("attach_failed", 0)];
+    let text = render(&v);
+    assert!(
+        text.contains("# TYPE mdiag_targets_skipped gauge"),
+        "{text}"
+    );
+    for (reason, n) in [("unreadable", 0), ("duplicate_id", 2), ("attach_failed", 0)] {
+        assert!(
+            text.contains(&format!("mdiag_targets_skipped{{reason=\"{reason}\"}} {n}")),
+            "{reason}:\n{text}"
+        );
+    }
+}

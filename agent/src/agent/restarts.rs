@@ -17,6 +17,11 @@
 //!   same port. Held back for [`HOLD`] at most; past that (a long recovery)
 //!   it is attached by its executable as any process seen before it
 //!   listens, and renamed once it does.
+//!
+//! Only in the same place: a target scoped by its pod, container or network
+//! namespace (`mongod:27017@pod:UID`, see [`super::netns`]) is awaited
+//! there (a pod's container started again keeps its pod), and a process in
+//! another place is never taken for its restart.
 
 use std::{
     collections::BTreeMap,
@@ -48,6 +53,8 @@ struct Gone {
     comm: String,
     exe: Option<String>,
     cmdline: Vec<String>,
+    /// The id's scope (`@pod:UID`, ...), `None` in the host's namespace.
+    scope: Option<String>,
     went: Instant,
 }
 
@@ -75,20 +82,28 @@ pub enum Decision {
 
 impl Restarts {
     /// Target `id`, which ran `target`, is gone (its watch detached).
-    /// Awaited only when it was known by its port (`comm:PORT`): one that
-    /// never listened is known by its executable again at once.
+    /// Awaited only when it was known by its port (`comm:PORT`, scoped or
+    /// not): one that never listened is known by its executable again at
+    /// once.
     pub fn went(&mut self, id: &str, target: &Target, now: Instant) {
-        let by_port = id
+        let Some(rest) = id
             .strip_prefix(target.comm.as_str())
             .and_then(|rest| rest.strip_prefix(':'))
-            .is_some_and(|port| port.parse::<u16>().is_ok());
-        if !by_port {
+        else {
+            return;
+        };
+        let (port, scope) = match rest.split_once('@') {
+            Some((port, scope)) => (port, Some(format!("@{scope}"))),
+            None => (rest, None),
+        };
+        if port.parse::<u16>().is_err() {
             return;
         }
         let gone = Gone {
             comm: target.comm.clone(),
             exe: target.exe.clone(),
             cmdline: target.cmdline.clone(),
+            scope,
             went: now,
         };
         self.gone.insert(id.to_owned(), gone);
@@ -128,7 +143,8 @@ impl Restarts {
             return Decision::Attach;
         }
         let t = &found.target;
-        let same_program = |g: &Gone| g.comm == t.comm && g.exe == t.exe;
+        let scope = found.scope.as_ref().map(super::netns::Scope::suffix);
+        let same_program = |g: &Gone| g.comm == t.comm && g.exe == t.exe && g.scope == scope;
         let itself = self
             .gone
             .iter()
@@ -173,6 +189,7 @@ mod tests {
                 how: "process".into(),
                 exit_code: None,
             },
+            scope: None,
             listening,
         }
     }
@@ -251,6 +268,32 @@ mod tests {
             r.decide(&found(5, "mongos", "/usr/bin/mongod", false), t0),
             Decision::Attach
         );
+    }
+
+    #[test]
+    fn a_scoped_target_is_awaited_in_its_own_place_only() {
+        use crate::agent::netns::Scope;
+        let t0 = Instant::now();
+        let cmd = ["/usr/bin/mongod", "--config", "/etc/mongod.conf"];
+        let pod = Scope::Pod("0b5f3c2e-1a2b-4c3d-8e9f-0a1b2c3d4e5f".into());
+        let id = format!("mongod:27017{}", pod.suffix());
+        let in_pod = |pid, scope: Option<Scope>| Found {
+            scope,
+            ..found_with(pid, "mongod", "/usr/bin/mongod", false, &cmd)
+        };
+        let mut r = Restarts::default();
+        r.went(&id, &in_pod(1, Some(pod.clone())).target, t0);
+        // The same command in the host's namespace, or in another pod: not it.
+        assert_eq!(r.decide(&in_pod(2, None), t0), Decision::Attach);
+        let other = Scope::Pod("ffffffff-1a2b-4c3d-8e9f-0a1b2c3d4e5f".into());
+        assert_eq!(r.decide(&in_pod(3, Some(other)), t0), Decision::Attach);
+        // In its pod again (a new container): the gone target.
+        assert_eq!(r.decide(&in_pod(4, Some(pod)), t0), Decision::Resume(id));
+        // And a host target's restart is not taken from a pod.
+        let mut r = Restarts::default();
+        went_before(&mut r, t0);
+        let ns = Some(Scope::NetNs(7));
+        assert_eq!(r.decide(&in_pod(5, ns), t0), Decision::Attach);
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::{
     notify::Notifier,
     restarts::{Decision, Restarts},
     serve::{self, Published},
+    skips::{SkipReason, Skips},
     targets::{self, Found, HOST},
     view,
     watch::{Budgets, Watch},
@@ -126,8 +127,11 @@ fn fleet_outbox(
     let Some(fleet) = crate::fleet::config::FleetConfig::load(path)? else {
         return Ok(None);
     };
+    // Only ports of the agent's own network namespace: the store's local
+    // address is the agent's (a pod's mongod on the same port is another).
     let ports: Vec<u16> = targets::scan(&config.processes)
         .into_iter()
+        .filter(|&pid| crate::mongo::sockdiag::same_net_namespace(pid))
         .flat_map(crate::mongo::port::ports_of)
         .collect();
     fleet.check_not_monitored(path, conn, &ports)?;
@@ -174,6 +178,12 @@ struct Agent {
     unlistened: BTreeMap<u32, (Found, Instant, Instant)>,
     /// Gone targets awaited, and processes held back as their restart.
     restarts: Restarts,
+    /// Matching processes not watched, and why.
+    skips: Skips,
+    /// The host's network namespace (targets outside it are scoped).
+    host_ns: Option<u64>,
+    /// Targets told they are not polled (once per id).
+    unpolled: std::collections::BTreeSet<String>,
     findings: Findings,
     flight: Flight,
     windows: u64,
@@ -215,6 +225,9 @@ impl Agent {
             failed: BTreeMap::new(),
             unlistened: BTreeMap::new(),
             restarts: Restarts::default(),
+            skips: Skips::default(),
+            host_ns: super::netns::host_net_ns(),
+            unpolled: std::collections::BTreeSet::new(),
             findings: Findings::default(),
             flight,
             windows: 0,
@@ -343,7 +356,12 @@ impl Agent {
             if self.watches.iter().any(|w| w.pid() == Some(pid)) {
                 continue;
             }
-            let Some(found) = targets::describe(pid) else {
+            let Some(found) = targets::describe(pid, self.host_ns) else {
+                // Exited meanwhile: nothing to watch. Still there: unreadable.
+                if crate::target::exists(pid) {
+                    self.skips
+                        .skip(pid, &format!("process {pid}"), SkipReason::Unreadable);
+                }
                 continue;
             };
             let found = match self.restarts.decide(&found, Instant::now()) {
@@ -372,9 +390,15 @@ impl Agent {
                 }
             };
             if self.watches.iter().any(|w| w.id == found.id) {
+                self.skips.skip(pid, &found.id, SkipReason::DuplicateId);
                 continue;
             }
-            self.attach(Some(&found));
+            if !self.attach(Some(&found)) {
+                self.skips.skip(pid, &found.id, SkipReason::AttachFailed);
+            }
+        }
+        for line in self.skips.end_scan() {
+            messages::note(&line);
         }
         // The host is watched on its own only while no target is (a
         // target's probes cover the host-wide families too), nor about to
@@ -387,7 +411,9 @@ impl Agent {
                 let w = self.watches.remove(pos);
                 self.bpf_run_done += w.probes().run_time();
             }
-            (false, None) if !held && !self.restarts.awaiting(Instant::now()) => self.attach(None),
+            (false, None) if !held && !self.restarts.awaiting(Instant::now()) => {
+                self.attach(None);
+            }
             _ => {}
         }
     }
@@ -435,13 +461,15 @@ impl Agent {
         }
     }
 
-    fn attach(&mut self, found: Option<&Found>) {
+    /// Attaches the probes for `found` (the host for `None`); false when
+    /// they could not be (now, or at a try less than [`RETRY`] ago).
+    fn attach(&mut self, found: Option<&Found>) -> bool {
         if let Some(f) = found {
             self.guard_fleet(f);
         }
         let id = found.map_or(HOST, |f| f.id.as_str()).to_owned();
         if self.failed.get(&id).is_some_and(|t| Instant::now() < *t) {
-            return;
+            return false;
         }
         let mongo = self.mongo_plan(found);
         match Watch::attach(
@@ -479,12 +507,14 @@ impl Agent {
                         .insert(f.target.pid, (f.clone(), now, now + LISTEN_RECHECK));
                 }
                 self.watches.push(w);
+                true
             }
             Err(e) => {
                 messages::note(format_args!(
                     "cannot attach to {id}: {e}; trying again in {RETRY:?}"
                 ));
                 self.failed.insert(id, Instant::now() + RETRY);
+                false
             }
         }
     }
@@ -499,6 +529,10 @@ impl Agent {
         let (true, Some(o), Some(path)) = (found.listening, &self.outbox, &self.config_file) else {
             return;
         };
+        // In another network namespace its port is not the store's address.
+        if !crate::mongo::sockdiag::same_net_namespace(found.target.pid) {
+            return;
+        }
         let ports = crate::mongo::port::ports_of(found.target.pid);
         if let Err(e) = o.config().check_not_monitored(path, None, &ports) {
             messages::note(format_args!(
@@ -518,8 +552,12 @@ impl Agent {
     }
 
     /// The mongod to poll for a target: the configured URI, when it names
-    /// this target's port (or, for a remote server, the host watch).
-    fn mongo_plan(&self, found: Option<&Found>) -> Option<MongoPlan> {
+    /// this target's port in the agent's own network namespace (or, for a
+    /// remote server, the host watch). A target listening on that port in
+    /// another namespace (a pod's, while the agent has its own or the
+    /// host's) is not polled: the URI's address is the agent's loopback,
+    /// not the target's; the log says so once per target.
+    fn mongo_plan(&mut self, found: Option<&Found>) -> Option<MongoPlan> {
         let conn = self.conn.as_ref()?;
         let hosts = conn.hosts().unwrap_or_default();
         let local_port = match hosts.as_slice() {
@@ -527,7 +565,18 @@ impl Agent {
             _ => None,
         };
         let ours = match (found, local_port) {
-            (Some(f), Some(port)) => f.id.ends_with(&format!(":{port}")),
+            (Some(f), Some(port)) if targets::id_port(f) == Some(port) => {
+                let reachable = crate::mongo::sockdiag::same_net_namespace(f.target.pid);
+                if !reachable && self.unpolled.insert(f.id.clone()) {
+                    messages::note(format_args!(
+                        "{} listens on port {port} in another network namespace than the \
+                         agent's: mongod is not polled (the URI's address is the agent's own; \
+                         the probes watch it all the same)",
+                        f.id
+                    ));
+                }
+                reachable
+            }
             (None, None) => true,
             _ => false,
         };
@@ -705,6 +754,7 @@ impl Agent {
         v.findings = view::findings(&self.findings, &self.rules);
         v.agent.bpf_run_seconds = bpf_run;
         v.agent.fleet = self.outbox.as_ref().map(Outbox::stats);
+        v.agent.skipped = self.skips.counts();
         self.published.set(super::metrics::render(&v));
     }
 }

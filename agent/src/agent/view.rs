@@ -123,6 +123,7 @@ pub fn build(
             flight_removed: flight.removed,
             max_series: config.max_series,
             fleet: None,
+            skipped: Vec::new(),
         },
     }
 }
@@ -210,6 +211,8 @@ fn target(w: &Watch, report: Option<&Report>) -> TargetView {
     TargetView {
         id: w.id.clone(),
         rs_nm: text(|i| &i.replica_set),
+        rs_state: w.rs_state().map(|s| s.to_string()).unwrap_or_default(),
+        cl_id: w.cl_id().unwrap_or_default().to_owned(),
         cl_role: text(|i| &i.cluster_role),
         mongod_version: text(|i| &i.version),
         build_id: w.build_id.clone().unwrap_or_default(),

@@ -162,6 +162,18 @@ impl Watch {
         self.session.mongo.as_ref().and_then(|m| m.info())
     }
 
+    /// The polled mongod's replica-set member state (`myState`: 1 primary,
+    /// 2 secondary, ...), when it is a member and said: the number, as
+    /// mongodb_exporter's `rs_state` label holds it, so the two join.
+    pub fn rs_state(&self) -> Option<i64> {
+        self.session.mongo.as_ref()?.repl_state()
+    }
+
+    /// The polled mongod's cluster id (`cl_id`), once read.
+    pub fn cl_id(&self) -> Option<&str> {
+        self.session.mongo.as_ref()?.cluster_id()
+    }
+
     /// After a slice of length `len`: attaches or detaches the per-event
     /// families for the next one, as the duty cycle says.
     fn cycle_events(&mut self, len: Duration) {

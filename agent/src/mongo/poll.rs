@@ -84,6 +84,8 @@ pub enum PollEvent {
         done: Instant,
         sample: Box<ReplSample>,
     },
+    /// The cluster's id (see [`read_cluster_id`]), sent once.
+    ClusterId(String),
     /// `serverStatus({tcmalloc: 2})`, flattened under `tcmalloc`.
     Detail {
         done: Instant,
@@ -180,6 +182,8 @@ async fn run(conn: Connection, start: Instant, tx: mpsc::Sender<PollEvent>) {
     let mut n: u64 = 0;
     // Cleared when the server says it is not a replica-set member.
     let repl_on = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    // Set once the cluster's id was read.
+    let id_known = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     loop {
         ticks.tick().await;
         let sent = Instant::now();
@@ -203,7 +207,7 @@ async fn run(conn: Connection, start: Instant, tx: mpsc::Sender<PollEvent>) {
             spawn_detail(&admin, &tx);
         }
         if n.is_multiple_of(REPL_EVERY) && repl_on.load(std::sync::atomic::Ordering::Relaxed) {
-            spawn_repl(&client, &tx, &repl_on);
+            spawn_repl(&client, &tx, [&repl_on, &id_known]);
         }
         n += 1;
     }
@@ -296,13 +300,15 @@ fn spawn_detail(admin: &mongodb::Database, tx: &mpsc::Sender<PollEvent>) {
 }
 
 /// The replica set's state, on a task of its own; clears `on` when the
-/// server is not a member.
+/// server is not a member. Until `id_known`, the cluster's id is read
+/// after it (a set initiated after the agent started gets one then).
 fn spawn_repl(
     client: &Client,
     tx: &mpsc::Sender<PollEvent>,
-    on: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    [on, id_known]: [&std::sync::Arc<std::sync::atomic::AtomicBool>; 2],
 ) {
-    let (client, tx, on) = (client.clone(), tx.clone(), on.clone());
+    use std::sync::atomic::Ordering::Relaxed;
+    let (client, tx, on, id_known) = (client.clone(), tx.clone(), on.clone(), id_known.clone());
     tokio::spawn(async move {
         match tokio::time::timeout(POLL_TIMEOUT, read_repl(&client)).await {
             Ok(Ok(Some(sample))) => {
@@ -310,6 +316,13 @@ fn spawn_repl(
                     done: Instant::now(),
                     sample: Box::new(sample),
                 });
+                if !id_known.load(Relaxed)
+                    && let Ok(Some(id)) =
+                        tokio::time::timeout(POLL_TIMEOUT, read_cluster_id(&client)).await
+                {
+                    id_known.store(true, Relaxed);
+                    let _ = tx.send(PollEvent::ClusterId(id));
+                }
             }
             Ok(Err(NotReplicaSet)) => on.store(false, std::sync::atomic::Ordering::Relaxed),
             // No answer in time, or nothing readable: the next round tries again.
@@ -431,6 +444,44 @@ async fn read_repl(client: &Client) -> Result<Option<ReplSample>, NotReplicaSet>
     ))
 }
 
+/// The cluster's id as mongodb_exporter's `cl_id` reads it:
+/// `config.version`'s `clusterId` (a config server's), else the replica
+/// set's `settings.replicaSetId` (replSetGetConfig); hex. `None` when
+/// neither is there or readable (the next replication round tries again).
+async fn read_cluster_id(client: &Client) -> Option<String> {
+    let version = client
+        .database("config")
+        .collection::<Document>("version")
+        .find_one(doc! {})
+        .await
+        .ok()
+        .flatten();
+    if let Some(id) = version
+        .as_ref()
+        .and_then(|d| d.get_object_id("clusterId").ok())
+    {
+        return Some(id.to_hex());
+    }
+    let reply = client
+        .database("admin")
+        .run_command(doc! { "replSetGetConfig": 1 })
+        .await
+        .ok()?;
+    replica_set_id(&reply)
+}
+
+/// `config.settings.replicaSetId` of a replSetGetConfig reply, hex.
+fn replica_set_id(reply: &Document) -> Option<String> {
+    let id = reply
+        .get_document("config")
+        .ok()?
+        .get_document("settings")
+        .ok()?
+        .get_object_id("replicaSetId")
+        .ok()?;
+    Some(id.to_hex())
+}
+
 /// buildInfo, getCmdLineOpts, hostInfo and the catalogue sizes; what failed
 /// is listed, the rest kept.
 async fn read_info(client: &Client) -> (MongodInfo, Vec<String>) {
@@ -489,5 +540,23 @@ fn number(doc: &Document, key: &str) -> u64 {
         Some(bson::Bson::Int64(i)) => u64::try_from(*i).unwrap_or(0),
         Some(bson::Bson::Double(d)) if *d >= 0.0 => *d as u64,
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replica_set_id_from_its_config() {
+        let id = bson::oid::ObjectId::parse_str("6560f0a1b2c3d4e5f6a7b8c9").unwrap();
+        let reply =
+            doc! { "config": { "_id": "rs0", "settings": { "replicaSetId": id } }, "ok": 1 };
+        assert_eq!(
+            replica_set_id(&reply).as_deref(),
+            Some("6560f0a1b2c3d4e5f6a7b8c9")
+        );
+        assert_eq!(replica_set_id(&doc! { "config": { "_id": "rs0" } }), None);
+        assert_eq!(replica_set_id(&doc! { "ok": 0 }), None);
     }
 }

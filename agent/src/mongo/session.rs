@@ -32,6 +32,10 @@ pub struct MongoSession {
     /// Lines told and not yet printed.
     news: Vec<String>,
     local: bool,
+    /// This member's state (replSetGetStatus `myState`), last read.
+    repl_state: Option<i64>,
+    /// The cluster's id (`cl_id`), once read.
+    cluster_id: Option<String>,
 }
 
 impl MongoSession {
@@ -59,6 +63,8 @@ impl MongoSession {
             told: None,
             news: Vec::new(),
             local: plan.local,
+            repl_state: None,
+            cluster_id: None,
         }
     }
 
@@ -77,6 +83,17 @@ impl MongoSession {
     /// What mongod said of itself (buildInfo, getCmdLineOpts, hostInfo), once read.
     pub fn info(&self) -> Option<&crate::recording::mongod::MongodInfo> {
         self.rec.info.as_ref()
+    }
+
+    /// This member's replica-set state (`myState`) at the last
+    /// replSetGetStatus that said it.
+    pub fn repl_state(&self) -> Option<i64> {
+        self.repl_state
+    }
+
+    /// The cluster's id (`cl_id`), once read.
+    pub fn cluster_id(&self) -> Option<&str> {
+        self.cluster_id.as_deref()
     }
 
     /// The lines told since the last call.
@@ -145,7 +162,11 @@ impl MongoSession {
                         failure = Some(why);
                     }
                 },
-                PollEvent::Repl { sample, .. } => out.repl = Some(*sample),
+                PollEvent::Repl { sample, .. } => {
+                    self.repl_state = sample.my_state.or(self.repl_state);
+                    out.repl = Some(*sample);
+                }
+                PollEvent::ClusterId(id) => self.cluster_id = Some(id),
                 PollEvent::Detail { done, metrics } => {
                     self.rec.tcmalloc_detail.push(TcmallocDetail {
                         at_ms: self.ms(done),
