@@ -407,6 +407,12 @@ fn unit_tests_big_endian() -> Result<()> {
     let mut cmd = Cmd::cargo();
     cmd.args(["test", "-p", "mdiag", "--lib"]);
     arch.cargo_args(&mut cmd);
+    // One test at a time: a test that starts a child (a compiler, a
+    // `sleep` to read the maps of) forks the emulated process, and a fork
+    // while other test threads run under qemu-user can leave the child
+    // waiting forever on a futex before its exec (seen once: the tier hung
+    // in `symbols::tests::google_tcmalloc_wiredtiger_and_tcmalloc_rseq_tls_in_a_child`).
+    cmd.args(["--", "--test-threads=1"]);
     let result = cmd
         .env(EMULATED_ENV, "qemu-user")
         .env(SKIP_LOG_ENV, &log)
