@@ -213,11 +213,17 @@ macro_rules! family_series {
         /// family by family in the registry's order
         /// ([`FamilyUnit::series`](crate::kit::unit::FamilyUnit::series)).
         fn series(rec: &Recording) -> Vec<Series> {
-            let whole = rec.window();
             let mut out = Vec::new();
-            $(out.extend(<crate::family::$module::Unit as crate::kit::unit::FamilyUnit>::series(
-                &rec.family_window(&whole),
-            ));)*
+            $({
+                let slices: Vec<_> = rec
+                    .slices
+                    .iter()
+                    .map(|s| (s.duration_ms, s.$module.as_ref()))
+                    .collect();
+                out.extend(
+                    <crate::family::$module::Unit as crate::kit::unit::FamilyUnit>::series(&slices),
+                );
+            })*
             out
         }
     };

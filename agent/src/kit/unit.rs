@@ -128,9 +128,10 @@ pub trait FamilyUnit {
     fn chart(_out: &mut String, _m: Option<&Self::Measurements>, _why_missing: &str) {}
 
     /// Its per-second figures that `compare` sets side by side, one value
-    /// per slice of `w`'s recording; none by default (events and sampled
+    /// per slice of a recording (`slices`: each slice's length in
+    /// milliseconds and its section); none by default (events and sampled
     /// windows are not per-second figures).
-    fn series(_w: &FamilyWindow<'_, Self::Section>) -> Vec<Series> {
+    fn series(_slices: &[(u64, Option<&Self::Section>)]) -> Vec<Series> {
         Vec::new()
     }
 }

@@ -54,18 +54,17 @@ impl FamilyUnit for Unit {
         super::report::section(m)
     }
 
-    fn series(w: &FamilyWindow<'_, PerfSlice>) -> Vec<Series> {
-        let slices = w.per_slice();
+    fn series(slices: &[(u64, Option<&PerfSlice>)]) -> Vec<Series> {
         vec![
             (
                 "target CPU (perf samples)",
                 "samples/s",
-                per_second(&slices, |p| p.target_samples as f64),
+                per_second(slices, |p| p.target_samples as f64),
             ),
             (
                 "allocator CPU (perf samples)",
                 "samples/s",
-                per_second(&slices, |p| p.allocator_samples as f64),
+                per_second(slices, |p| p.allocator_samples as f64),
             ),
         ]
     }

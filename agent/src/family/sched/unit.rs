@@ -64,9 +64,8 @@ impl FamilyUnit for Unit {
         super::chart(out, m, why_missing);
     }
 
-    fn series(w: &FamilyWindow<'_, SchedSlice>) -> Vec<Series> {
-        let slices = w.per_slice();
-        let involuntary = crate::kit::unit::per_second(&slices, |s| s.involuntary as f64);
+    fn series(slices: &[(u64, Option<&SchedSlice>)]) -> Vec<Series> {
+        let involuntary = crate::kit::unit::per_second(slices, |s| s.involuntary as f64);
         let runq_p99 = slices
             .iter()
             .map(|(_, s)| {

@@ -76,11 +76,11 @@ impl FamilyUnit for Unit {
         super::chart(out, m, why_missing);
     }
 
-    fn series(w: &FamilyWindow<'_, SoftirqSlice>) -> Vec<Series> {
+    fn series(slices: &[(u64, Option<&SoftirqSlice>)]) -> Vec<Series> {
         vec![(
             "NET_RX softirq time",
             "ms/s",
-            per_second(&w.per_slice(), net_rx_ms),
+            per_second(slices, net_rx_ms),
         )]
     }
 }

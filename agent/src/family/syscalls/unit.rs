@@ -60,11 +60,11 @@ impl FamilyUnit for Unit {
         super::report::section(m)
     }
 
-    fn series(w: &FamilyWindow<'_, SyscallsSlice>) -> Vec<Series> {
+    fn series(slices: &[(u64, Option<&SyscallsSlice>)]) -> Vec<Series> {
         vec![(
             "futex wait of observed threads",
             "ms/s",
-            per_second(&w.per_slice(), futex_wait_ms),
+            per_second(slices, futex_wait_ms),
         )]
     }
 }
