@@ -165,8 +165,8 @@ fn record_cmd(args: &RecordArgs) -> Result<(), AppError> {
 }
 
 fn compare_cmd(args: &crate::cli::CompareArgs) -> Result<(), AppError> {
-    let before = crate::recording::read_file(&args.before).map_err(AppError::usage)?;
-    let after = crate::recording::read_file(&args.after).map_err(AppError::usage)?;
+    let before = read_noting(&args.before)?;
+    let after = read_noting(&args.after)?;
     let rules = match &args.rules {
         Some(dir) => crate::rules::RuleSet::load_dir(dir).map_err(AppError::usage)?,
         None => crate::rules::RuleSet::builtin().map_err(AppError::failure)?,
@@ -191,6 +191,16 @@ fn compare_cmd(args: &crate::cli::CompareArgs) -> Result<(), AppError> {
             out(&format!("{json}\n"))
         }
     }
+}
+
+/// Reads a recording, telling the user what the reader noticed (it ended
+/// early, its slices were merged to bound memory).
+fn read_noting(path: &std::path::Path) -> Result<crate::recording::Recording, AppError> {
+    let opened = crate::recording::open(path).map_err(AppError::usage)?;
+    for note in &opened.notes {
+        crate::messages::note(note);
+    }
+    Ok(opened.recording)
 }
 
 fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
@@ -239,7 +249,7 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
                 None => crate::recording::newest_in_dir(std::path::Path::new("."))
                     .map_err(AppError::usage)?,
             };
-            let mut recording = crate::recording::read_file(&path).map_err(AppError::usage)?;
+            let mut recording = read_noting(&path)?;
             if let Some(dir) = ftdc {
                 // Only the recording's time range is read (one second of slack each side).
                 let slack = chrono::Duration::seconds(2);

@@ -27,6 +27,7 @@ mod fleet_e2e;
 mod fleet_guard;
 mod fleet_view;
 mod html;
+mod long_recording;
 mod metrics_tls;
 mod mongo_poll;
 mod mongod_agent;

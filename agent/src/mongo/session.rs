@@ -238,6 +238,12 @@ impl MongoSession {
         }
     }
 
+    /// The TCMalloc details taken since the last call (a long recording
+    /// streams them to its file instead of keeping them).
+    pub fn take_details(&mut self) -> Vec<crate::recording::mongod::TcmallocDetail> {
+        std::mem::take(&mut self.rec.tcmalloc_detail)
+    }
+
     /// Ends polling (without waiting for a slow server) and returns what the
     /// recording keeps.
     pub fn finish(mut self) -> MongodRecording {

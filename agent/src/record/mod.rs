@@ -35,6 +35,10 @@ pub enum RecordError {
     Probes(#[from] ProbeError),
     #[error(transparent)]
     Write(#[from] RecordingError),
+    #[error(
+        "{why}; {path} holds the recording up to its last complete frame: `mdiag explain {path}` reads it"
+    )]
+    Unfinished { path: PathBuf, why: String },
     #[error("cannot start the timer/signal runtime: {0}")]
     Runtime(std::io::Error),
     #[error(transparent)]

@@ -1,10 +1,14 @@
-//! Running a [`RecordPlan`]: attach, take a slice every second until the
-//! duration ends, a signal arrives or the target exits, then write the file.
+//! Running a [`RecordPlan`]: attach, write the recording's head, take a
+//! slice every second until the duration ends, a signal arrives or the
+//! target exits, streaming the slices to the file a frame every few seconds
+//! (`recording/stream.rs`), then write its end.
 //!
-//! Memory stays bounded by the slices kept (one small struct per second) and
-//! by the kernel maps (fixed size, exited threads pruned every second). On
-//! every exit path the probes are dropped, which detaches them, and a spawned
-//! target is stopped.
+//! Memory stays flat whatever the duration: slices leave memory for the file
+//! within [`FLUSH_EVERY`]; what crosses slices is bounded (the rseq calls
+//! kept for the ownership verdict, the checks), as are the kernel maps
+//! (fixed size, exited threads pruned every second). A `kill -9` leaves a
+//! file that reads up to its last frame. On every exit path the probes are
+//! dropped, which detaches them, and a spawned target is stopped.
 
 use std::{
     path::PathBuf,
@@ -21,7 +25,8 @@ use crate::{
     host,
     probes::Probes,
     recording::{
-        self, Checks, FORMAT_NAME, FORMAT_VERSION, Recording, Slice, SoftirqSlice, Target,
+        self, Checks, FORMAT_NAME, FORMAT_VERSION, Recording, RseqCall, Slice, SoftirqSlice,
+        StreamWriter, Target,
     },
     spawn::SpawnedChild,
     target,
@@ -34,6 +39,12 @@ const SLICE: Duration = Duration::from_secs(1);
 const CODE_WAIT: Duration = Duration::from_secs(30);
 /// How often the target's liveness is checked between slices.
 const POLL: Duration = Duration::from_millis(50);
+/// How often the slices taken go to the file, as one frame written and
+/// synced: what a crash can lose.
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(5);
+/// rseq(2) calls kept for the ownership verdict (one or two per thread
+/// start; the first ones say who registers).
+const RSEQ_CALLS_KEPT: usize = 4096;
 
 /// What `record` produced.
 pub struct RecordOutcome {
@@ -108,11 +119,36 @@ fn attach_spawned(argv: &[String], plan: &RecordPlan) -> Result<Attached, Record
 /// Runs the plan. Must be called outside any async runtime.
 pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     let (probes, mut target, mut child, clock) = attach(plan)?;
+    // Host facts once the target is known (a spawned one has exec'd by now).
+    let mut host = host::collect(target.as_ref().map(|t| t.pid));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RecordError::Runtime)?;
+    let mut session = Session::new(probes, target.as_ref().map(|t| t.pid));
+    session.mongo_plan = plan.mongo.clone();
+    let started_at = clock.utc;
+    let head = session.recording(
+        Vec::new(),
+        RecordingFrame {
+            started_at,
+            ended_at: started_at,
+            requested_duration_ms: plan.duration.as_millis() as u64,
+            stop_reason: "recording".into(),
+            host: host.clone(),
+            target: target.clone(),
+            checks: Checks::default(),
+            mongod: None,
+        },
+    );
+    let (mut out, fallback_reason) = create_output(&head, &plan.output)?;
+    drop(head);
     tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
     // Integration tests wait for this line before starting their workload.
     crate::messages::note(format_args!(
-        "probes attached, recording {}",
-        describe_target(target.as_ref())
+        "probes attached, recording {} to {}",
+        describe_target(target.as_ref()),
+        out.path().display()
     ));
     if let Some(m) = &plan.mongo {
         crate::messages::note(format_args!(
@@ -126,16 +162,7 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         ));
     }
 
-    // Host facts once the target is known (a spawned one has exec'd by now).
-    let mut host = host::collect(target.as_ref().map(|t| t.pid));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(RecordError::Runtime)?;
-    let mut session = Session::new(probes, target.as_ref().map(|t| t.pid));
-    session.mongo_plan = plan.mongo.clone();
-    let started_at = clock.utc;
-    let outcome = rt.block_on(session.record(plan, &clock, child.as_mut()));
+    let outcome = rt.block_on(session.record(plan, &clock, child.as_mut(), &mut out));
     host.cpu_usage = clock
         .cpu
         .as_ref()
@@ -158,10 +185,9 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         child.stop(STOP_GRACE);
     }
     let mongod = session.mongo.take().map(crate::mongo::MongoSession::finish);
-    let slices = std::mem::take(&mut session.slices);
     let checks = std::mem::take(&mut session.checks);
-    let recording = session.recording(
-        slices,
+    let end = session.recording(
+        Vec::new(),
         RecordingFrame {
             started_at,
             ended_at,
@@ -174,29 +200,41 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
         },
     );
     drop(session); // detach now, before writing
-    write(recording, plan.output.clone())
+    let path = out.path().to_owned();
+    let path = out.finish(&end).map_err(|e| RecordError::Unfinished {
+        path,
+        why: e.to_string(),
+    })?;
+    drop(end);
+    // The report is made from the file, read as `explain` reads it.
+    let recording = recording::read_file(&path)?;
+    Ok(RecordOutcome {
+        path,
+        recording,
+        fallback_reason,
+    })
 }
 
-/// Writes the file; if the planned place fails, keeps the data in the temp dir.
-fn write(recording: Recording, path: PathBuf) -> Result<RecordOutcome, RecordError> {
-    match recording::write_atomic(&recording, &path) {
-        Ok(()) => Ok(RecordOutcome {
-            path,
-            recording,
-            fallback_reason: None,
-        }),
+/// Creates the recording's file at `path` with its head; if the planned
+/// place fails, in the temp dir (with why).
+fn create_output(
+    head: &Recording,
+    path: &std::path::Path,
+) -> Result<(StreamWriter, Option<String>), RecordError> {
+    match StreamWriter::create(path, head) {
+        Ok(w) => Ok((w, None)),
         Err(first) => {
             let name = path
                 .file_name()
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("mdiag-recording.mdiag"));
             let fallback = std::env::temp_dir().join(name);
-            recording::write_atomic(&recording, &fallback)?;
-            Ok(RecordOutcome {
-                path: fallback,
-                recording,
-                fallback_reason: Some(first.to_string()),
-            })
+            let w = StreamWriter::create(&fallback, head)?;
+            crate::messages::note(format_args!(
+                "recording to {} instead ({first})",
+                fallback.display()
+            ));
+            Ok((w, Some(first.to_string())))
         }
     }
 }
@@ -255,6 +293,8 @@ pub(crate) struct Session {
     target_pid: Option<u32>,
     pub(crate) slices: Vec<Slice>,
     checks: Checks,
+    /// rseq(2) calls of the slices taken (at most [`RSEQ_CALLS_KEPT`]).
+    rseq_calls: Vec<RseqCall>,
     /// The target's code and glibc's `__rseq_size`, read once while it runs.
     target_code: Option<(TargetCode, Option<u32>)>,
     /// When the target's code was last tried (at most once a second).
@@ -273,6 +313,7 @@ impl Session {
             target_pid,
             slices: Vec::new(),
             checks: Checks::default(),
+            rseq_calls: Vec::new(),
             target_code: None,
             code_tried: None,
             code_job: None,
@@ -302,17 +343,13 @@ impl Session {
 
     /// A recording of `slices` (taken by this session) with what the probes
     /// know beside them: every family's status, the target's code and rseq
-    /// ownership seen in these slices, the allocator record, kernel stacks.
+    /// ownership seen in the slices taken so far, the allocator record,
+    /// kernel stacks.
     pub(crate) fn recording(&mut self, slices: Vec<Slice>, frame: RecordingFrame) -> Recording {
-        let rseq_calls: Vec<_> = slices
-            .iter()
-            .filter_map(|s| s.syscalls.as_ref())
-            .flat_map(|s| s.rseq.iter().cloned())
-            .collect();
         let rseq = self
             .target_code
             .as_ref()
-            .map(|(code, size)| crate::rseq::ownership_with(code, *size, &rseq_calls));
+            .map(|(code, size)| crate::rseq::ownership_with(code, *size, &self.rseq_calls));
         let mut recording = Recording {
             format: FORMAT_NAME.into(),
             version: FORMAT_VERSION,
@@ -381,6 +418,7 @@ impl Session {
         plan: &RecordPlan,
         clock: &Clock,
         mut child: Option<&mut SpawnedChild>,
+        out: &mut StreamWriter,
     ) -> String {
         let start = clock.start;
         let ctxt_start = clock.proc_stat_ctxt;
@@ -406,6 +444,8 @@ impl Session {
         let mut slice_start = start;
         let mut events = 0u64;
         let mut target_end = target_start;
+        let mut flushed = start;
+        let mut write_failed = false;
         let reason = loop {
             let mut wake = next_slice.min(deadline).min(Instant::now() + POLL);
             if let Some(due) = self.probes.next_due() {
@@ -441,12 +481,23 @@ impl Session {
                 for line in self.take_mongo_news() {
                     progress.note(&line);
                 }
+                let due = cut.duration_since(flushed) >= FLUSH_EVERY;
+                if let Err(e) = self.stream_out(out, due) {
+                    write_failed = true;
+                    break format!("stopped: {e}");
+                }
+                if due {
+                    flushed = cut;
+                }
             }
         };
         self.probes.finish(start);
         let now = Instant::now();
-        if now > slice_start || self.slices.is_empty() {
+        if now > slice_start || (self.slices.is_empty() && out.slices_written() == 0) {
             self.take_slice(start, slice_start, now, true);
+        }
+        if !write_failed && let Err(e) = self.stream_out(out, true) {
+            progress.note(&format!("the last slices are lost: {e}"));
         }
         for line in self.take_mongo_news() {
             progress.note(&line);
@@ -460,6 +511,27 @@ impl Session {
             self.checks.target_nonvoluntary_ctxt_switches = Some(i1.saturating_sub(i0));
         }
         reason
+    }
+
+    /// Moves the slices taken (and mongod's TCMalloc detail) to the file's
+    /// next frame, and writes that frame when `flush`.
+    fn stream_out(
+        &mut self,
+        out: &mut StreamWriter,
+        flush: bool,
+    ) -> Result<(), recording::RecordingError> {
+        for slice in std::mem::take(&mut self.slices) {
+            out.push_slice(&slice)?;
+        }
+        if let Some(m) = self.mongo.as_mut() {
+            for d in m.take_details() {
+                out.push_detail(&d)?;
+            }
+        }
+        if flush {
+            out.flush()?;
+        }
+        Ok(())
     }
 
     /// Appends the slice [from, to); returns the number of events in it.
@@ -485,6 +557,10 @@ impl Session {
                 .syscalls
                 .as_ref()
                 .map_or(0, |s| s.calls.iter().map(|c| c.count).sum::<u64>());
+        let room = RSEQ_CALLS_KEPT.saturating_sub(self.rseq_calls.len());
+        if let Some(sys) = &slice.syscalls {
+            self.rseq_calls.extend(sys.rseq.iter().take(room).cloned());
+        }
         self.slices.push(slice);
         // The symbol pages the families' lookups read leave the resident set.
         crate::symbols::ObjectCache::global().release_pages();

@@ -1,29 +1,36 @@
-//! Reading and writing recording files.
+//! Reading and writing recording files: the errors, and the entry points.
 //!
-//! A recording file is one zstd frame holding the JSON document of
-//! [`Recording`]. Writes are atomic (temporary file in the destination
-//! directory, fsync, rename) with mode 0600, so a crash never leaves half a
-//! recording under the final name and nothing recorded is lost. Reads check,
-//! in order: the file exists, it is zstd, it decompresses completely, it is
+//! Version 2 files (the stream layout, `recording/stream.rs`) are zstd
+//! frames of JSON lines, written as the recording is made; version 1 files,
+//! one zstd frame holding the JSON document of [`Recording`], are still
+//! read. [`write_atomic`] writes a whole recording (the agent's flight
+//! files, tests) in the stream layout, atomically (temporary file in the
+//! destination directory, fsync, rename) with mode 0600. Reads check, in
+//! order: the file exists, it is zstd, its first frame decompresses, it is
 //! JSON, it is an mdiag recording, its version is one this build reads, and
 //! only then its exact shape, so that each kind of bad input gets its own
-//! clear error.
+//! clear error; a stream file cut or damaged after its head reads up to its
+//! last complete frame (`recording/read.rs`).
 
 use std::{
     fs::File,
-    io::{BufReader, BufWriter, Read, Write},
+    io::{BufReader, Read},
     path::{Path, PathBuf},
 };
 
 use chrono::{DateTime, Utc};
 
+use super::frames::{Frames, Next};
 use super::model::{FORMAT_NAME, FORMAT_VERSION, Recording};
+pub use super::read::Opened;
 
 /// File name extension of recordings.
 pub const EXTENSION: &str = "mdiag";
 /// Largest decompressed recording we accept (a guard against zip bombs).
 const MAX_DECOMPRESSED: u64 = 4 << 30;
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+/// How the first line of a version 2 (stream) recording starts.
+const STREAM_START: &[u8] = b"{\"head\":";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
@@ -79,8 +86,19 @@ impl RecordingError {
     }
 }
 
-/// Reads and validates a recording file.
+/// Reads and validates a recording file (either layout); see [`open`].
 pub fn read_file(path: &Path) -> Result<Recording, RecordingError> {
+    open(path).map(|o| o.recording)
+}
+
+/// Reads and validates a recording file, with what the reader noticed (the
+/// file ended early, slices were merged to bound memory).
+pub fn open(path: &Path) -> Result<Opened, RecordingError> {
+    open_within(path, super::read::default_budget())
+}
+
+/// [`open`], keeping at most `budget` bytes of slices (JSON) unmerged.
+pub fn open_within(path: &Path, budget: usize) -> Result<Opened, RecordingError> {
     let mut file = File::open(path).map_err(|e| RecordingError::read(path, e))?;
     let mut magic = [0u8; 4];
     let mut got = 0;
@@ -102,23 +120,32 @@ pub fn read_file(path: &Path) -> Result<Recording, RecordingError> {
         });
     }
     let file = File::open(path).map_err(|e| RecordingError::read(path, e))?;
-    let decoder = zstd::stream::read::Decoder::new(BufReader::new(file))
+    let mut frames = Frames::new(BufReader::new(file), MAX_DECOMPRESSED)
         .map_err(|e| RecordingError::read(path, e))?;
-    let mut json = Vec::new();
-    decoder
-        .take(MAX_DECOMPRESSED + 1)
-        .read_to_end(&mut json)
-        .map_err(|e| RecordingError::Corrupt {
-            path: path.to_owned(),
-            why: format!("decompression failed: {e}"),
-        })?;
-    if json.len() as u64 > MAX_DECOMPRESSED {
-        return Err(RecordingError::Corrupt {
-            path: path.to_owned(),
-            why: format!("decompresses to more than {MAX_DECOMPRESSED} bytes"),
-        });
+    let first = match frames.next().map_err(|e| RecordingError::read(path, e))? {
+        Next::Frame(data) => data,
+        Next::End => {
+            return Err(RecordingError::Corrupt {
+                path: path.to_owned(),
+                why: "it holds no frame".into(),
+            });
+        }
+        Next::Cut { why, .. } => {
+            return Err(RecordingError::Corrupt {
+                path: path.to_owned(),
+                why: format!("its first frame is incomplete: {why}"),
+            });
+        }
+    };
+    if first.starts_with(STREAM_START) {
+        super::read::read_stream(path, first, frames, budget)
+    } else {
+        // Version 1: one frame, one document.
+        Ok(Opened {
+            recording: from_json(path, &first)?,
+            notes: Vec::new(),
+        })
     }
-    from_json(path, &json)
 }
 
 /// Validates and decodes the JSON document of a recording.
@@ -132,6 +159,33 @@ pub fn from_json(path: &Path, json: &[u8]) -> Result<Recording, RecordingError> 
                 e.column()
             ),
         })?;
+    let (version, writer) = check_header(path, &value)?;
+    serde_json::from_value(value).map_err(|e| {
+        let message = e.to_string();
+        match unknown_field(&message) {
+            // Version 1 grows during 0.1: a newer build's field, not damage.
+            Some(field) => RecordingError::UnknownField {
+                path: path.to_owned(),
+                field: field.to_owned(),
+                writer,
+                mine: env!("CARGO_PKG_VERSION"),
+            },
+            None => RecordingError::Corrupt {
+                path: path.to_owned(),
+                why: format!(
+                    "format version {version} document does not have the expected shape: {message}"
+                ),
+            },
+        }
+    })
+}
+
+/// Checks a recording document's `format` and `version` before anything
+/// else; returns its version and the mdiag version that wrote it.
+pub(crate) fn check_header(
+    path: &Path,
+    value: &serde_json::Value,
+) -> Result<(u64, String), RecordingError> {
     let format = value.get("format").and_then(|f| f.as_str());
     if format != Some(FORMAT_NAME) {
         return Err(RecordingError::NotARecording {
@@ -161,28 +215,11 @@ pub fn from_json(path: &Path, json: &[u8]) -> Result<Recording, RecordingError> 
         .and_then(|v| v.as_str())
         .unwrap_or("?")
         .to_owned();
-    serde_json::from_value(value).map_err(|e| {
-        let message = e.to_string();
-        match unknown_field(&message) {
-            // Version 1 grows during 0.1: a newer build's field, not damage.
-            Some(field) => RecordingError::UnknownField {
-                path: path.to_owned(),
-                field: field.to_owned(),
-                writer,
-                mine: env!("CARGO_PKG_VERSION"),
-            },
-            None => RecordingError::Corrupt {
-                path: path.to_owned(),
-                why: format!(
-                    "format version {version} document does not have the expected shape: {message}"
-                ),
-            },
-        }
-    })
+    Ok((version, writer))
 }
 
 /// The field named by serde's "unknown field `NAME`, expected ..." error.
-fn unknown_field(message: &str) -> Option<&str> {
+pub(crate) fn unknown_field(message: &str) -> Option<&str> {
     let rest = message.strip_prefix("unknown field `")?;
     rest.split_once('`').map(|(field, _)| field)
 }
@@ -203,20 +240,10 @@ pub fn write_atomic(recording: &Recording, path: &Path) -> Result<(), RecordingE
         .suffix(".tmp")
         .tempfile_in(&dir)
         .map_err(err)?;
-    {
-        let mut encoder =
-            zstd::stream::write::Encoder::new(BufWriter::new(tmp.as_file()), 3).map_err(err)?;
-        serde_json::to_writer(&mut encoder, recording)
-            .map_err(|e| err(std::io::Error::other(e)))?;
-        let mut inner = encoder.finish().map_err(err)?;
-        inner.flush().map_err(err)?;
-    }
-    tmp.as_file().sync_all().map_err(err)?;
+    let file = tmp.as_file().try_clone().map_err(err)?;
+    super::stream::write_whole(recording, path, file)?;
     tmp.persist(path).map_err(|e| err(e.error))?;
-    if let Ok(d) = File::open(&dir) {
-        // Best effort: make the rename durable.
-        let _ = d.sync_all();
-    }
+    super::stream::sync_dir(path);
     Ok(())
 }
 
@@ -263,7 +290,7 @@ pub fn newest_in_dir(dir: &Path) -> Result<PathBuf, RecordingError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::recording::model::*;
     use std::os::unix::fs::PermissionsExt;
@@ -432,10 +459,14 @@ mod tests {
     }
 
     #[test]
-    fn truncated_file_is_corrupt() {
+    fn a_truncated_version_1_file_is_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.mdiag");
-        write_atomic(&sample(), &path).unwrap();
+        let mut v1 = sample();
+        v1.version = 1;
+        let json = serde_json::to_vec(&v1).unwrap();
+        std::fs::write(&path, zstd::encode_all(&json[..], 3).unwrap()).unwrap();
+        assert_eq!(read_file(&path).unwrap(), v1);
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
         let err = read_file(&path).unwrap_err();
@@ -475,7 +506,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.mdiag");
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["version"] = serde_json::json!(2);
+        v["version"] = serde_json::json!(FORMAT_VERSION + 1);
         v["something_new"] = serde_json::json!({"a": 1});
         std::fs::write(
             &path,
@@ -484,7 +515,7 @@ mod tests {
         .unwrap();
         let err = read_file(&path).unwrap_err();
         assert!(
-            matches!(err, RecordingError::FutureVersion { found: 2, .. }),
+            matches!(err, RecordingError::FutureVersion { found, .. } if found == u64::from(FORMAT_VERSION) + 1),
             "{err}"
         );
         assert!(err.to_string().contains("upgrade mdiag"));

@@ -1,4 +1,6 @@
-//! The recording, format v1: what `mdiag record` writes and `mdiag explain` reads.
+//! The recording (format v2; v1 files are read too): what `mdiag record`
+//! writes and `mdiag explain` reads. How it is laid out in the file:
+//! `recording/stream.rs`.
 //!
 //! Self-describing (`format` + `version` at the top level) and documented in
 //! `docs/recording-format.md`. All numbers are integers (nanoseconds, counts)
@@ -44,7 +46,7 @@ pub use crate::kit::probe::status::{ProbeStatus, ProgramStatus};
 /// Value of [`Recording::format`].
 pub const FORMAT_NAME: &str = "mdiag-recording";
 /// The version this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -9,6 +9,11 @@
 //! the scenario changed): rewrite them with
 //! `MDIAG_UPDATE_RECORDINGS=1 cargo test -p mdiag --lib report::golden_recordings`
 //! and commit the files with the change.
+//!
+//! `testdata/recordings/v1/` keeps the same scenarios as written by mdiag
+//! before the stream layout (format version 1, one frame, one document):
+//! never rewritten, they must read back as the scenarios still do, and
+//! explain to the same report.
 
 use std::path::PathBuf;
 
@@ -27,6 +32,32 @@ fn scenarios() -> [(&'static str, Recording); 3] {
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/recordings")
+}
+
+#[test]
+fn version_1_recordings_still_read_and_explain_the_same() {
+    let rules = crate::rules::RuleSet::builtin().expect("builtin rules");
+    for (name, mut scenario) in scenarios() {
+        let path = dir().join("v1").join(format!("{name}.mdiag"));
+        let first = std::fs::read(&path).expect("a version 1 file");
+        // One frame holding one document, as version 1 was written.
+        assert!(
+            zstd::decode_all(&first[..])
+                .expect("one zstd frame")
+                .starts_with(b"{\"format\""),
+            "{} is not a version 1 file",
+            path.display()
+        );
+        let read = read_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let report = |r: &Recording| {
+            let mut report = crate::explain::explain(r, &rules, None, None).expect("explained");
+            report.recording.format_version = 0;
+            crate::report::json::render(&report).expect("rendered")
+        };
+        assert_eq!(report(&read), report(&scenario), "{name}");
+        scenario.version = 1;
+        assert!(read == scenario, "{} no longer reads back", path.display());
+    }
 }
 
 #[test]
