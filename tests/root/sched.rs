@@ -348,10 +348,18 @@ fn a_long_run_on_a_cpu_is_split_over_the_slices_it_overlaps() {
         })
         .collect();
     let recorded: u64 = rows.iter().map(|r| r.3).sum();
+    // What the kernel side says it could not count (a lost run shows here
+    // or nowhere).
+    let drops: Vec<_> = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.sched.as_ref().map(|x| x.drops.clone()))
+        .filter(|d| *d != mdiag::recording::SchedDrops::default())
+        .collect();
     eprintln!(
         "spinner {spinner}: on CPU {recorded} ns recorded, {truth} ns by schedstat in {runs} runs \
          (mean {} ms, longest seen {longest:?}); {stolen} ns stolen from CPU {pinned} by the \
-         hypervisor; per slice (slice, ms, switches, ns): {rows:?}",
+         hypervisor; per slice (slice, ms, switches, ns): {rows:?}; drops: {drops:?}",
         truth / runs.max(1) / 1_000_000
     );
     for &(i, ms, _, ns) in &rows {
