@@ -353,7 +353,7 @@ fn a_long_run_on_a_cpu_is_split_over_the_slices_it_overlaps() {
     let drops: Vec<_> = rec
         .slices
         .iter()
-        .filter_map(|s| s.sched.as_ref().map(|x| x.drops.clone()))
+        .filter_map(|s| s.sched.as_ref().map(|x| x.drops))
         .filter(|d| *d != mdiag::recording::SchedDrops::default())
         .collect();
     eprintln!(
