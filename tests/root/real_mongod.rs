@@ -265,6 +265,38 @@ fn a_sample_every_second_under_load_with_opcounters_threads_and_replica_set_righ
         "allocator_has_no_per_cpu_mode",
         "{rseq:?}"
     );
+
+    // The profile names mongod's C++ functions as people read them: the
+    // recording keeps the linkage names (`_ZN5mongo…`), the report shows
+    // them demangled.
+    let mangled: Vec<&str> = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.perf.as_ref())
+        .flat_map(|p| &p.by_symbol)
+        .filter_map(|s| s.symbol.as_deref())
+        .filter(|n| n.starts_with("_ZN5mongo"))
+        .collect();
+    assert!(!mangled.is_empty(), "no sample in mongo:: code");
+    let rules = mdiag::rules::RuleSet::builtin().unwrap();
+    let report = mdiag::explain::explain(&rec, &rules, None, None).unwrap();
+    let top = &report
+        .measurements
+        .perf
+        .as_ref()
+        .expect("perf measured")
+        .top_symbols;
+    eprintln!("mongod's most sampled functions: {top:#?}");
+    assert!(
+        top.iter().all(|s| !s.symbol.starts_with("_Z")),
+        "mangled names in the report: {top:?}"
+    );
+    let readable = mdiag::symbols::demangle::readable(mangled[0]);
+    assert!(
+        readable.starts_with("mongo::"),
+        "{} → {readable}",
+        mangled[0]
+    );
 }
 
 #[test]

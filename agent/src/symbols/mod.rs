@@ -9,6 +9,7 @@
 //! - [`program`]: the objects a program will map at start, before it runs;
 //! - [`names`], [`allocator`], [`wiredtiger`], [`rseq`]: what the code is;
 //! - [`detected`]: those detectors' answers, once per set of objects;
+//! - [`demangle`]: C++ and Rust names as people read them, for reports;
 //! - [`summary`]: [`TargetCode`], the serializable account for the recording.
 //!
 //! ```no_run
@@ -24,6 +25,7 @@
 pub mod address;
 pub mod allocator;
 pub mod cache;
+pub mod demangle;
 pub mod detected;
 pub mod elf;
 pub mod error;

@@ -108,7 +108,7 @@ pub fn measurements(
         let (raw_p90_ns, corrected_p90_ns) = pct(0.9);
         let (raw_p99_ns, corrected_p99_ns) = pct(0.99);
         functions.push(AllocFunctionMeasurement {
-            symbol: name,
+            symbol: crate::symbols::demangle::readable(&name).into_owned(),
             calls,
             per_s_in_windows: if window_s > 0.0 {
                 calls as f64 / window_s

@@ -39,7 +39,8 @@ pub struct PerfMeasurements {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PerfSymbolMeasurement {
-    /// Function name ("?" when no symbol covers the address).
+    /// Function name, C++ and Rust names demangled ("?" when no symbol
+    /// covers the address).
     pub symbol: String,
     /// Object path ("[kernel]"; `None` when unmapped).
     pub object: Option<String>,
@@ -96,7 +97,10 @@ pub fn build(
         top_symbols: by
             .into_iter()
             .map(|((object, symbol), n)| PerfSymbolMeasurement {
-                symbol: symbol.unwrap_or("?").to_string(),
+                symbol: symbol.map_or_else(
+                    || "?".to_owned(),
+                    |s| crate::symbols::demangle::readable(s).into_owned(),
+                ),
                 object: object.map(str::to_string),
                 samples: n,
                 share: ratio(n as f64, target as f64),
