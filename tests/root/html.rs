@@ -94,6 +94,30 @@ fn html_report_renders_with_its_charts_in_chromium() {
         assert!(marks > 0, "{id} has no marks: {svg}");
     }
     assert!(dom.contains("<h2>Findings</h2>") && dom.contains("<h2>Measurements</h2>"));
+    // Top-down: the overview, then the charts, then the findings' details.
+    let at = |h: &str| dom.find(&format!("<h2>{h}</h2>"));
+    assert!(at("Charts") < at("Findings"), "charts after the details");
+    if let Some(overview) = at("Overview") {
+        assert!(Some(overview) < at("Charts"));
+        // Every finding in the overview links to its details, as built.
+        let table = &dom[overview..at("Charts").unwrap_or(dom.len())];
+        let links: Vec<&str> = table
+            .split("href=\"#")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .collect();
+        assert!(!links.is_empty(), "an overview without links: {table}");
+        for id in links {
+            assert!(
+                dom.contains(&format!("id=\"{id}\"")),
+                "no details for #{id}"
+            );
+        }
+        assert!(
+            dom.contains("<details class=\"finding\" open=\"\">"),
+            "details not collapsible"
+        );
+    }
 
     // The screenshot: kept in target/ for a human to look at.
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mdiag-report.png");

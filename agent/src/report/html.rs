@@ -2,10 +2,11 @@
 //! (inline CSS and SVG, no script, nothing fetched) that opens anywhere.
 //!
 //! The text is the Markdown report rendered to HTML (pulldown-cmark), so the
-//! two always say the same; charts are added where people would rather look
-//! than read, in a "Charts" section before the measurements: softirq time
-//! per CPU and vector, preemptions per thread class, and a timeline of
-//! checkpoint windows against lock waits, preemptions and network work.
+//! two always say the same. It reads top-down: the overview (every finding
+//! on one line, linked to its details), then the charts, where people would
+//! rather look than read (softirq time per CPU and vector, preemptions per
+//! thread class, a timeline of checkpoint windows against lock waits,
+//! preemptions and network work), then each finding's details, collapsible.
 //! A chart without data says why instead of drawing an empty frame.
 
 use pulldown_cmark::{Event, Options, Parser, html::push_html};
@@ -32,6 +33,9 @@ svg .chart-title{font-weight:600;font-size:13px}
 svg .tick,svg .legend,svg .unit{font-size:11px;fill:#444}
 svg .panel-title{font-size:12px;fill:#222}
 footer{margin-top:3em;font-size:.85em;color:#777}
+details.finding{border-left:3px solid #0072B2;padding-left:.8em;margin:1em 0}
+details.finding>summary{cursor:pointer}
+details.finding>summary>h3{display:inline}
 "#;
 
 /// The whole report as an HTML document.
@@ -45,9 +49,10 @@ pub fn render(report: &Report) -> String {
         e => e,
     });
     push_html(&mut body, events);
+    let mut body = collapsible_findings(&body, &report.findings);
     let charts = charts(&report.measurements);
-    // Charts go before the measurements (or at the end when there are none).
-    match body.find("<h2>Measurements</h2>") {
+    // Charts go after the overview, before the findings' details.
+    match body.find("<h2>Findings</h2>") {
         Some(at) => body.insert_str(at, &charts),
         None => body.push_str(&charts),
     }
@@ -60,6 +65,36 @@ pub fn render(report: &Report) -> String {
         esc(&report.recording.started_at.to_rfc3339()),
         esc(&report.recording.ended_at.to_rfc3339()),
     )
+}
+
+/// The findings' details (each `<h3>` of the Findings section and what
+/// follows it) as `<details>` blocks, open, their headings given the
+/// overview's anchors.
+fn collapsible_findings(body: &str, findings: &[crate::findings::Finding]) -> String {
+    const SECTION: &str = "<h2>Findings</h2>";
+    let Some(start) = body.find(SECTION).map(|i| i + SECTION.len()) else {
+        return body.to_owned();
+    };
+    let end = body[start..].find("<h2>").map_or(body.len(), |i| start + i);
+    let section = &body[start..end];
+    let mut out = String::with_capacity(body.len() + findings.len() * 80);
+    out.push_str(&body[..start]);
+    let mut parts = section.split("<h3>");
+    out.push_str(parts.next().unwrap_or_default());
+    for (part, f) in parts.zip(findings) {
+        let Some((heading, rest)) = part.split_once("</h3>") else {
+            out.push_str("<h3>");
+            out.push_str(part);
+            continue;
+        };
+        let id = super::overview::anchor(&super::overview::heading(f));
+        out.push_str(&format!(
+            "<details class=\"finding\" open>\n<summary><h3 id=\"{}\">{heading}</h3></summary>{rest}</details>\n",
+            esc(&id)
+        ));
+    }
+    out.push_str(&body[end..]);
+    out
 }
 
 /// Why a family has no measurements, from `not_recorded`.

@@ -72,6 +72,7 @@ fn write_report(out: &mut String, report: &Report) -> std::fmt::Result {
     writeln!(out, "| Ranking | {} |", cell(&ranking_line(report)))?;
     writeln!(out, "| Rules | {} |", cell(&rules_line(report)))?;
     writeln!(out)?;
+    write_overview(out, report)?;
 
     writeln!(out, "## Findings")?;
     writeln!(out)?;
@@ -120,7 +121,11 @@ fn write_report(out: &mut String, report: &Report) -> std::fmt::Result {
     }
 
     write_measurements(out, &report.measurements)?;
+    write_probes(out, report)
+}
 
+/// Each probe family's status, drops and attach errors.
+fn write_probes(out: &mut String, report: &Report) -> std::fmt::Result {
     writeln!(out, "## Probes")?;
     writeln!(out)?;
     if report.probes.is_empty() {
@@ -231,8 +236,34 @@ fn write_table(out: &mut String, t: &Table) -> std::fmt::Result {
     writeln!(out)
 }
 
+/// Every finding on one line, linked to its details.
+fn write_overview(out: &mut String, report: &Report) -> std::fmt::Result {
+    let rows = super::overview::rows(&report.findings);
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "## Overview")?;
+    writeln!(out)?;
+    writeln!(out, "| # | Severity | Score | Finding | Key number |")?;
+    writeln!(out, "|---:|---|---:|---|---|")?;
+    for r in rows {
+        writeln!(
+            out,
+            "| {} | {} | {:.2} | [{}](#{}) | {} |",
+            r.rank,
+            r.severity,
+            r.score,
+            cell(r.title),
+            r.anchor,
+            cell(r.key.as_deref().unwrap_or("-"))
+        )?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
 fn write_finding(out: &mut String, f: &Finding) -> std::fmt::Result {
-    writeln!(out, "### {}. {} ({})", f.rank, f.title, f.severity)?;
+    writeln!(out, "### {}", super::overview::heading(f))?;
     writeln!(out)?;
     writeln!(
         out,

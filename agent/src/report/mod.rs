@@ -23,6 +23,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod measurements;
+pub mod overview;
 pub mod rseq;
 
 pub use crate::kit::svg;

@@ -56,7 +56,11 @@ impl Painter {
     }
 
     fn severity(&self, s: Severity) -> String {
-        let label = s.as_str().to_ascii_uppercase();
+        self.severity_padded(s, &s.as_str().to_ascii_uppercase())
+    }
+
+    /// `label` (the severity's name, padded) in the severity's colour.
+    fn severity_padded(&self, s: Severity, label: &str) -> String {
         let style = match s {
             Severity::Critical => Style::new().bold().fg_color(Some(AnsiColor::Red.into())),
             Severity::High => Style::new().fg_color(Some(AnsiColor::Red.into())),
@@ -64,7 +68,7 @@ impl Painter {
             Severity::Low => Style::new().fg_color(Some(AnsiColor::Cyan.into())),
             Severity::Info => Style::new().dimmed(),
         };
-        self.paint(style, &label)
+        self.paint(style, label)
     }
 }
 
@@ -105,6 +109,7 @@ pub(crate) fn wrap(text: &str, indent: &str, width: usize) -> String {
 
 fn write_report(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Result {
     write_header(out, report, p)?;
+    write_overview(out, report, p)?;
     write_rules(out, report, p)?;
     writeln!(out)?;
     write_measurements(out, &report.measurements, p)?;
@@ -134,6 +139,31 @@ fn write_header(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
     }
     writeln!(out, "  {} {}", field("ranking"), ranking_line(report))?;
     writeln!(out, "  {} {}", field("rules"), rules_line(report))?;
+    Ok(())
+}
+
+/// Every finding on one line, with the number that fired it beneath.
+fn write_overview(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Result {
+    let rows = super::overview::rows(&report.findings);
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "{}", p.heading("Overview"))?;
+    for r in rows {
+        let severity = format!("{:<8}", r.severity.as_str().to_ascii_uppercase());
+        writeln!(
+            out,
+            "  {:>3}  {}  {:.2}  {}",
+            format!("#{}", r.rank),
+            p.severity_padded(r.severity, &severity),
+            r.score,
+            truncate(r.title, WIDTH - 23)
+        )?;
+        if let Some(key) = r.key {
+            writeln!(out, "{}", p.dim(&wrap(&key, &" ".repeat(23), WIDTH)))?;
+        }
+    }
     Ok(())
 }
 
