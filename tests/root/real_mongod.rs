@@ -339,8 +339,11 @@ fn checkpoints_are_counted_as_wiredtiger_counts_them() {
         .flat_map(|w| w.checkpoints.iter().filter(|c| !c.in_progress))
         .collect();
     let n = seen.len() as i64;
+    // At least two to compare: a checkpoint a second when the disk keeps
+    // up, fewer when it does not (a CI run saw one take 9.1 s of a 14 s
+    // recording while builds wrote to the same disk: 3 seen, 4 counted).
     assert!(
-        n >= 4 && (n - counted).abs() <= 1,
+        n >= 2 && (n - counted).abs() <= 1,
         "the probe saw {n} checkpoints in slices {a}..={b}, WiredTiger counted {counted}: {seen:?}"
     );
     // Durations: the probe times the whole `__wt_txn_checkpoint` call;
