@@ -58,11 +58,11 @@ fn a_record_killed_with_sigkill_leaves_a_file_explain_reads() {
     ]);
     let _reaper = Reaper(rec_child.id() as i32);
     let started = Instant::now();
-    // Private from the first byte, while it records.
-    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
     // Two frames of slices on the disk, then no chance to finish.
     let seen = wait_for_slices(&out, 10);
+    // Private while it records (created 0600).
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
     rec_child.kill().unwrap();
     let elapsed = started.elapsed();
     let (status, _, _) = finish(rec_child, rec_err);

@@ -119,6 +119,27 @@ fn attach_spawned(argv: &[String], plan: &RecordPlan) -> Result<Attached, Record
 /// Runs the plan. Must be called outside any async runtime.
 pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     let (probes, mut target, mut child, clock) = attach(plan)?;
+    tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
+    // Integration tests wait for this line before starting their workload,
+    // and the VM matrix reads the kernel's switch count at it: it comes
+    // right after the clock starts, before the host facts are read.
+    crate::messages::note(format_args!(
+        "probes attached, recording {} to {}",
+        describe_target(target.as_ref()),
+        plan.output.display()
+    ));
+    if let Some(m) = &plan.mongo {
+        crate::messages::note(format_args!(
+            "polling mongod at {} every second{}",
+            m.conn.redacted(),
+            if m.local {
+                ""
+            } else {
+                " (remote: polling only)"
+            }
+        ));
+    }
+
     // Host facts once the target is known (a spawned one has exec'd by now).
     let mut host = host::collect(target.as_ref().map(|t| t.pid));
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -143,25 +164,6 @@ pub fn run(plan: &RecordPlan) -> Result<RecordOutcome, RecordError> {
     );
     let (mut out, fallback_reason) = create_output(&head, &plan.output)?;
     drop(head);
-    tracing::info!(target = ?target.as_ref().map(|t| t.pid), "probes attached");
-    // Integration tests wait for this line before starting their workload.
-    crate::messages::note(format_args!(
-        "probes attached, recording {} to {}",
-        describe_target(target.as_ref()),
-        out.path().display()
-    ));
-    if let Some(m) = &plan.mongo {
-        crate::messages::note(format_args!(
-            "polling mongod at {} every second{}",
-            m.conn.redacted(),
-            if m.local {
-                ""
-            } else {
-                " (remote: polling only)"
-            }
-        ));
-    }
-
     let outcome = rt.block_on(session.record(plan, &clock, child.as_mut(), &mut out));
     host.cpu_usage = clock
         .cpu
