@@ -14,6 +14,7 @@ mod cross;
 mod disk;
 mod mongod;
 mod package;
+mod recording;
 mod release;
 mod run;
 mod setup;

@@ -326,12 +326,7 @@ fn one_run(bins: &Bins, args: &BenchArgs, mode: Mode, bpftrace: &Path) -> Result
 /// windows run, probe hits, and the overhead it estimated (hits × the
 /// calibrated cost per hit / the target's CPU time).
 fn alloc_windows_summary(recording: &Path) -> String {
-    // A recording is one zstd frame holding JSON (docs/recording-format.md).
-    let rec: serde_json::Value = match std::fs::read(recording)
-        .and_then(|b| zstd::decode_all(b.as_slice()))
-        .map_err(anyhow::Error::from)
-        .and_then(|b| serde_json::from_slice(&b).map_err(anyhow::Error::from))
-    {
+    let rec: serde_json::Value = match crate::recording::read(recording) {
         Ok(v) => v,
         Err(e) => return format!("  (recording {} unreadable: {e})", recording.display()),
     };

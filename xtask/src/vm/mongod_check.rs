@@ -306,15 +306,15 @@ fn threads(c: &mut MongodCheck, log: &MongodLog, recorded: &BTreeMap<u64, Vec<St
     }
 }
 
-/// A recording printed in base64: one zstd frame of JSON
-/// (docs/recording-format.md).
+/// A recording printed in base64, as one JSON document
+/// ([`crate::recording::document`]: either layout).
 pub(super) fn decode_recording(b64: &str) -> Result<Value, String> {
     let text: String = b64.split_whitespace().collect();
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|e| format!("not base64: {e}"))?;
     let json = zstd::decode_all(bytes.as_slice()).map_err(|e| format!("not zstd: {e}"))?;
-    serde_json::from_slice(&json).map_err(|e| format!("not JSON: {e}"))
+    crate::recording::document(&json)
 }
 
 #[cfg(test)]
