@@ -94,7 +94,7 @@ pub fn read_file(path: &Path) -> Result<Recording, RecordingError> {
 /// Reads and validates a recording file, with what the reader noticed (the
 /// file ended early, slices were merged to bound memory).
 pub fn open(path: &Path) -> Result<Opened, RecordingError> {
-    open_within(path, super::read::default_budget())
+    open_within(path, super::keep::KEEP_BYTES)
 }
 
 /// [`open`], keeping at most `budget` bytes of slices (JSON) unmerged.
@@ -160,24 +160,35 @@ pub fn from_json(path: &Path, json: &[u8]) -> Result<Recording, RecordingError> 
             ),
         })?;
     let (version, writer) = check_header(path, &value)?;
-    serde_json::from_value(value).map_err(|e| {
-        let message = e.to_string();
-        match unknown_field(&message) {
-            // Version 1 grows during 0.1: a newer build's field, not damage.
-            Some(field) => RecordingError::UnknownField {
-                path: path.to_owned(),
-                field: field.to_owned(),
-                writer,
-                mine: env!("CARGO_PKG_VERSION"),
-            },
-            None => RecordingError::Corrupt {
-                path: path.to_owned(),
-                why: format!(
-                    "format version {version} document does not have the expected shape: {message}"
-                ),
-            },
-        }
-    })
+    serde_json::from_value(value).map_err(|e| shape_error(path, "document", version, writer, &e))
+}
+
+/// Why a recording's `what` (its document, or its head line) of format
+/// `version`, written by mdiag `writer`, did not decode: a field this build
+/// does not know (the format grows during 0.1: a newer build's field, not
+/// damage), else damage.
+pub(crate) fn shape_error(
+    path: &Path,
+    what: &str,
+    version: u64,
+    writer: String,
+    e: &serde_json::Error,
+) -> RecordingError {
+    let message = e.to_string();
+    match unknown_field(&message) {
+        Some(field) => RecordingError::UnknownField {
+            path: path.to_owned(),
+            field: field.to_owned(),
+            writer,
+            mine: env!("CARGO_PKG_VERSION"),
+        },
+        None => RecordingError::Corrupt {
+            path: path.to_owned(),
+            why: format!(
+                "format version {version} {what} does not have the expected shape: {message}"
+            ),
+        },
+    }
 }
 
 /// Checks a recording document's `format` and `version` before anything

@@ -4,7 +4,7 @@
 //! Version 1 files are one frame holding one JSON document (read whole, as
 //! they were written). Version 2 files (`recording/stream.rs`) are frames of
 //! JSON lines: the reader keeps every line of every complete frame, merges
-//! slices past [`KEEP_BYTES`] ([`Keeper`]), and keeps the newest
+//! slices past [`super::keep::KEEP_BYTES`] ([`Keeper`]), and keeps the newest
 //! [`DETAIL_KEEP`] TCMalloc details. A file that ends without its end line
 //! (killed, crashed, disk full, or still being written) gives the recording
 //! up to its last complete frame, its `stop_reason` saying so.
@@ -12,8 +12,8 @@
 use std::{io::Read, path::Path};
 
 use super::frames::{Frames, Next};
-use super::io::{RecordingError, check_header, unknown_field};
-use super::keep::{KEEP_BYTES, Keeper};
+use super::io::{RecordingError, check_header, shape_error, unknown_field};
+use super::keep::Keeper;
 use super::model::Recording;
 use super::mongod::TcmallocDetail;
 use super::stream::Line;
@@ -116,20 +116,8 @@ impl<'a> State<'a> {
             return Err(self.corrupt("the first line is not the head".into()));
         };
         let (version, writer) = check_header(self.path, &head)?;
-        let head: Recording = serde_json::from_value(head).map_err(|e| {
-            let message = e.to_string();
-            match unknown_field(&message) {
-                Some(field) => RecordingError::UnknownField {
-                    path: self.path.to_owned(),
-                    field: field.to_owned(),
-                    writer,
-                    mine: env!("CARGO_PKG_VERSION"),
-                },
-                None => self.corrupt(format!(
-                    "format version {version} head does not have the expected shape: {message}"
-                )),
-            }
-        })?;
+        let head: Recording = serde_json::from_value(head)
+            .map_err(|e| shape_error(self.path, "head", version, writer, &e))?;
         self.head = Some(head);
         Ok(())
     }
@@ -213,9 +201,4 @@ impl<'a> State<'a> {
 fn unknown_variant(message: &str) -> Option<&str> {
     let rest = message.strip_prefix("unknown variant `")?;
     rest.split_once('`').map(|(v, _)| v)
-}
-
-/// The default budget of kept slices.
-pub(crate) const fn default_budget() -> usize {
-    KEEP_BYTES
 }

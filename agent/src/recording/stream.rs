@@ -109,11 +109,6 @@ impl StreamWriter {
         self.slices
     }
 
-    /// Whether lines wait for the next frame.
-    pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
     /// Adds a slice to the frame being filled.
     pub fn push_slice(&mut self, slice: &Slice) -> Result<(), RecordingError> {
         self.line(&LineRef::Slice(slice))?;
