@@ -7,9 +7,10 @@
 //!   `gcc-aarch64-linux-gnu` links (and compiles the C inside zstd and ring).
 //! - s390x: rustup publishes no `rust-std` for 1.98.0, so std is built from
 //!   the toolchain's `rust-src` (`-Zbuild-std`, allowed on a stable compiler
-//!   by `RUSTC_BOOTSTRAP=1` for this one cargo process only). The eBPF object
-//!   is then big-endian (`bpfeb`): aya-build picks the endianness from the
-//!   agent's target.
+//!   by `RUSTC_BOOTSTRAP=1` for this one cargo process only), in a target
+//!   directory of its own (`<target>/build-std`, see `cargo_target_dir`).
+//!   The eBPF object is then big-endian (`bpfeb`): aya-build picks the
+//!   endianness from the agent's target.
 //!
 //! Binaries of other architectures run here under qemu-user (Debian's
 //! `qemu-user`) with the cross glibc of `libc6-<arch>-cross` as their root
@@ -153,12 +154,31 @@ impl Arch {
         Cmd::new("rustup").args(&add).run()
     }
 
+    /// Cargo's target directory for this architecture's builds: the
+    /// workspace's, except for a build-std architecture, which has one of its
+    /// own inside it (`<target>/build-std`). Why: those builds run with
+    /// `RUSTC_BOOTSTRAP=1`, and proc-macro2, anyhow and thiserror rerun their
+    /// build scripts whenever that variable changes (`rerun-if-env-changed`).
+    /// Sharing the host-side build scripts and proc macros with the aarch64
+    /// build, which runs without it, made every switch between the two
+    /// recompile nearly every crate (3 min each time: twice in the vm tier,
+    /// right after the cross tier had built both).
+    fn cargo_target_dir(&self) -> Result<PathBuf> {
+        let dir = target_dir()?;
+        Ok(if self.build_std {
+            dir.join("build-std")
+        } else {
+            dir.to_path_buf()
+        })
+    }
+
     /// Sets what cargo needs to build for this architecture on `cmd` (a
     /// `cargo build`/`test` being assembled): `--target`, the linker, the
-    /// runner for `cargo test`, and build-std where needed.
-    pub fn cargo_args(&self, cmd: &mut Cmd) {
+    /// runner for `cargo test`, and build-std (in its own target directory)
+    /// where needed.
+    pub fn cargo_args(&self, cmd: &mut Cmd) -> Result<()> {
         if self.is_host() {
-            return;
+            return Ok(());
         }
         cmd.args(["--target", self.triple]);
         if let Some(gcc) = self.cross_gcc {
@@ -173,19 +193,25 @@ impl Arch {
         // more to compile. Release builds are not affected.
         cmd.env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
         if self.build_std {
+            // `test` too, although only `cargo test` needs it: cargo makes
+            // every crate depend on each std crate it builds, so a `cargo
+            // test` with `test` added to the set recompiled every dependency
+            // that `cargo build` had just compiled (5 min in the cross tier).
+            // The binary does not link it (nothing uses it).
             cmd.env("RUSTC_BOOTSTRAP", "1")
-                .arg("-Zbuild-std=std,panic_abort");
+                .env("CARGO_TARGET_DIR", self.cargo_target_dir()?)
+                .arg("-Zbuild-std=std,panic_abort,test");
         }
+        Ok(())
     }
 
     /// Where cargo puts this architecture's `profile` outputs.
     pub fn out_dir(&self, release: bool) -> Result<PathBuf> {
         let profile = if release { "release" } else { "debug" };
-        let dir = target_dir()?;
         Ok(if self.is_host() {
-            dir.join(profile)
+            target_dir()?.join(profile)
         } else {
-            dir.join(self.triple).join(profile)
+            self.cargo_target_dir()?.join(self.triple).join(profile)
         })
     }
 
@@ -212,7 +238,7 @@ pub fn build(arch: &Arch, release: bool) -> Result<PathBuf> {
     if release {
         cmd.arg("--release");
     }
-    arch.cargo_args(&mut cmd);
+    arch.cargo_args(&mut cmd)?;
     cmd.run()?;
     Ok(arch.out_dir(release)?.join("mdiag"))
 }
@@ -245,5 +271,31 @@ mod tests {
             "CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_LINKER"
         );
         assert!(s390x.big_endian && s390x.build_std);
+    }
+
+    #[test]
+    fn only_build_std_builds_have_a_target_directory_of_their_own() {
+        let target = target_dir().unwrap();
+        let dir = |name| parse_arch(name).unwrap().cargo_target_dir().unwrap();
+        assert_eq!(dir("x86_64"), target);
+        assert_eq!(dir("aarch64"), target);
+        assert_eq!(dir("s390x"), target.join("build-std"));
+        let s390x = parse_arch("s390x").unwrap();
+        assert_eq!(
+            s390x.out_dir(false).unwrap(),
+            target.join("build-std/s390x-unknown-linux-gnu/debug")
+        );
+        let mut cmd = Cmd::new("cargo");
+        s390x.cargo_args(&mut cmd).unwrap();
+        let line = cmd.to_string();
+        assert!(line.contains("RUSTC_BOOTSTRAP=1"), "{line}");
+        assert!(line.contains("-Zbuild-std=std,panic_abort,test"), "{line}");
+        let mut cmd = Cmd::new("cargo");
+        parse_arch("aarch64").unwrap().cargo_args(&mut cmd).unwrap();
+        let line = cmd.to_string();
+        assert!(
+            !line.contains("CARGO_TARGET_DIR") && !line.contains("RUSTC_BOOTSTRAP"),
+            "{line}"
+        );
     }
 }

@@ -406,7 +406,7 @@ fn unit_tests_big_endian() -> Result<()> {
     let _ = fs::remove_file(&log);
     let mut cmd = Cmd::cargo();
     cmd.args(["test", "-p", "mdiag", "--lib"]);
-    arch.cargo_args(&mut cmd);
+    arch.cargo_args(&mut cmd)?;
     // One test at a time: a test that starts a child (a compiler, a
     // `sleep` to read the maps of) forks the emulated process, and a fork
     // while other test threads run under qemu-user can leave the child

@@ -54,7 +54,8 @@ enum Command {
         release: bool,
         /// Cross-build for this architecture: x86_64 (the host), aarch64 or
         /// s390x (or their Rust triples); installs the cross C toolchain and
-        /// the Rust target first. The binary lands in target/<triple>/.
+        /// the Rust target first. The binary lands in target/<triple>/
+        /// (s390x: target/build-std/<triple>/).
         #[arg(long, value_name = "ARCH", value_parser = arch::parse_arch)]
         target: Option<&'static arch::Arch>,
         #[command(flatten)]

@@ -65,8 +65,20 @@ pub(super) fn mongod_files() -> Result<MongodFiles> {
         )
     })?;
     say!("vm-matrix x86_64: building mdiag-mongoload (the guest's request load)");
+    // `--examples` (mdiag-tests has none) makes cargo resolve features with
+    // the dev-dependencies, as `cargo test -p mdiag-tests` in the root tier
+    // does when it builds this same binary: without it, about 80 crates were
+    // compiled again with fewer features (40 s) and the binary the root tier
+    // tested was replaced by another build of itself.
     Cmd::cargo()
-        .args(["build", "-p", "mdiag-tests", "--bin", "mdiag-mongoload"])
+        .args([
+            "build",
+            "-p",
+            "mdiag-tests",
+            "--bin",
+            "mdiag-mongoload",
+            "--examples",
+        ])
         .run()
         .context("building mdiag-mongoload (`cargo build -p mdiag-tests --bin mdiag-mongoload`)")?;
     let mongoload = crate::cmd::target_dir()?.join("debug/mdiag-mongoload");
