@@ -140,19 +140,25 @@ mod tests {
     #[test]
     fn cpu_time_matches_the_kernel() {
         let before = sample().cpu_seconds;
+        // Spins until its own CPU clock shows 100 ms: on a loaded host a
+        // wall-clock spin may get almost no CPU.
         let spun = std::thread::spawn(|| {
-            let t = std::time::Instant::now();
-            let mut x = 0u64;
-            while t.elapsed() < std::time::Duration::from_millis(300) {
-                x = std::hint::black_box(x.wrapping_add(1));
-            }
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
+            let thread_cpu = || {
+                let mut ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                // SAFETY: clock_gettime writes into the struct it is given.
+                unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+                ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
             };
-            // SAFETY: clock_gettime writes into the struct it is given.
-            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-            ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+            let mut x = 0u64;
+            while thread_cpu() < 0.1 {
+                for _ in 0..10_000 {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            thread_cpu()
         })
         .join()
         .unwrap();
