@@ -6,7 +6,9 @@
 //! walk), so the same binary seen through another path (another container,
 //! another pid's `/proc/PID/root`) is found too. Only then is it indexed.
 //! Parsing happens outside the lock: two threads may parse the same file once
-//! each, the last insert wins.
+//! each, the last insert wins. A parsed object includes the symbols of its
+//! separate debug file when one is found ([`super::debuginfo`]), looked for
+//! once, on the miss: the key stays the object's build-id.
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
@@ -14,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
+use super::debuginfo::{DEFAULT_DEBUG_DIR, Lookup, find_debug_file, peek_debug_link};
 use super::elf::{ElfObject, map_file, peek_build_id};
 use super::error::SymbolError;
 use super::maps::MappedObject;
@@ -67,6 +70,8 @@ struct Entry {
 pub struct ObjectCache {
     capacity: usize,
     max_bytes: usize,
+    /// Global debug directories searched for separate debug files.
+    debug_dirs: Vec<PathBuf>,
     /// Most recently used last.
     entries: Mutex<Vec<Entry>>,
     hits: AtomicU64,
@@ -98,10 +103,19 @@ impl ObjectCache {
         ObjectCache {
             max_bytes,
             capacity: capacity.max(1),
+            debug_dirs: vec![PathBuf::from(DEFAULT_DEBUG_DIR)],
             entries: Mutex::new(Vec::new()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
+    }
+
+    /// The same cache searching `dirs` (absolute paths, each under the
+    /// target's root then the host's) instead of [`DEFAULT_DEBUG_DIR`] for
+    /// separate debug files; empty: only next to the object (debug link).
+    pub fn with_debug_dirs(mut self, dirs: Vec<PathBuf>) -> ObjectCache {
+        self.debug_dirs = dirs;
+        self
     }
 
     /// The process-wide cache ([`DEFAULT_CAPACITY`] objects, [`DEFAULT_MAX_BYTES`]).
@@ -163,8 +177,34 @@ impl ObjectCache {
         self.open_file(path, &file)
     }
 
-    /// The parsed object of an open file (`path` names it in errors).
+    /// The parsed object of an open file (`path` names it in errors, and
+    /// its separate debug file is searched for on the host, by this path).
     pub fn open_file(&self, path: &Path, file: &File) -> Result<Arc<ElfObject>, SymbolError> {
+        self.open_file_in(path, file, None)
+    }
+
+    /// The parsed object of a file `pid` maps, opened at `path` (from
+    /// [`open_mapped`]); its separate debug file is searched for under the
+    /// process's root, then on the host.
+    pub fn open_mapped_file(
+        &self,
+        pid: u32,
+        object: &MappedObject,
+        path: &Path,
+        file: &File,
+    ) -> Result<Arc<ElfObject>, SymbolError> {
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        self.open_file_in(path, file, Some((&object.path, root)))
+    }
+
+    /// The parsed object of an open file; `target`: the object's path as
+    /// the target sees it and the target's root, when not the host's file.
+    fn open_file_in(
+        &self,
+        path: &Path,
+        file: &File,
+        target: Option<(&Path, PathBuf)>,
+    ) -> Result<Arc<ElfObject>, SymbolError> {
         let meta = file.metadata().map_err(|source| SymbolError::Open {
             path: path.to_path_buf(),
             source,
@@ -187,10 +227,33 @@ impl ObjectCache {
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let started = std::time::Instant::now();
-        let object = Arc::new(ElfObject::parse(path, map)?);
+        let absolute;
+        let lookup = match target {
+            Some((object, root)) => Lookup {
+                object,
+                root: Some(root),
+                file: (meta.dev(), meta.ino()),
+            },
+            None => {
+                absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+                Lookup {
+                    object: &absolute,
+                    root: None,
+                    file: (meta.dev(), meta.ino()),
+                }
+            }
+        };
+        let build_id = match &id_key {
+            Some(CacheKey::BuildId(id)) => Some(id.as_slice()),
+            _ => None,
+        };
+        let link = peek_debug_link(&map);
+        let debug = find_debug_file(&self.debug_dirs, &lookup, build_id, link.as_ref());
+        let object = Arc::new(ElfObject::parse_with_debug(path, map, debug)?);
         tracing::debug!(
             path = %path.display(),
             functions = object.counts().functions,
+            debug = ?object.debug_file(),
             ms = started.elapsed().as_millis() as u64,
             "symbols: parsed (cache miss)"
         );
@@ -206,7 +269,7 @@ impl ObjectCache {
     /// deleted or the path now names another file (inode changed).
     pub fn load(&self, pid: u32, object: &MappedObject) -> Result<Arc<ElfObject>, SymbolError> {
         let (path, file) = open_mapped(pid, object)?;
-        self.open_file(&path, &file)
+        self.open_mapped_file(pid, object, &path, &file)
     }
 }
 

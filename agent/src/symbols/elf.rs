@@ -1,7 +1,9 @@
 //! One ELF object read over `mmap` (never copied): a compact index of its
 //! function symbols (STT_FUNC and STT_GNU_IFUNC from `.symtab` and `.dynsym`,
 //! see [`super::index`]), a few data symbols of interest, PT_LOAD segments,
-//! GNU build-id and type.
+//! GNU build-id and type. A stripped object's separate debug file, when
+//! one was found ([`super::debuginfo`]), adds its `.symtab` functions: it is
+//! mapped too, and its names read from it.
 //!
 //! Names stay in the mapped file and are read from it when asked for. The
 //! pages read count in mdiag's resident set (mongod 6.0's string tables are
@@ -27,9 +29,10 @@ use object::{Endianness, FileKind};
 use serde::{Deserialize, Serialize};
 
 use super::address::{self, Segment};
+use super::debuginfo::DebugFile;
 use super::error::SymbolError;
-use super::index::{self, Every, FuncIndex, RawFunc, StringTables};
-use super::tables;
+use super::index::{self, Every, Files, FuncIndex, RawFunc, StringTables};
+use super::tables::{self, Source};
 
 /// Names read between two releases of the pages read, in a walk over all
 /// of an object's functions (a few MiB of string table at most).
@@ -121,6 +124,8 @@ pub struct ElfObject {
     funcs: FuncIndex,
     data: Vec<DataSymbol>,
     counts: SymbolCounts,
+    /// The separate debug file whose `.symtab` was indexed too.
+    debug: Option<DebugFile>,
     /// Names were read since the pages were last released.
     touched: AtomicBool,
 }
@@ -143,6 +148,17 @@ impl ElfObject {
     /// Parses a mapping of the file; the pages read are released as it goes
     /// and at the end.
     pub(crate) fn parse(path: &Path, map: Mmap) -> Result<ElfObject, SymbolError> {
+        Self::parse_with_debug(path, map, None)
+    }
+
+    /// As [`Self::parse`], adding the `.symtab` functions of the object's
+    /// separate debug file (found by [`super::debuginfo::find_debug_file`]).
+    /// A debug file that cannot be read is left out, not an error.
+    pub(crate) fn parse_with_debug(
+        path: &Path,
+        map: Mmap,
+        debug: Option<DebugFile>,
+    ) -> Result<ElfObject, SymbolError> {
         let elf_err = |e: object::read::Error| SymbolError::Elf {
             path: path.to_path_buf(),
             reason: e.to_string(),
@@ -171,6 +187,25 @@ impl ElfObject {
             mut counts,
         } = parsed;
         release(&map);
+        let (mut funcs, mut strings) = (funcs, strings);
+        let debug = debug.and_then(|d| match parse_debug_file(&d.map) {
+            Ok(symbols) => {
+                release(&d.map);
+                funcs.reserve_exact(symbols.funcs.len());
+                funcs.extend(symbols.funcs);
+                strings.debug = symbols.strings.debug;
+                counts.symtab_functions += symbols.counts.symtab_functions;
+                counts.skipped += symbols.counts.skipped;
+                Some(d)
+            }
+            Err(e) => {
+                tracing::debug!(
+                    path = %d.path.display(),
+                    "symbols: debug file left out: {e}"
+                );
+                None
+            }
+        });
         let funcs = FuncIndex::build(funcs, strings);
         counts.functions = funcs.len();
         Ok(ElfObject {
@@ -183,8 +218,30 @@ impl ElfObject {
             funcs,
             data,
             counts,
+            debug,
             touched: AtomicBool::new(false),
         })
+    }
+
+    /// The separate debug file whose `.symtab` functions were indexed too.
+    pub fn debug_file(&self) -> Option<&Path> {
+        self.debug.as_ref().map(|d| d.path.as_path())
+    }
+
+    /// The bytes names are read from.
+    fn files(&self) -> Files<'_> {
+        Files {
+            main: &self.map,
+            debug: self.debug.as_ref().map_or(&[], |d| &d.map[..]),
+        }
+    }
+
+    /// Releases the pages of the object and of its debug file.
+    fn release_all(&self) {
+        release(&self.map);
+        if let Some(d) = &self.debug {
+            release(&d.map);
+        }
     }
 
     /// Hands the pages of the file read since the last call back to the
@@ -192,7 +249,7 @@ impl ElfObject {
     /// resident set and are read again (from the cache) when needed.
     pub fn release_pages(&self) {
         if self.touched.swap(false, Ordering::Relaxed) {
-            release(&self.map);
+            self.release_all();
         }
     }
 
@@ -246,7 +303,7 @@ impl ElfObject {
         self.touched.store(true, Ordering::Relaxed);
         let flags = self.funcs.flags(i);
         Function {
-            name: self.funcs.name(&self.map, i),
+            name: self.funcs.name(self.files(), i),
             value: self.funcs.value(i),
             size: self.funcs.size(i),
             global: flags & index::GLOBAL != 0,
@@ -265,7 +322,7 @@ impl ElfObject {
     pub fn functions(&self) -> impl ExactSizeIterator<Item = Function<'_>> + '_ {
         (0..self.funcs.len()).map(move |i| {
             if i % RELEASE_EVERY == RELEASE_EVERY - 1 {
-                release(&self.map);
+                self.release_all();
             }
             self.func(i)
         })
@@ -288,7 +345,7 @@ impl ElfObject {
             .enumerate()
             .map(move |(n, i)| {
                 if n % RELEASE_EVERY == RELEASE_EVERY - 1 {
-                    release(&self.map);
+                    self.release_all();
                 }
                 (i as usize, self.func(i as usize))
             })
@@ -309,7 +366,7 @@ impl ElfObject {
     /// Every function named exactly `name`.
     pub fn functions_named(&self, name: &str) -> impl Iterator<Item = Function<'_>> + '_ {
         self.touched.store(true, Ordering::Relaxed);
-        let found: Vec<usize> = self.funcs.named(&self.map, name).collect();
+        let found: Vec<usize> = self.funcs.named(self.files(), name).collect();
         found.into_iter().map(move |i| self.func(i))
     }
 
@@ -511,7 +568,7 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
     pie &= elf_type == ElfType::Dyn;
     let build_id = build_id::<Elf>(data)?;
     let sections = header.sections(endian, data)?;
-    let symbols = tables::read_symbols::<Elf>(data, endian, &sections, pace)?;
+    let symbols = tables::read_symbols::<Elf>(data, endian, &sections, pace, Source::Object)?;
     Ok(Parsed {
         build_id,
         elf_type,
@@ -522,6 +579,28 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
         data: symbols.data,
         counts: symbols.counts,
     })
+}
+
+/// The `.symtab` functions of a separate debug file, its pages released as
+/// they are read.
+fn parse_debug_file(map: &Mmap) -> Result<tables::Symbols, String> {
+    fn symbols<Elf: FileHeader<Endian = Endianness>>(
+        data: &[u8],
+        pace: &mut Every<'_>,
+    ) -> object::read::Result<tables::Symbols> {
+        let header = Elf::parse(data)?;
+        let endian = header.endian()?;
+        let sections = header.sections(endian, data)?;
+        tables::read_symbols::<Elf>(data, endian, &sections, pace, Source::DebugFile)
+    }
+    let release_map = || release(map);
+    let mut pace = Every::new(RELEASE_EVERY, &release_map);
+    match FileKind::parse(&**map).map_err(|e| e.to_string())? {
+        FileKind::Elf32 => symbols::<elf::FileHeader32<Endianness>>(map, &mut pace),
+        FileKind::Elf64 => symbols::<elf::FileHeader64<Endianness>>(map, &mut pace),
+        other => return Err(format!("not ELF but {other:?}")),
+    }
+    .map_err(|e| e.to_string())
 }
 
 /// Hands the mapped file's resident pages back to the page cache.

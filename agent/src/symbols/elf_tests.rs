@@ -144,7 +144,7 @@ fn random_corruption_never_panics() {
         if let Ok(p) = result {
             let index = FuncIndex::build(p.funcs, p.strings);
             for i in 0..index.len() {
-                let _ = index.name(&bad, i);
+                let _ = index.name(Files::of(&bad), i);
             }
             parsed += 1;
         }
@@ -221,6 +221,7 @@ fn lookups_by_name_tell_equal_hashes_apart() {
     let strings = StringTables {
         symtab: (0, data.len() as u64),
         dynsym: (0, 0),
+        debug: (0, 0),
     };
     let malloc = index::name_hash(b"malloc");
     let raw = |value, name, hash, flags| RawFunc {
@@ -240,7 +241,12 @@ fn lookups_by_name_tell_equal_hashes_apart() {
     let index = FuncIndex::build(funcs, strings);
     assert_eq!(index.len(), 3, "the duplicate merged");
     assert_eq!(index.flags(0), global | index::DYNSYM);
-    let named = |name| -> Vec<u64> { index.named(&data, name).map(|i| index.value(i)).collect() };
+    let named = |name| -> Vec<u64> {
+        index
+            .named(Files::of(&data), name)
+            .map(|i| index.value(i))
+            .collect()
+    };
     assert_eq!(named("malloc"), [0x10, 0x30], "global first");
     assert!(named("calloc").is_empty());
     assert_eq!(index.at(0x10), 0..1);

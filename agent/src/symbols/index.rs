@@ -32,6 +32,10 @@ pub(super) const SYMTAB: u8 = 4;
 pub(super) const DYNSYM: u8 = 8;
 /// Its `st_name` is an offset in `.dynsym`'s string table, not `.symtab`'s.
 pub(super) const IN_DYNSTR: u8 = 16;
+/// Read from the separate debug file's `.symtab` (`debuginfo.rs`): its
+/// `st_name` is in that file's string table. (32 and 64 are `tables.rs`'s,
+/// before the index is built.)
+pub(super) const IN_DEBUG: u8 = 128;
 
 /// Which string table a name offset is in.
 #[derive(Debug, Clone, Copy, Default)]
@@ -40,12 +44,33 @@ pub(super) struct StringTables {
     pub symtab: (u64, u64),
     /// File range of `.dynsym`'s string table.
     pub dynsym: (u64, u64),
+    /// File range of the separate debug file's `.symtab` string table.
+    pub debug: (u64, u64),
+}
+
+/// The bytes names are read from: the object's mapping and its separate
+/// debug file's (empty when none).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Files<'a> {
+    pub main: &'a [u8],
+    pub debug: &'a [u8],
+}
+
+impl<'a> Files<'a> {
+    /// An object without a debug file.
+    #[cfg(test)]
+    pub(super) fn of(main: &'a [u8]) -> Files<'a> {
+        Files { main, debug: &[] }
+    }
 }
 
 impl StringTables {
-    /// The name at `offset` of the table `flags` say (bytes up to the NUL).
+    /// The name at `offset` of the table `flags` say (bytes up to the NUL),
+    /// in `data`: the file that table is in.
     pub(super) fn name<'a>(&self, data: &'a [u8], flags: u8, offset: u32) -> Option<&'a [u8]> {
-        let (start, end) = if flags & IN_DYNSTR != 0 {
+        let (start, end) = if flags & IN_DEBUG != 0 {
+            self.debug
+        } else if flags & IN_DYNSTR != 0 {
             self.dynsym
         } else {
             self.symtab
@@ -111,9 +136,11 @@ impl<'a> Every<'a> {
 
 impl FuncIndex {
     /// Sorts `raw` by address, merges the symbols both tables list (same
-    /// address and name hash) and builds the name index.
+    /// address and name hash) and builds the name index. Of a symbol both
+    /// the object and its debug file list, the object's is kept (its name
+    /// is read from the object).
     pub(super) fn build(mut raw: Vec<RawFunc>, strings: StringTables) -> FuncIndex {
-        raw.sort_unstable_by_key(|f| (f.value, f.hash));
+        raw.sort_unstable_by_key(|f| (f.value, f.hash, f.flags & IN_DEBUG));
         raw.dedup_by(|later, kept| {
             let same = (later.value, later.hash) == (kept.value, kept.hash);
             if same {
@@ -164,10 +191,16 @@ impl FuncIndex {
     }
 
     /// The name of function `i` (validated as UTF-8 when indexed).
-    pub(super) fn name<'a>(&self, data: &'a [u8], i: usize) -> &'a str {
+    pub(super) fn name<'a>(&self, files: Files<'a>, i: usize) -> &'a str {
+        let flags = self.flags[i];
+        let data = if flags & IN_DEBUG != 0 {
+            files.debug
+        } else {
+            files.main
+        };
         let bytes = self
             .strings
-            .name(data, self.flags[i], self.names[i])
+            .name(data, flags, self.names[i])
             .unwrap_or_default();
         std::str::from_utf8(bytes).unwrap_or_default()
     }
@@ -175,7 +208,7 @@ impl FuncIndex {
     /// Positions of the functions named `name`, global first.
     pub(super) fn named<'s, 'a>(
         &'s self,
-        data: &'a [u8],
+        files: Files<'a>,
         name: &'s str,
     ) -> impl Iterator<Item = usize> + use<'s, 'a> {
         let hash = name_hash(name.as_bytes()) as u32;
@@ -184,14 +217,15 @@ impl FuncIndex {
             .iter()
             .take_while(move |&&(h, _)| h == hash)
             .map(|&(_, i)| i as usize)
-            .filter(move |&i| self.name(data, i) == name)
+            .filter(move |&i| self.name(files, i) == name)
     }
 
     /// Every position, in the order of the names in the file.
     pub(super) fn in_name_order(&self) -> Vec<u32> {
         let mut order: Vec<u32> = (0..self.len() as u32).collect();
         order.sort_unstable_by_key(|&i| {
-            (self.flags[i as usize] & IN_DYNSTR, self.names[i as usize])
+            let flags = self.flags[i as usize];
+            (flags & (IN_DEBUG | IN_DYNSTR), self.names[i as usize])
         });
         order
     }

@@ -3,6 +3,7 @@
 //!
 //! - [`maps`]: `/proc/PID/maps` grouped per object file, main executable first;
 //! - [`elf`]: one object over mmap: function index, build-id, segments, type;
+//! - [`debuginfo`]: a stripped object's separate debug file (gdb's search);
 //! - [`cache`]: parsed objects kept per build-id (LRU, hit counter);
 //! - [`address`]: st_value ↔ uprobe file offset ↔ runtime address;
 //! - [`process`]: a process's loaded objects, resolve and symbolize;
@@ -25,6 +26,7 @@
 pub mod address;
 pub mod allocator;
 pub mod cache;
+pub mod debuginfo;
 pub mod demangle;
 pub mod detected;
 pub mod elf;

@@ -160,7 +160,7 @@ impl ProcessSymbols {
         for mapped in maps.objects {
             let loaded = open_mapped(pid, &mapped).and_then(|(attach_path, file)| {
                 cache
-                    .open_file(&attach_path, &file)
+                    .open_mapped_file(pid, &mapped, &attach_path, &file)
                     .map(|elf| (attach_path, elf))
             });
             match loaded {

@@ -32,21 +32,43 @@ pub(super) struct Symbols {
     pub counts: SymbolCounts,
 }
 
+/// Which file the tables are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// The object: `.symtab`, `.dynsym`, functions and data symbols.
+    Object,
+    /// Its separate debug file (`debuginfo.rs`): `.symtab` functions only,
+    /// flagged [`index::IN_DEBUG`], their string table in `strings.debug`.
+    DebugFile,
+}
+
 /// The function symbols of `.symtab` and `.dynsym` and the data symbols of
-/// interest; `pace` is ticked per symbol and per name read.
+/// interest (see [`Source`]); `pace` is ticked per symbol and per name read.
 pub(super) fn read_symbols<'d, Elf: FileHeader<Endian = Endianness>>(
     data: &'d [u8],
     endian: Endianness,
     sections: &SectionTable<'d, Elf>,
     pace: &mut Every<'_>,
+    source: Source,
 ) -> object::read::Result<Symbols> {
     let mut out = Symbols::default();
-    let tables = [elf::SHT_SYMTAB, elf::SHT_DYNSYM].map(|t| sections.symbols(endian, data, t));
+    let debug = source == Source::DebugFile;
+    // A debug file's `.dynsym` is NOBITS (the object's is read already).
+    let kinds: &[elf::SectionType] = if debug {
+        &[elf::SHT_SYMTAB]
+    } else {
+        &[elf::SHT_SYMTAB, elf::SHT_DYNSYM]
+    };
+    let tables: Vec<_> = kinds
+        .iter()
+        .map(|&t| sections.symbols(endian, data, t))
+        .collect();
     // Room for every symbol: what is never written is never resident, and
     // the vector does not grow by doubling (a copy of it at twice its size).
     let all: usize = tables.iter().flatten().map(|t| t.len()).sum();
     let mut raw = Vec::with_capacity(all);
-    for (table, dynsym) in tables.into_iter().zip([false, true]) {
+    for (table, &kind) in tables.into_iter().zip(kinds) {
+        let dynsym = kind == elf::SHT_DYNSYM;
         let table = table?;
         let range = sections
             .section(table.string_section())
@@ -55,7 +77,10 @@ pub(super) fn read_symbols<'d, Elf: FileHeader<Endian = Endianness>>(
             .map_or((0, 0), |(offset, size)| {
                 (offset, offset.saturating_add(size))
             });
-        let table_flags = if dynsym {
+        let table_flags = if debug {
+            out.strings.debug = range;
+            index::SYMTAB | index::IN_DEBUG
+        } else if dynsym {
             out.strings.dynsym = range;
             index::DYNSYM | index::IN_DYNSTR
         } else {
@@ -69,8 +94,8 @@ pub(super) fn read_symbols<'d, Elf: FileHeader<Endian = Endianness>>(
             match st_type {
                 elf::STT_FUNC => {}
                 elf::STT_GNU_IFUNC => flags |= index::IFUNC,
-                elf::STT_OBJECT => flags |= DATA,
-                elf::STT_TLS => flags |= DATA | TLS,
+                elf::STT_OBJECT if !debug => flags |= DATA,
+                elf::STT_TLS if !debug => flags |= DATA | TLS,
                 _ => continue,
             }
             if sym.is_undefined(endian) {
