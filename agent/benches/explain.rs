@@ -106,6 +106,8 @@ fn recording_60s() -> Recording {
         rseq: None,
         alloc: None,
         kernel_stacks: Vec::new(),
+        cpu_profile: None,
+        offcpu_profile: None,
         mongod: None,
     }
 }

@@ -301,6 +301,31 @@ fn explain_cmd(args: &ExplainArgs) -> Result<(), AppError> {
 
 fn export_cmd(args: &ExportArgs) -> Result<(), AppError> {
     use crate::ftdc::FtdcError;
+    if args.off_cpu && args.pprof.is_none() && args.folded.is_none() {
+        return Err(AppError::usage(anyhow::anyhow!(
+            "--off-cpu selects which stacks --pprof FILE or --folded FILE write: give one of them"
+        )));
+    }
+    if args.pprof.is_some() || args.folded.is_some() {
+        let recording = read_noting(&args.path)?;
+        let which = if args.off_cpu {
+            crate::export_stacks::Which::OffCpu
+        } else {
+            crate::export_stacks::Which::OnCpu
+        };
+        return match crate::export_stacks::export(
+            &recording,
+            which,
+            &args.path,
+            args.pprof.as_deref(),
+            args.folded.as_deref(),
+        ) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_broken_pipe() => Ok(()),
+            Err(e) if e.is_usage() => Err(AppError::usage(e)),
+            Err(e) => Err(AppError::failure(e)),
+        };
+    }
     let opts = crate::export::ExportOptions {
         metrics: args.metrics.clone(),
         from: args.from,

@@ -194,8 +194,21 @@ pub enum CompareFormat {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// A diagnostic.data directory or one metrics.* file.
+    /// A diagnostic.data directory or one metrics.* file; with --pprof or --folded, a
+    /// recording (`mdiag record --out`).
     pub path: PathBuf,
+    /// Write the recording's on-CPU stacks as a gzipped pprof profile (go tool pprof,
+    /// speedscope, Pyroscope) to this file ('-': stdout).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["metrics", "from", "to", "no_metadata", "dates_as_ms", "keep_going", "output"])]
+    pub pprof: Option<PathBuf>,
+    /// Write the recording's on-CPU stacks as folded stacks (flamegraph.pl, inferno,
+    /// speedscope) to this file ('-': stdout).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["metrics", "from", "to", "no_metadata", "dates_as_ms", "keep_going", "output"])]
+    pub folded: Option<PathBuf>,
+    /// With --pprof / --folded: the off-CPU stacks (where threads waited, in
+    /// nanoseconds: sleeping, in D state, or for a CPU) instead of the on-CPU ones.
+    #[arg(long)]
+    pub off_cpu: bool,
     /// Keep only these metrics: comma-separated paths (a path keeps everything under it) or globs with `*`.
     #[arg(long, value_delimiter = ',')]
     pub metrics: Vec<String>,

@@ -125,6 +125,16 @@ pub fn explain(
         probes: probe_reports(recording, &whole),
         facts: facts.to_json(),
         measurements: Measurements::build(recording, &whole, &facts),
+        hot_stacks: recording
+            .cpu_profile
+            .as_ref()
+            .map(crate::report::stacks::HotStacks::build),
+        wait_stacks: recording
+            .offcpu_profile
+            .as_ref()
+            .map(crate::report::stacks::HotStacks::build),
+        cpu_profile: recording.cpu_profile.clone(),
+        offcpu_profile: recording.offcpu_profile.clone(),
     })
 }
 

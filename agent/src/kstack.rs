@@ -38,6 +38,22 @@ pub enum KallsymsError {
 }
 
 impl KernelSymbols {
+    /// The running kernel's symbols, read once per process and shared (about
+    /// 3 MB); `None`, with a warning once, when they cannot be read.
+    pub fn shared() -> Option<std::sync::Arc<KernelSymbols>> {
+        static SHARED: std::sync::OnceLock<Option<std::sync::Arc<KernelSymbols>>> =
+            std::sync::OnceLock::new();
+        SHARED
+            .get_or_init(|| match Self::load() {
+                Ok(k) => Some(std::sync::Arc::new(k)),
+                Err(e) => {
+                    tracing::warn!("kernel frames stay unsymbolized: {e}");
+                    None
+                }
+            })
+            .clone()
+    }
+
     /// Reads /proc/kallsyms.
     pub fn load() -> Result<Self, KallsymsError> {
         let file = std::fs::File::open("/proc/kallsyms")?;

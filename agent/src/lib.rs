@@ -20,6 +20,7 @@ mod docs_contract;
 pub(crate) mod emulation;
 pub mod explain;
 pub mod export;
+pub mod export_stacks;
 pub mod family;
 pub mod findings;
 pub mod fleet;
@@ -44,6 +45,7 @@ pub mod rseq;
 pub mod rules;
 pub mod runbook;
 pub mod spawn;
+pub mod stacks;
 pub mod symbols;
 pub mod target;
 #[cfg(test)]

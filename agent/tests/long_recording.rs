@@ -51,6 +51,8 @@ fn header(slices: u64) -> Recording {
         rseq: None,
         alloc: None,
         kernel_stacks: Vec::new(),
+        cpu_profile: None,
+        offcpu_profile: None,
         mongod: None,
     }
 }

@@ -45,6 +45,7 @@ mod record_cli;
 mod sched;
 mod secantusdb;
 mod softirq;
+mod stacks;
 mod syscalls;
 mod tcmalloc;
 mod unit;

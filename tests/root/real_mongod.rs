@@ -297,6 +297,50 @@ fn a_sample_every_second_under_load_with_opcounters_threads_and_replica_set_righ
         "{} → {readable}",
         mangled[0]
     );
+    connection_stacks_read_down_to_the_kernel(&rec);
+}
+
+/// The connection threads' on-CPU stacks: demangled `mongo::` frames
+/// several levels deep, with the kernel's frames below them (mongod sends
+/// and receives through syscalls).
+fn connection_stacks_read_down_to_the_kernel(rec: &Recording) {
+    let profile = rec.cpu_profile.as_ref().expect("on-CPU stacks of mongod");
+    let conn: Vec<_> = profile.of_class("conn").collect();
+    let conn_samples: u64 = conn.iter().map(|s| s.value).sum();
+    assert!(conn_samples >= 20, "{conn_samples} samples of conn threads");
+    let deep = conn.iter().find(|s| {
+        let mongo = s
+            .frames
+            .iter()
+            .filter(|f| f.function.starts_with("mongo::"))
+            .count();
+        let last_mongo = s
+            .frames
+            .iter()
+            .rposition(|f| f.function.starts_with("mongo::"));
+        let first_kernel = s.frames.iter().position(|f| f.kernel());
+        mongo >= 5 && matches!((last_mongo, first_kernel), (Some(m), Some(k)) if m < k)
+    });
+    let hottest: Vec<String> = conn
+        .iter()
+        .take(3)
+        .map(|s| {
+            s.frames
+                .iter()
+                .map(|f| f.function.as_str())
+                .collect::<Vec<_>>()
+                .join(" → ")
+        })
+        .collect();
+    eprintln!("mongod's hottest conn stacks: {hottest:#?}");
+    let deep = deep.unwrap_or_else(|| {
+        panic!("no conn stack with 5 mongo:: frames above kernel frames: {hottest:#?}")
+    });
+    assert!(
+        deep.frames.iter().all(|f| !f.function.starts_with("_Z")),
+        "mangled frames: {:?}",
+        deep.frames
+    );
 }
 
 #[test]

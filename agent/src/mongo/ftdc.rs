@@ -338,6 +338,8 @@ pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
         rseq: None,
         alloc: None,
         kernel_stacks: Vec::new(),
+        cpu_profile: None,
+        offcpu_profile: None,
         mongod: Some(mongod),
     }
 }

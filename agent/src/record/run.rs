@@ -369,6 +369,8 @@ impl Session {
             rseq,
             alloc: None,
             kernel_stacks: Vec::new(),
+            cpu_profile: None,
+            offcpu_profile: None,
             mongod: frame.mongod,
         };
         self.probes.fill_recording(&mut recording);

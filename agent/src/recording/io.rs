@@ -444,6 +444,8 @@ pub(crate) mod tests {
                 ..AllocRecord::default()
             }),
             kernel_stacks: Vec::new(),
+            cpu_profile: None,
+            offcpu_profile: None,
             mongod: None,
         }
     }

@@ -89,6 +89,14 @@ pub struct Recording {
     /// `contention.dstate_stacks` (contention family), by stack id.
     #[serde(default)]
     pub kernel_stacks: Vec<super::KernelStack>,
+    /// The target's on-CPU stacks (perf family), summed by the reader from
+    /// the slices' `perf.stack_defs` and `perf.stacks`; never written itself.
+    #[serde(skip)]
+    pub cpu_profile: Option<crate::stacks::Profile>,
+    /// Where the target's threads waited off CPU, by stack (contention
+    /// family), summed like [`Self::cpu_profile`]; never written itself.
+    #[serde(skip)]
+    pub offcpu_profile: Option<crate::stacks::Profile>,
     /// mongod's own figures (polled live, or joined from FTDC) and what was
     /// missing; `None` when mongod was not polled.
     #[serde(default)]

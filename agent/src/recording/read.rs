@@ -17,6 +17,7 @@ use super::keep::Keeper;
 use super::model::Recording;
 use super::mongod::TcmallocDetail;
 use super::stream::Line;
+use crate::stacks::{ProfileKind, table::ProfileBuilder};
 
 /// mongod TCMalloc details kept (the newest; one every 30 s while polled).
 pub const DETAIL_KEEP: usize = 64;
@@ -63,6 +64,10 @@ struct State<'a> {
     slices: Keeper,
     details: std::collections::VecDeque<TcmallocDetail>,
     details_seen: u64,
+    /// The stacks, summed from every slice read: on CPU (perf family) and
+    /// off CPU (contention family).
+    cpu_stacks: ProfileBuilder,
+    offcpu_stacks: ProfileBuilder,
 }
 
 impl<'a> State<'a> {
@@ -74,6 +79,8 @@ impl<'a> State<'a> {
             slices: Keeper::new(budget),
             details: std::collections::VecDeque::new(),
             details_seen: 0,
+            cpu_stacks: ProfileBuilder::default(),
+            offcpu_stacks: ProfileBuilder::default(),
         }
     }
 
@@ -95,7 +102,20 @@ impl<'a> State<'a> {
         let parsed: Line = serde_json::from_slice(line).map_err(|e| self.bad_line(&e))?;
         match parsed {
             Line::Head(_) => return Err(self.corrupt("a second head line".into())),
-            Line::Slice(s) => self.slices.push(*s, line.len()),
+            Line::Slice(mut s) => {
+                // Stacks are summed now, before the slice is kept or merged.
+                if let Some(perf) = s.perf.as_mut() {
+                    self.cpu_stacks.defs(std::mem::take(&mut perf.stack_defs));
+                    self.cpu_stacks
+                        .samples(perf.freq_hz, std::mem::take(&mut perf.stacks));
+                }
+                if let Some(c) = s.contention.as_mut() {
+                    self.offcpu_stacks
+                        .defs(std::mem::take(&mut c.wait_stack_defs));
+                    self.offcpu_stacks.waits(std::mem::take(&mut c.waits));
+                }
+                self.slices.push(*s, line.len());
+            }
             Line::Detail(d) => {
                 self.details_seen += 1;
                 if self.details.len() == DETAIL_KEEP {
@@ -156,6 +176,10 @@ impl<'a> State<'a> {
             ));
         }
         recording.slices = slices;
+        let ms: u64 = recording.slices.iter().map(|s| s.duration_ms).sum();
+        let ns = ms.saturating_mul(1_000_000);
+        recording.cpu_profile = self.cpu_stacks.finish(ProfileKind::OnCpu, ns);
+        recording.offcpu_profile = self.offcpu_stacks.finish(ProfileKind::OffCpu, ns);
         if !self.details.is_empty() {
             if self.details_seen > DETAIL_KEEP as u64 {
                 notes.push(format!(

@@ -219,6 +219,8 @@ fn without_slices(r: &Recording) -> Recording {
         rseq: r.rseq.clone(),
         alloc: r.alloc.clone(),
         kernel_stacks: r.kernel_stacks.clone(),
+        cpu_profile: None,
+        offcpu_profile: None,
         mongod: r.mongod.clone(),
     }
 }

@@ -1,5 +1,7 @@
 //! The HTML report (`mdiag explain --format html`): one self-contained file
-//! (inline CSS and SVG, no script, nothing fetched) that opens anywhere.
+//! (inline CSS and SVG, nothing fetched) that opens anywhere. The only
+//! scripts are the flame graphs' own (inferno's search and zoom), each in a
+//! sandboxed `srcdoc` iframe of its own (`report::stacks`).
 //!
 //! The text is the Markdown report rendered to HTML (pulldown-cmark), so the
 //! two always say the same. It reads top-down: the overview (every finding
@@ -50,7 +52,13 @@ pub fn render(report: &Report) -> String {
     });
     push_html(&mut body, events);
     let mut body = collapsible_findings(&body, &report.findings);
-    let charts = charts(&report.measurements);
+    let mut charts = charts(&report.measurements);
+    if report.cpu_profile.is_some() || report.offcpu_profile.is_some() {
+        charts.push_str(&super::stacks::flame_graphs(
+            report.cpu_profile.as_ref(),
+            report.offcpu_profile.as_ref(),
+        ));
+    }
     // Charts go after the overview, before the findings' details.
     match body.find("<h2>Findings</h2>") {
         Some(at) => body.insert_str(at, &charts),

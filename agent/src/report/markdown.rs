@@ -121,6 +121,12 @@ fn write_report(out: &mut String, report: &Report) -> std::fmt::Result {
     }
 
     write_measurements(out, &report.measurements)?;
+    for h in [&report.hot_stacks, &report.wait_stacks]
+        .into_iter()
+        .flatten()
+    {
+        super::stacks::write_markdown(out, h)?;
+    }
     write_probes(out, report)
 }
 

@@ -25,6 +25,7 @@ pub mod markdown;
 pub mod measurements;
 pub mod overview;
 pub mod rseq;
+pub mod stacks;
 
 pub use crate::kit::svg;
 pub mod terminal;
@@ -73,6 +74,19 @@ pub struct Report {
     /// (Added in report version 1; absent from reports of older builds.)
     #[serde(default)]
     pub measurements: Measurements,
+    /// The target's hottest on-CPU stacks per thread class (added in report
+    /// version 1 later; absent when the recording has no stacks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_stacks: Option<stacks::HotStacks>,
+    /// Where the target's threads waited off CPU, per thread class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_stacks: Option<stacks::HotStacks>,
+    /// The whole profiles, for the HTML report's flame graphs (not
+    /// serialized: `mdiag export --pprof` / `--folded` write them).
+    #[serde(skip)]
+    pub cpu_profile: Option<crate::stacks::Profile>,
+    #[serde(skip)]
+    pub offcpu_profile: Option<crate::stacks::Profile>,
 }
 
 impl Report {

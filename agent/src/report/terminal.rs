@@ -113,6 +113,22 @@ fn write_report(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
     write_rules(out, report, p)?;
     writeln!(out)?;
     write_measurements(out, &report.measurements, p)?;
+    if let Some(h) = &report.hot_stacks {
+        writeln!(out)?;
+        super::stacks::write_text(
+            out,
+            h,
+            &p.heading("Hottest stacks (on CPU, leaf first; [k]: kernel)"),
+        )?;
+    }
+    if let Some(h) = &report.wait_stacks {
+        writeln!(out)?;
+        super::stacks::write_text(
+            out,
+            h,
+            &p.heading("Where threads wait (off CPU, leaf first; [k]: kernel)"),
+        )?;
+    }
     write_probes(out, report, p)
 }
 

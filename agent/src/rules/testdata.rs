@@ -70,6 +70,8 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
         rseq: None,
         alloc: None,
         kernel_stacks: Vec::new(),
+        cpu_profile: None,
+        offcpu_profile: None,
         mongod: None,
     }
 }

@@ -3,6 +3,12 @@
 //! the kernel stack, per observed thread, each split into "a checkpoint of the
 //! target was running when the wait began" (window 1) or not (window 0).
 //!
+//! Off-CPU stacks: every time an observed thread leaves the CPU, its user
+//! and kernel stacks and why it left (sleep, D state, preempted) are kept
+//! with the time; when it comes back, the time off CPU is added to the
+//! counter of (thread, stacks, why, window). User space reads one counter
+//! per distinct stack and thread each slice.
+//!
 //! A family of its own (with its own `sched_switch` program) so that it
 //! degrades alone: a kernel without the lock tracepoints still gets D-state
 //! stacks, and the sched family never depends on it. The checkpoint window is
@@ -28,6 +34,21 @@ pub const MAP_LOCK_KINDS: &str = "CONT_LOCK_KINDS";
 pub const MAP_DSTACKS: &str = "CONT_DSTACKS";
 pub const MAP_STACKS: &str = "CONT_STACKS";
 pub const MAP_DROPS: &str = "CONT_DROPS";
+pub const MAP_WAITS: &str = "CONT_WAITS";
+pub const MAP_WAIT_COUNTS: &str = "CONT_WAIT_COUNTS";
+pub const MAP_WAIT_STACKS: &str = "CONT_WAIT_STACKS";
+
+/// Why a thread left the CPU ([`WaitInflight::wait`]).
+pub const WAIT_SLEEP: u32 = 0;
+pub const WAIT_DISK: u32 = 1;
+pub const WAIT_RUNQUEUE: u32 = 2;
+/// Stacks held in `CONT_WAIT_STACKS` (1016 bytes each: 8 MiB). User space
+/// empties it every slice but for the stacks of waits still in progress.
+pub const MAX_WAIT_STACKS: u32 = 8192;
+/// Distinct (thread, stacks, why, window) counters held at once (one slice).
+pub const MAX_WAIT_KEYS: u32 = 16384;
+/// Threads off CPU at once.
+pub const MAX_WAITS: u32 = 32768;
 
 /// Window index: the wait began while no checkpoint of the target ran / while one ran.
 pub const OUTSIDE: usize = 0;
@@ -56,6 +77,8 @@ pub const LCB_F_MUTEX: u32 = 1 << 5;
 
 /// `task_struct.__state` bits (`include/linux/sched.h`).
 pub const TASK_UNINTERRUPTIBLE: u32 = 0x2;
+/// `TASK_DEAD` and the exit states: a thread leaving the CPU for good.
+pub const TASK_DEAD_MASK: u32 = 0x80 | 0x10 | 0x20;
 /// `TASK_IDLE` = UNINTERRUPTIBLE | NOLOAD: idle kernel waits, not D state in
 /// the load-average sense; left out.
 pub const TASK_NOLOAD: u32 = 0x400;
@@ -82,6 +105,40 @@ pub struct OffCpu {
     /// Stack id in `CONT_STACKS`, or [`D_STACK_NONE`].
     pub stack_id: u32,
     pub window: u32,
+}
+
+/// A thread off CPU, key: thread id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitInflight {
+    pub ts_ns: u64,
+    /// Ids in `CONT_WAIT_STACKS`, or `stack::NO_STACK` / `stack::LOST_STACK`.
+    pub user_stack: u32,
+    pub kernel_stack: u32,
+    /// `WAIT_*`.
+    pub wait: u32,
+    /// [`OUTSIDE`] or [`INSIDE`] when the wait began.
+    pub window: u32,
+}
+
+/// Key of the off-CPU counters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WaitKey {
+    pub tgid: u32,
+    pub tid: u32,
+    pub user_stack: u32,
+    pub kernel_stack: u32,
+    pub wait: u32,
+    pub window: u32,
+}
+
+/// Waits that ended, and their time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitStats {
+    pub waits: u64,
+    pub ns: u64,
 }
 
 /// Per-thread totals, key: thread id. Arrays are indexed by window.
@@ -141,6 +198,12 @@ pub struct ContentionDrops {
     /// `contention_begin` on another lock while one wait was open (the inner
     /// wait is not timed; the outer one is).
     pub nested: u64,
+    /// Off-CPU stacks the kernel could not store (bucket taken, walk failed).
+    pub wait_stack_lost: u64,
+    /// Off-CPU waits not timed: the in-flight map was full.
+    pub wait_inflight_full: u64,
+    /// Off-CPU waits timed but not counted: the counter map was full.
+    pub wait_map_full: u64,
 }
 
 const _: () = assert!(core::mem::size_of::<LockInflight>() == 24);
@@ -149,7 +212,10 @@ const _: () = assert!(core::mem::size_of::<ThreadContention>() == 24 + 64 + 16);
 const _: () = assert!(core::mem::size_of::<LockKindStats>() == 32);
 const _: () = assert!(core::mem::size_of::<DStackKey>() == 8);
 const _: () = assert!(core::mem::size_of::<DStackStats>() == 16);
-const _: () = assert!(core::mem::size_of::<ContentionDrops>() == 40);
+const _: () = assert!(core::mem::size_of::<ContentionDrops>() == 64);
+const _: () = assert!(core::mem::size_of::<WaitInflight>() == 24);
+const _: () = assert!(core::mem::size_of::<WaitKey>() == 24);
+const _: () = assert!(core::mem::size_of::<WaitStats>() == 16);
 
 #[cfg(feature = "user")]
 mod user {
@@ -168,6 +234,12 @@ mod user {
     unsafe impl aya::Pod for super::DStackStats {}
     // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::ContentionDrops {}
+    // SAFETY: as said above: #[repr(C)], u64 and u32 fields, no holes.
+    unsafe impl aya::Pod for super::WaitInflight {}
+    // SAFETY: as said above: #[repr(C)], six u32 fields.
+    unsafe impl aya::Pod for super::WaitKey {}
+    // SAFETY: as said above: #[repr(C)], two u64 fields.
+    unsafe impl aya::Pod for super::WaitStats {}
 }
 
 /// The lock kind of `LCB_F_*` flags, named as `perf lock contention` does.
@@ -205,6 +277,22 @@ mod tests {
         assert_eq!(core::mem::offset_of!(LockInflight, flags), 16);
         assert_eq!(core::mem::offset_of!(OffCpu, window), 12);
         assert_eq!(core::mem::offset_of!(ContentionDrops, nested), 32);
+        assert_eq!(core::mem::offset_of!(ContentionDrops, wait_map_full), 56);
+        assert_eq!(core::mem::offset_of!(WaitInflight, window), 20);
+        assert_eq!(core::mem::offset_of!(WaitKey, wait), 16);
+        let k = WaitKey {
+            tgid: 1,
+            tid: 2,
+            user_stack: 3,
+            kernel_stack: 4,
+            wait: WAIT_RUNQUEUE,
+            window: INSIDE as u32,
+        };
+        // SAFETY: plain data without padding holes.
+        let bytes: [u8; 24] = unsafe { core::mem::transmute(k) };
+        // SAFETY: any bit pattern is a valid WaitKey.
+        let back: WaitKey = unsafe { crate::read_plain(&bytes) }.unwrap();
+        assert_eq!(back, k);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod hist;
 pub mod perf;
 pub mod sched;
 pub mod softirq;
+pub mod stack;
 pub mod syscalls;
 pub mod wiredtiger;
 

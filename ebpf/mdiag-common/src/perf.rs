@@ -7,6 +7,13 @@
 //! stack is unwound: only the leaf function is named, which is enough to
 //! measure the share of CPU time spent *in* allocator code.
 //!
+//! Each sample of an observed task also takes its call stacks: the user stack
+//! (frame pointers, `bpf_get_stackid` with `BPF_F_USER_STACK`) and, when it
+//! was interrupted in kernel mode, the kernel stack. Stacks are stored once in
+//! a stack-trace map and counted per (tgid, tid, user stack, kernel stack) in
+//! a second hash map: the kernel aggregates, user space reads one count per
+//! distinct stack and thread each slice.
+//!
 //! A sample taken while the task ran in kernel mode (syscall, page fault,
 //! interrupt) is counted under ip [`KERNEL_IP`] (0): the interrupted kernel
 //! address is not of interest here, and the user address where the task
@@ -16,6 +23,8 @@ pub const PROG_PERF_SAMPLE: &str = "mdiag_perf_sample";
 
 pub const MAP_SAMPLES: &str = "PERF_SAMPLES";
 pub const MAP_CPU: &str = "PERF_CPU";
+pub const MAP_STACKS: &str = "PERF_STACKS";
+pub const MAP_STACK_COUNTS: &str = "PERF_STACK_COUNTS";
 
 /// Samples per second and CPU (99, not 100, so sampling does not run in
 /// lockstep with 10 ms timers of the workload).
@@ -23,6 +32,14 @@ pub const SAMPLE_FREQ_HZ: u64 = 99;
 /// Distinct (tgid, ip) keys held at once. User space drains the map every
 /// slice, so this bounds one slice: 65536 keys × 24 bytes ≈ 1.5 MiB.
 pub const MAX_SAMPLE_KEYS: u32 = 65536;
+/// Stacks held at once in the stack-trace map (each up to 127 frames,
+/// 1016 bytes: 8 MiB). User space empties it every slice; a stack whose hash
+/// bucket is taken by another one in the same slice is counted without its
+/// stack ([`NO_STACK`], `PerfCpu::stack_lost`).
+pub const MAX_STACKS: u32 = 8192;
+/// Distinct (tgid, tid, user stack, kernel stack) counters held at once.
+pub const MAX_STACK_KEYS: u32 = 16384;
+pub use crate::stack::{BPF_F_USER_STACK, EFAULT, LOST_STACK, NO_STACK};
 /// The ip under which kernel-mode samples are counted.
 pub const KERNEL_IP: u64 = 0;
 
@@ -86,10 +103,29 @@ pub struct PerfCpu {
     pub kernel: u64,
     /// Observed samples lost because the map was full.
     pub drops: u64,
+    /// Observed samples counted without their user or kernel stack (hash
+    /// bucket taken by another stack, or the unwinder failed).
+    pub stack_lost: u64,
+    /// Observed samples whose stack counter could not be created (map full).
+    pub stack_drops: u64,
+}
+
+/// Key of the stack counters: one thread and one pair of stacks.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackKey {
+    pub tgid: u32,
+    pub tid: u32,
+    /// Id in the stack map of the user stack, [`NO_STACK`] or [`LOST_STACK`].
+    pub user_stack: u32,
+    /// Id of the kernel stack, [`NO_STACK`] (sample in user mode) or
+    /// [`LOST_STACK`].
+    pub kernel_stack: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<SampleKey>() == 16);
-const _: () = assert!(core::mem::size_of::<PerfCpu>() == 40);
+const _: () = assert!(core::mem::size_of::<PerfCpu>() == 56);
+const _: () = assert!(core::mem::size_of::<StackKey>() == 16);
 
 #[cfg(feature = "user")]
 mod user {
@@ -98,6 +134,8 @@ mod user {
     unsafe impl aya::Pod for super::SampleKey {}
     // SAFETY: as said above: #[repr(C)], integers and arrays, explicit padding.
     unsafe impl aya::Pod for super::PerfCpu {}
+    // SAFETY: #[repr(C)], four u32 fields, no padding.
+    unsafe impl aya::Pod for super::StackKey {}
 }
 
 #[cfg(test)]
@@ -127,6 +165,19 @@ mod tests {
     fn layouts() {
         assert_eq!(core::mem::offset_of!(SampleKey, ip), 8);
         assert_eq!(core::mem::offset_of!(PerfCpu, drops), 32);
+        assert_eq!(core::mem::offset_of!(PerfCpu, stack_drops), 48);
+        assert_eq!(core::mem::offset_of!(StackKey, kernel_stack), 12);
+        // SAFETY: plain data without padding holes.
+        let bytes: [u8; 16] = unsafe {
+            core::mem::transmute(StackKey {
+                tgid: 1,
+                tid: 2,
+                user_stack: 3,
+                kernel_stack: NO_STACK,
+            })
+        };
+        assert_eq!(&bytes[4..8], &2u32.to_ne_bytes());
+        assert_eq!(&bytes[12..], &u32::MAX.to_ne_bytes());
         // SAFETY: plain data without padding holes.
         let bytes: [u8; 16] = unsafe {
             core::mem::transmute(SampleKey {

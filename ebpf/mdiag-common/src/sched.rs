@@ -29,7 +29,8 @@ pub const MAP_RUNNING: &str = "SCHED_RUNNING";
 /// program does, set by the families that hand their own switch work to it
 /// (one program per switch instead of two).
 pub const MAP_FOLD: &str = "SCHED_FOLD";
-/// `SCHED_FOLD` bit: the contention family's D-state accounting runs in
+/// `SCHED_FOLD` bit: the contention family's D-state accounting and its
+/// off-CPU waits (stacks at switch-out, time at switch-in) run in
 /// `mdiag_sched_switch` (its own switch program is then not attached).
 pub const FOLD_DSTATE: u32 = 1;
 /// `ThreadSched::flags` bit: a D-state sleep of the thread is open in the

@@ -18,6 +18,12 @@
 //! (`FOLD_DSTATE`, so a switch runs one program, not two), else in this
 //! family's own.
 //!
+//! Off-CPU stacks: every switch-out of an observed thread stores its user
+//! and kernel stacks (`CONT_WAIT_STACKS`) and opens its wait (time, stacks,
+//! why, window) in `CONT_WAITS`; its switch-in adds the time to the counter
+//! of (thread, stacks, why, window) and deletes the wait. Same program,
+//! same folding as the D-state work.
+//!
 //! User space credits waits still in flight to the slices they overlap: a
 //! thread's totals name the start of its latest counted lock wait and
 //! sleep, and an in-flight entry is deleted only after its wait is counted,
@@ -31,9 +37,12 @@ use aya_ebpf::{
 };
 use mdiag_common::contention::{
     ContentionDrops, D_STACK_NONE, DStackKey, DStackStats, LOCK_FLAGS_MASK, LOCK_KINDS,
-    LockInflight, LockKindStats, MAX_DSTACKS, MAX_INFLIGHT, MAX_STACKS, MAX_THREADS, OffCpu,
-    TASK_COMM_LEN, TASK_NOLOAD, TASK_UNINTERRUPTIBLE, ThreadContention,
+    LockInflight, LockKindStats, MAX_DSTACKS, MAX_INFLIGHT, MAX_STACKS, MAX_THREADS, MAX_WAIT_KEYS,
+    MAX_WAIT_STACKS, MAX_WAITS, OffCpu, TASK_COMM_LEN, TASK_DEAD_MASK, TASK_NOLOAD,
+    TASK_UNINTERRUPTIBLE, ThreadContention, WAIT_DISK, WAIT_RUNQUEUE, WAIT_SLEEP, WaitInflight,
+    WaitKey, WaitStats,
 };
+use mdiag_common::stack::{BPF_F_USER_STACK, EFAULT, LOST_STACK, NO_STACK};
 
 use crate::{
     sched::{
@@ -58,6 +67,12 @@ static CONT_DSTACKS: PerCpuHashMap<DStackKey, DStackStats> =
 static CONT_STACKS: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
 #[map]
 static CONT_DROPS: PerCpuArray<ContentionDrops> = PerCpuArray::with_max_entries(1, 0);
+#[map]
+static CONT_WAITS: HashMap<u32, WaitInflight> = HashMap::with_max_entries(MAX_WAITS, 0);
+#[map]
+static CONT_WAIT_COUNTS: HashMap<WaitKey, WaitStats> = HashMap::with_max_entries(MAX_WAIT_KEYS, 0);
+#[map]
+static CONT_WAIT_STACKS: StackTrace = StackTrace::with_max_entries(MAX_WAIT_STACKS, 0);
 
 const BPF_ANY: u64 = 0;
 const BPF_NOEXIST: u64 = 1;
@@ -269,6 +284,94 @@ pub(crate) fn dstate_in(next_tid: u32, now: u64) {
     let _ = CONT_OFFCPU.remove(&next_tid);
 }
 
+/// The id in `CONT_WAIT_STACKS` of the current task's user
+/// (`BPF_F_USER_STACK`) or kernel stack; `NO_STACK` when there is none (a
+/// kernel thread's user stack), `LOST_STACK` (counted) when its bucket holds
+/// another stack or the walk failed.
+#[inline(always)]
+fn wait_stack(ctx: &BtfTracePointContext, flags: u64) -> u32 {
+    match ctx.get_stackid(&CONT_WAIT_STACKS, flags) {
+        Ok(id) => id as u32,
+        Err(EFAULT) => NO_STACK,
+        Err(_) => {
+            if let Some(d) = drops() {
+                d.wait_stack_lost += 1;
+            }
+            LOST_STACK
+        }
+    }
+}
+
+/// When `prev` (the current task, an observed thread) leaves the CPU: opens
+/// its wait with its stacks and why it leaves. A thread leaving for good
+/// (exiting) opens none.
+#[inline(always)]
+pub(crate) fn wait_out(
+    ctx: &BtfTracePointContext,
+    prev_tid: u32,
+    preempt: bool,
+    prev_state: u32,
+    now: u64,
+) {
+    if prev_state & TASK_DEAD_MASK != 0 {
+        return;
+    }
+    let wait = if preempt || prev_state == 0 {
+        WAIT_RUNQUEUE
+    } else if prev_state & TASK_UNINTERRUPTIBLE != 0 && prev_state & TASK_NOLOAD == 0 {
+        WAIT_DISK
+    } else {
+        WAIT_SLEEP
+    };
+    let entry = WaitInflight {
+        ts_ns: now,
+        user_stack: wait_stack(ctx, BPF_F_USER_STACK),
+        kernel_stack: wait_stack(ctx, 0),
+        wait,
+        window: checkpoint_window() & 1,
+    };
+    if CONT_WAITS.insert(&prev_tid, &entry, BPF_ANY).is_err()
+        && let Some(d) = drops()
+    {
+        d.wait_inflight_full += 1;
+    }
+}
+
+/// When an observed thread comes back on a CPU: adds its time off CPU to
+/// its (thread, stacks, why, window) counter and closes the wait. Only this
+/// thread's switch-in writes its counters, one CPU at a time: plain adds.
+#[inline(always)]
+pub(crate) fn wait_in(next_tid: u32, next_tgid: u32, now: u64) {
+    let Some(open) = CONT_WAITS.get_ptr(&next_tid) else {
+        return;
+    };
+    // SAFETY: valid map value pointer; copied before the delete below.
+    let open = unsafe { *open };
+    let _ = CONT_WAITS.remove(&next_tid);
+    let ns = now.saturating_sub(open.ts_ns);
+    let key = WaitKey {
+        tgid: next_tgid,
+        tid: next_tid,
+        user_stack: open.user_stack,
+        kernel_stack: open.kernel_stack,
+        wait: open.wait,
+        window: open.window,
+    };
+    if let Some(s) = CONT_WAIT_COUNTS.get_ptr_mut(&key) {
+        // SAFETY: valid map value; only this thread's switch-in writes it.
+        let s = unsafe { &mut *s };
+        s.waits += 1;
+        s.ns += ns;
+        return;
+    }
+    let fresh = WaitStats { waits: 1, ns };
+    if CONT_WAIT_COUNTS.insert(&key, &fresh, BPF_NOEXIST).is_err()
+        && let Some(d) = drops()
+    {
+        d.wait_map_full += 1;
+    }
+}
+
 /// The family's own switch program, attached only when the scheduler
 /// family's `mdiag_sched_switch` is not (it then does this work itself,
 /// `FOLD_DSTATE`): one program per switch, not two.
@@ -285,7 +388,9 @@ pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
     let prev_tgid = (pid_tgid >> 32) as u32;
     if prev_tid != 0 && observed(prev_tgid) {
         let prev_state = switch_prev_state(&ctx);
-        dstate_out(&ctx, prev_tid, prev_tgid, preempt, prev_state, now_ns());
+        let now = now_ns();
+        dstate_out(&ctx, prev_tid, prev_tgid, preempt, prev_state, now);
+        wait_out(&ctx, prev_tid, preempt, prev_state, now);
     }
 
     // next coming back: a map lookup only for observed threads.
@@ -298,6 +403,8 @@ pub fn mdiag_cont_switch(ctx: BtfTracePointContext) -> i32 {
     if next_tid == 0 || !observed(next_tgid) {
         return 0;
     }
-    dstate_in(next_tid, now_ns());
+    let now = now_ns();
+    dstate_in(next_tid, now);
+    wait_in(next_tid, next_tgid, now);
     0
 }

@@ -221,12 +221,14 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
             },
             cpu,
         );
-        if fold & FOLD_DSTATE != 0
-            && crate::contention::dstate_out(&ctx, prev_tid, prev_tgid, preempt, prev_state, now)
-            && let Some(t) = SCHED_THREADS.get_ptr_mut(&prev_tid)
-        {
-            // SAFETY: valid map value; the thread is switching out on this CPU.
-            unsafe { (*t).flags |= THREAD_DSTATE_OPEN };
+        if fold & FOLD_DSTATE != 0 {
+            if crate::contention::dstate_out(&ctx, prev_tid, prev_tgid, preempt, prev_state, now)
+                && let Some(t) = SCHED_THREADS.get_ptr_mut(&prev_tid)
+            {
+                // SAFETY: valid map value; the thread is switching out on this CPU.
+                unsafe { (*t).flags |= THREAD_DSTATE_OPEN };
+            }
+            crate::contention::wait_out(&ctx, prev_tid, preempt, prev_state, now);
         }
     }
 
@@ -265,6 +267,9 @@ pub fn mdiag_sched_switch(ctx: BtfTracePointContext) -> i32 {
     if t.flags & THREAD_DSTATE_OPEN != 0 {
         t.flags &= !THREAD_DSTATE_OPEN;
         crate::contention::dstate_in(next_tid, now);
+    }
+    if fold & FOLD_DSTATE != 0 {
+        crate::contention::wait_in(next_tid, next_tgid, now);
     }
     0
 }

@@ -26,6 +26,10 @@ impl Mergeable for ContentionSlice {
         merge_rows(&mut self.dstate_stacks, &later.dstate_stacks);
         add_split(&mut self.other_stacks, &later.other_stacks);
         self.drops.merge(&later.drops);
+        // Stacks are not windowed: a recording's reader sums every slice's
+        // into the recording's off-CPU profile before slices are merged.
+        self.wait_stack_defs.clear();
+        self.waits.clear();
     }
 
     fn bound(&mut self, top_n: usize) {
@@ -51,6 +55,9 @@ impl Mergeable for ContentionDropsSlice {
         add(&mut self.stack_failed, later.stack_failed);
         add(&mut self.dstack_map_full, later.dstack_map_full);
         add(&mut self.nested, later.nested);
+        add(&mut self.wait_stack_lost, later.wait_stack_lost);
+        add(&mut self.wait_inflight_full, later.wait_inflight_full);
+        add(&mut self.wait_map_full, later.wait_map_full);
     }
 }
 

@@ -27,6 +27,7 @@ pub mod report;
 pub mod section;
 pub mod slice;
 pub mod totals;
+pub mod waits;
 #[cfg(test)]
 pub mod random;
 pub mod unit;

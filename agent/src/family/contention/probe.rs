@@ -21,13 +21,14 @@ use aya::{
 use mdiag_common::contention::{
     self as contention_common, ContentionDrops, DStackKey, DStackStats, LOCK_KINDS, LockInflight,
     LockKindStats, MAP_DROPS, MAP_DSTACKS, MAP_LOCK_INFLIGHT, MAP_LOCK_KINDS, MAP_OFFCPU,
-    MAP_STACKS, MAP_THREADS, OffCpu, ThreadContention,
+    MAP_STACKS, MAP_THREADS, MAP_WAIT_COUNTS, MAP_WAIT_STACKS, MAP_WAITS, OffCpu, ThreadContention,
 };
 use mdiag_common::sched as sched_common;
 
 use super::credit::{ContentionCut, InFlight, WaitCredit};
 use super::section::{ContentionSlice, KernelStack};
 use super::slice::{delta_between, finish, slice_between};
+use super::waits::WaitDrain;
 use crate::kit::probe::{
     AttachContext, Counters, FamilyReader, PerCpuSum, ProbeStatus, ReadError, SectionReader,
     clear_map,
@@ -66,7 +67,7 @@ pub fn attach(
     ));
     let status = cx.attach_tracepoints_folded(ebpf, FAMILY, TRACEPOINTS, &cx.task_offsets, into);
     let reader = if status.programs.iter().any(|p| p.error.is_none()) {
-        reader_or_warn(FAMILY, || ContentionReader::new(ebpf))
+        reader_or_warn(FAMILY, || ContentionReader::new(ebpf, cx.target_tgid))
     } else {
         None
     };
@@ -101,10 +102,14 @@ pub struct ContentionReader {
     /// thread had at its first wait, often before it named itself).
     names: HashMap<u32, String>,
     last: ContentionSnapshot,
+    /// Off-CPU waits by stack.
+    waits: WaitDrain,
+    /// The slice being read is the recording's last.
+    last_read: bool,
 }
 
 impl ContentionReader {
-    pub fn new(ebpf: &mut Ebpf) -> Result<Self, ReadError> {
+    pub fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, ReadError> {
         let ksyms = KernelSymbols::load()
             .map_err(|e| tracing::warn!(family = FAMILY, "kernel stacks stay unsymbolized: {e}"))
             .ok();
@@ -121,6 +126,13 @@ impl ContentionReader {
             seen_stacks: BTreeMap::new(),
             names: HashMap::new(),
             last: ContentionSnapshot::default(),
+            waits: WaitDrain::new(
+                target,
+                take_map(ebpf, MAP_WAITS)?,
+                take_map(ebpf, MAP_WAIT_COUNTS)?,
+                take_map(ebpf, MAP_WAIT_STACKS)?,
+            ),
+            last_read: false,
         };
         reader.last = reader.snapshot()?;
         Ok(reader)
@@ -142,6 +154,7 @@ impl ContentionReader {
             },
         );
         let mut slice = finish(delta);
+        (slice.wait_stack_defs, slice.waits) = self.waits.next(self.last_read);
         for t in &mut slice.threads {
             let name = self
                 .names
@@ -238,11 +251,13 @@ impl FamilyReader for ContentionReader {
 
     /// No lock wait or D-state sleep open.
     fn forget_in_flight(&mut self) -> Result<(), ReadError> {
+        self.waits.forget_open();
         clear_map(&mut self.offcpu, MAP_OFFCPU)?;
         clear_map(&mut self.lock_inflight, MAP_LOCK_INFLIGHT)
     }
 
     fn rebase(&mut self) -> Result<(), ReadError> {
+        self.waits.rebase();
         let open = self.in_flight();
         let at_ns = monotonic_now_ns();
         self.last = self.snapshot()?;
@@ -259,7 +274,8 @@ impl FamilyReader for ContentionReader {
 impl SectionReader for ContentionReader {
     type Section = ContentionSlice;
 
-    fn read(&mut self, _last: bool) -> Result<ContentionSlice, ReadError> {
+    fn read(&mut self, last: bool) -> Result<ContentionSlice, ReadError> {
+        self.last_read = last;
         self.next_slice()
     }
 }
@@ -298,6 +314,9 @@ impl PerCpuSum for ContentionDrops {
             thread_map_full: self.thread_map_full + b.thread_map_full,
             stack_failed: self.stack_failed + b.stack_failed,
             dstack_map_full: self.dstack_map_full + b.dstack_map_full,
+            wait_stack_lost: self.wait_stack_lost + b.wait_stack_lost,
+            wait_inflight_full: self.wait_inflight_full + b.wait_inflight_full,
+            wait_map_full: self.wait_map_full + b.wait_map_full,
             nested: self.nested + b.nested,
         }
     }

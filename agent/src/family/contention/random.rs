@@ -41,6 +41,8 @@ pub fn random(r: &mut Rng, _start_ms: u64) -> ContentionSlice {
             .collect(),
         other_stacks: split(r),
         drops: Default::default(),
+        wait_stack_defs: Vec::new(),
+        waits: Vec::new(),
     }
 }
 

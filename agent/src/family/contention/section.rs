@@ -75,6 +75,14 @@ pub struct ContentionSlice {
     /// D-state sleeps of stacks left out of `dstate_stacks`, or without a stack.
     pub other_stacks: WindowSplit,
     pub drops: ContentionDropsSlice,
+    /// Off-CPU stacks of the target first seen in this slice (each written
+    /// once per recording, under an id `waits` count by).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wait_stack_defs: Vec<crate::stacks::table::StackDef>,
+    /// Time off CPU of the target's threads that ended in this slice, by
+    /// stack, why (sleep, D state, run queue) and checkpoint window.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<crate::stacks::table::WaitCount>,
 }
 
 /// Stacks listed per slice.
@@ -122,6 +130,19 @@ pub struct ContentionDropsSlice {
     pub dstack_map_full: u64,
     /// Lock waits begun inside another open wait (not timed).
     pub nested: u64,
+    /// Off-CPU stacks the kernel could not store (counted as "[stack lost]").
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wait_stack_lost: u64,
+    /// Off-CPU waits not timed (in-flight map full).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wait_inflight_full: u64,
+    /// Off-CPU waits timed but lost (counter map full).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wait_map_full: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A kernel stack seen in D state, symbolized with /proc/kallsyms.
@@ -140,6 +161,11 @@ pub struct KernelStack {
 impl Section for ContentionSlice {
     fn drops_total(&self) -> u64 {
         let d = &self.drops;
-        d.inflight_full + d.thread_map_full + d.stack_failed + d.dstack_map_full
+        d.inflight_full
+            + d.thread_map_full
+            + d.stack_failed
+            + d.dstack_map_full
+            + d.wait_inflight_full
+            + d.wait_map_full
     }
 }

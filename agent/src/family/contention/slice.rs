@@ -102,6 +102,9 @@ pub fn delta_between(before: &ContentionSnapshot, after: &ContentionSnapshot) ->
             stack_failed: d(after.drops.stack_failed, before.drops.stack_failed),
             dstack_map_full: d(after.drops.dstack_map_full, before.drops.dstack_map_full),
             nested: d(after.drops.nested, before.drops.nested),
+            wait_stack_lost: d(after.drops.wait_stack_lost, before.drops.wait_stack_lost),
+            wait_inflight_full: d(after.drops.wait_inflight_full, before.drops.wait_inflight_full),
+            wait_map_full: d(after.drops.wait_map_full, before.drops.wait_map_full),
         },
     }
 }
@@ -147,6 +150,8 @@ pub fn finish(delta: Delta) -> ContentionSlice {
         dstate_stacks: stacks,
         other_stacks,
         drops: delta.drops,
+        wait_stack_defs: Vec::new(),
+        waits: Vec::new(),
     }
 }
 

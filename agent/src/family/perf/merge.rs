@@ -5,6 +5,11 @@
 //! `top_n` without an "others" row: each slice lists only its 20 most sampled
 //! functions, so the rows never summed to a total (the totals are the
 //! sample counters) and dropping the least sampled ones loses nothing exact.
+//!
+//! Stacks are not windowed: a recording's reader sums every slice's stacks
+//! into the recording's profile (`stacks::table::ProfileBuilder`) before slices are
+//! kept or merged, so a merged window holds none (their lost counts are
+//! summed).
 
 use super::section::{PerfSlice, PerfSlowPath, PerfSymbol};
 use crate::kit::merge::{Mergeable, Row, add, merge_rows};
@@ -31,6 +36,10 @@ impl Mergeable for PerfSlice {
         merge_rows(&mut self.slow_paths, &later.slow_paths);
         merge_rows(&mut self.by_symbol, &later.by_symbol);
         add(&mut self.drops, later.drops);
+        add(&mut self.stack_lost, later.stack_lost);
+        add(&mut self.stack_drops, later.stack_drops);
+        self.stack_defs.clear();
+        self.stacks.clear();
     }
 
     fn bound(&mut self, top_n: usize) {

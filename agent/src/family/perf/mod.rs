@@ -19,6 +19,7 @@ mod merge;
 pub mod probe;
 pub mod report;
 pub mod section;
+pub mod stacks;
 pub mod summary;
 #[cfg(test)]
 pub mod random;
@@ -27,5 +28,5 @@ pub mod unit;
 pub use unit::Unit;
 pub use attribution::{AllocatorCode, Attribution};
 pub use probe::{FAMILY, PerfReader, attach};
-pub use section::{PerfSlice, PerfSlowPath, PerfSymbol};
+pub use section::{PerfSlice, PerfSlowPath, PerfSymbol, StackCount, StackDef};
 pub use summary::summarize;

@@ -12,7 +12,9 @@
 //! is decided in [`super::attribution`]; the per-slice sums and the top
 //! symbols in [`super::summary`].
 //!
-//! Host-wide (no target), samples are counted but not symbolized.
+//! With a target, the samples' call stacks are drained and symbolized too
+//! ([`super::stacks`]). Host-wide (no target), samples are counted but not
+//! symbolized, and stacks are emptied unread.
 
 use std::{
     collections::HashMap,
@@ -21,17 +23,19 @@ use std::{
 
 use aya::{
     Ebpf,
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, StackTraceMap},
     programs::perf_event::{
         PerfEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
     },
 };
 use mdiag_common::perf::{
-    KERNEL_IP, MAP_CPU, MAP_SAMPLES, PROG_PERF_SAMPLE, PerfCpu, SAMPLE_FREQ_HZ, SampleKey,
+    KERNEL_IP, MAP_CPU, MAP_SAMPLES, MAP_STACK_COUNTS, MAP_STACKS, PROG_PERF_SAMPLE, PerfCpu,
+    SAMPLE_FREQ_HZ, SampleKey,
 };
 
 use super::attribution::{TargetSymbols, classify};
 use super::section::PerfSlice;
+use super::stacks::StackDrain;
 use super::summary::summarize;
 use crate::kit::probe::{
     AttachContext, FamilyReader, PerCpuSum, ProbeStatus, ProgramStatus, ReadError, SectionReader,
@@ -120,6 +124,7 @@ pub struct PerfReader {
     last_cpu: PerfCpu,
     target: Option<u32>,
     symbols: Option<TargetSymbols>,
+    stacks: StackDrain,
 }
 
 impl PerfReader {
@@ -130,6 +135,10 @@ impl PerfReader {
             last_cpu: PerfCpu::default(),
             target,
             symbols: None,
+            stacks: StackDrain::new(
+                take_map::<BpfHashMap<MapData, _, _>>(ebpf, MAP_STACK_COUNTS)?,
+                take_map::<StackTraceMap<MapData>>(ebpf, MAP_STACKS)?,
+            ),
         };
         reader.last_cpu = reader.cpu_totals()?;
         Ok(reader)
@@ -151,6 +160,8 @@ impl PerfReader {
             observed: d(now.observed, self.last_cpu.observed),
             kernel: d(now.kernel, self.last_cpu.kernel),
             drops: d(now.drops, self.last_cpu.drops),
+            stack_lost: d(now.stack_lost, self.last_cpu.stack_lost),
+            stack_drops: d(now.stack_drops, self.last_cpu.stack_drops),
         };
         self.last_cpu = now;
         let keys: Vec<SampleKey> = self.samples.keys().flatten().collect();
@@ -187,7 +198,17 @@ impl PerfReader {
         slice.idle_samples = drained.cpu.idle;
         slice.observed_samples = drained.cpu.observed;
         slice.drops = drained.cpu.drops;
+        slice.stack_lost = drained.cpu.stack_lost;
+        slice.stack_drops = drained.cpu.stack_drops;
         slice.allocator = code.map(|c| c.alloc.kind);
+        match self.target {
+            Some(pid) => {
+                let (defs, counts) = self.stacks.next(pid, code.map(|c| &c.process));
+                slice.stack_defs = defs;
+                slice.stacks = counts;
+            }
+            None => drop(self.stacks.drain_raw()),
+        }
         if let Some(c) = code {
             c.process.release_pages();
         }
@@ -236,7 +257,10 @@ impl PerfReader {
                     s.loaded_at = Instant::now();
                 }
             }
-            Ok(process) => self.symbols = Some(TargetSymbols::new(process)),
+            Ok(process) => {
+                self.symbols = Some(TargetSymbols::new(process));
+                self.stacks.symbols_changed();
+            }
             Err(e) => {
                 tracing::debug!(pid, "perf: symbols unavailable: {e}");
                 if let Some(s) = self.symbols.as_mut() {
@@ -260,6 +284,7 @@ impl FamilyReader for PerfReader {
     /// Drops the samples taken so far, without reading any symbols (the
     /// recording's clock starts now; a held child's maps are still mdiag's).
     fn rebase(&mut self) -> Result<(), ReadError> {
+        drop(self.stacks.drain_raw());
         self.drain().map(drop)
     }
 }
@@ -280,6 +305,8 @@ impl PerCpuSum for PerfCpu {
             observed: self.observed + b.observed,
             kernel: self.kernel + b.kernel,
             drops: self.drops + b.drops,
+            stack_lost: self.stack_lost + b.stack_lost,
+            stack_drops: self.stack_drops + b.stack_drops,
         }
     }
 }

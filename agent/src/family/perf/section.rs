@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::kit::family::Section;
+pub use crate::stacks::table::{StackCount, StackDef};
 
 /// Perf family: CPU time by sampling (software cpu-clock at `freq_hz` on
 /// every CPU), and the share of the target's samples in allocator code.
@@ -41,6 +42,26 @@ pub struct PerfSlice {
     pub by_symbol: Vec<PerfSymbol>,
     /// Samples lost because the kernel map was full.
     pub drops: u64,
+    /// Target stacks first seen in this slice: each is written once per
+    /// recording, under an id later slices count by.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack_defs: Vec<StackDef>,
+    /// Target samples per stack id in this slice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<StackCount>,
+    /// Stacks (user or kernel) of observed samples that the kernel could not
+    /// store (a hash bucket taken by another stack in the same slice, or an
+    /// unwinding failure): those samples count under "[stack lost]".
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stack_lost: u64,
+    /// Observed samples whose stack counter the kernel could not create
+    /// (map full): counted in the totals, in no stack.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stack_drops: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +89,6 @@ pub struct PerfSymbol {
 
 impl Section for PerfSlice {
     fn drops_total(&self) -> u64 {
-        self.drops
+        self.drops + self.stack_drops
     }
 }

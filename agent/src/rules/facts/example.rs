@@ -19,6 +19,8 @@ pub(crate) fn example_recording() -> Recording {
     use crate::recording::model::{FORMAT_NAME, FORMAT_VERSION, Target};
     let started_at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
     Recording {
+        cpu_profile: None,
+        offcpu_profile: None,
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
         mdiag_version: env!("CARGO_PKG_VERSION").into(),
