@@ -8,7 +8,10 @@
 //! Parsing happens outside the lock: two threads may parse the same file once
 //! each, the last insert wins. A parsed object includes the symbols of its
 //! separate debug file when one is found ([`super::debuginfo`]), looked for
-//! once, on the miss: the key stays the object's build-id.
+//! once, on the miss: the key stays the object's build-id. When none is on
+//! disk, the object has a build-id but no `.symtab`, and the cache has a
+//! debuginfod configuration (the global cache: `MDIAG_DEBUGINFOD_URLS`), it is
+//! asked of the servers ([`super::debuginfod`]), on that miss too.
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
@@ -17,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use super::debuginfo::{DEFAULT_DEBUG_DIR, Lookup, find_debug_file, peek_debug_link};
+use super::debuginfod::{Debuginfod, DebuginfodConfig, has_symtab};
 use super::elf::{ElfObject, map_file, peek_build_id};
 use super::error::SymbolError;
 use super::maps::MappedObject;
@@ -72,6 +76,8 @@ pub struct ObjectCache {
     max_bytes: usize,
     /// Global debug directories searched for separate debug files.
     debug_dirs: Vec<PathBuf>,
+    /// debuginfod servers, when configured.
+    debuginfod: Option<Arc<Debuginfod>>,
     /// Most recently used last.
     entries: Mutex<Vec<Entry>>,
     hits: AtomicU64,
@@ -87,8 +93,10 @@ impl std::fmt::Debug for ObjectCache {
     }
 }
 
-static GLOBAL: LazyLock<ObjectCache> =
-    LazyLock::new(|| ObjectCache::with_max_bytes(DEFAULT_CAPACITY, DEFAULT_MAX_BYTES));
+static GLOBAL: LazyLock<ObjectCache> = LazyLock::new(|| {
+    ObjectCache::with_max_bytes(DEFAULT_CAPACITY, DEFAULT_MAX_BYTES)
+        .with_debuginfod(DebuginfodConfig::from_env())
+});
 
 impl ObjectCache {
     /// A cache holding at most `capacity` objects (at least 1) and
@@ -104,6 +112,7 @@ impl ObjectCache {
             max_bytes,
             capacity: capacity.max(1),
             debug_dirs: vec![PathBuf::from(DEFAULT_DEBUG_DIR)],
+            debuginfod: None,
             entries: Mutex::new(Vec::new()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -118,7 +127,16 @@ impl ObjectCache {
         self
     }
 
-    /// The process-wide cache ([`DEFAULT_CAPACITY`] objects, [`DEFAULT_MAX_BYTES`]).
+    /// The same cache asking debuginfod servers for the debug files not
+    /// found on disk ([`super::debuginfod`]); `None`: never (the default of
+    /// every cache but the global one, which reads `MDIAG_DEBUGINFOD_URLS`).
+    pub fn with_debuginfod(mut self, config: Option<DebuginfodConfig>) -> ObjectCache {
+        self.debuginfod = config.map(|c| Arc::new(Debuginfod::new(c)));
+        self
+    }
+
+    /// The process-wide cache ([`DEFAULT_CAPACITY`] objects, [`DEFAULT_MAX_BYTES`],
+    /// debuginfod when `MDIAG_DEBUGINFOD_URLS` names servers).
     pub fn global() -> &'static ObjectCache {
         &GLOBAL
     }
@@ -248,7 +266,13 @@ impl ObjectCache {
             _ => None,
         };
         let link = peek_debug_link(&map);
-        let debug = find_debug_file(&self.debug_dirs, &lookup, build_id, link.as_ref());
+        let debug =
+            find_debug_file(&self.debug_dirs, &lookup, build_id, link.as_ref()).or_else(|| {
+                let (servers, id) = (self.debuginfod.as_ref()?, build_id?);
+                (!has_symtab(&map))
+                    .then(|| servers.debug_file(id))
+                    .flatten()
+            });
         let object = Arc::new(ElfObject::parse_with_debug(path, map, debug)?);
         tracing::debug!(
             path = %path.display(),

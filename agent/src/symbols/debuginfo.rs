@@ -12,7 +12,8 @@
 //!
 //! (2 to 4: the CRC-32 the debug link holds must be the file's). Each path
 //! is tried under the target's root (`/proc/PID/root`, its mount namespace)
-//! first, then on the host. Local files only: no debuginfod.
+//! first, then on the host. Local files only: [`super::debuginfod`] asks
+//! servers, when configured, for what is not found here.
 //!
 //! The file found is mapped, never read into memory (libc6-dbg's is 5 MB of
 //! symbols, a mongod's can be gigabytes of DWARF): only its `.symtab` is
@@ -22,6 +23,7 @@ use std::fs::File;
 use std::io::Read as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 use object::read::elf::{FileHeader, SectionHeader as _};
@@ -46,7 +48,7 @@ pub struct DebugLink {
 pub struct DebugFile {
     /// The path it was read from (under the target's root, or the host's).
     pub path: PathBuf,
-    pub(super) map: Mmap,
+    pub(super) map: Arc<Mmap>,
 }
 
 /// Where an object is, for the search of its debug file.
@@ -199,7 +201,7 @@ fn try_candidate(path: &Path, check: &Check<'_>, object_file: (u64, u64)) -> Opt
     }
     Some(DebugFile {
         path: path.to_path_buf(),
-        map,
+        map: Arc::new(map),
     })
 }
 

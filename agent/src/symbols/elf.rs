@@ -20,6 +20,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use memmap2::{Mmap, UncheckedAdvice};
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::address::{self, Segment};
 use super::debuginfo::DebugFile;
+use super::dwarf::{DwarfSlot, InlineFrame, Sources};
 use super::error::SymbolError;
 use super::index::{self, Every, Files, FuncIndex, RawFunc, StringTables};
 use super::tables::{self, Source};
@@ -116,7 +118,7 @@ pub struct SymbolCounts {
 #[derive(Debug)]
 pub struct ElfObject {
     path: PathBuf,
-    map: Mmap,
+    map: Arc<Mmap>,
     build_id: Option<Vec<u8>>,
     elf_type: ElfType,
     pie: bool,
@@ -128,6 +130,8 @@ pub struct ElfObject {
     debug: Option<DebugFile>,
     /// Names were read since the pages were last released.
     touched: AtomicBool,
+    /// The DWARF context, built on first use ([`Self::inlined_frames`]).
+    pub(super) dwarf: DwarfSlot,
 }
 
 impl ElfObject {
@@ -210,7 +214,7 @@ impl ElfObject {
         counts.functions = funcs.len();
         Ok(ElfObject {
             path: path.to_path_buf(),
-            map,
+            map: Arc::new(map),
             build_id,
             elf_type,
             pie,
@@ -220,6 +224,7 @@ impl ElfObject {
             counts,
             debug,
             touched: AtomicBool::new(false),
+            dwarf: DwarfSlot::new(),
         })
     }
 
@@ -242,6 +247,24 @@ impl ElfObject {
         if let Some(d) = &self.debug {
             release(&d.map);
         }
+        self.dwarf.release_pages();
+    }
+
+    /// The chain of functions at virtual address `vaddr`, outermost first
+    /// and the innermost inlined one last, from the DWARF of the object or
+    /// of its separate debug file ([`super::dwarf`]); `None` when there is
+    /// none (looked for once per object), or when it covers no function
+    /// at `vaddr`. For a return address, pass the call's (`vaddr - 1`).
+    pub fn inlined_frames(&self, vaddr: u64) -> Option<Vec<InlineFrame>> {
+        if self.dwarf.is_absent() {
+            return None;
+        }
+        self.touched.store(true, Ordering::Relaxed);
+        let mut files = vec![(&self.map, self.path.as_path())];
+        if let Some(d) = &self.debug {
+            files.push((&d.map, d.path.as_path()));
+        }
+        self.dwarf.frames(&Sources { files }, vaddr)
     }
 
     /// Hands the pages of the file read since the last call back to the

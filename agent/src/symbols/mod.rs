@@ -4,6 +4,8 @@
 //! - [`maps`]: `/proc/PID/maps` grouped per object file, main executable first;
 //! - [`elf`]: one object over mmap: function index, build-id, segments, type;
 //! - [`debuginfo`]: a stripped object's separate debug file (gdb's search);
+//! - [`debuginfod`]: that file from debuginfod servers, when configured;
+//! - [`dwarf`]: inlined frames (function, file:line) where DWARF is there;
 //! - [`cache`]: parsed objects kept per build-id (LRU, hit counter);
 //! - [`address`]: st_value ↔ uprobe file offset ↔ runtime address;
 //! - [`process`]: a process's loaded objects, resolve and symbolize;
@@ -27,8 +29,10 @@ pub mod address;
 pub mod allocator;
 pub mod cache;
 pub mod debuginfo;
+pub mod debuginfod;
 pub mod demangle;
 pub mod detected;
+pub mod dwarf;
 pub mod elf;
 pub mod error;
 mod index;
@@ -46,6 +50,7 @@ mod tests;
 
 pub use allocator::{AllocatorKind, AllocatorReport, EntryRole, classify_allocator};
 pub use cache::{CacheStats, ObjectCache};
+pub use dwarf::InlineFrame;
 pub use elf::{ElfObject, ElfType, Function};
 pub use error::SymbolError;
 pub use maps::{MappedObject, Mapping, Maps};

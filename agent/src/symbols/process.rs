@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::address;
 use super::cache::{ObjectCache, open_mapped};
+use super::dwarf::InlineFrame;
 use super::elf::{DataKind, ElfObject, Function, preferred};
 use super::error::SymbolError;
 use super::maps::{MappedObject, Maps};
@@ -233,6 +234,19 @@ impl ProcessSymbols {
         let (i, object, vaddr) = self.locate(addr)?;
         let (group, mask) = object.elf.containing_key(vaddr)?;
         Some((i, group, mask))
+    }
+
+    /// The chain of functions at a runtime address, outermost first and
+    /// the innermost inlined one last, each with its name as DWARF gives
+    /// it (linkage name, mangled) and its file:line when known; `None`
+    /// when the object holding it has no DWARF (in itself or in its
+    /// separate debug file), looked for once per object, or when the DWARF
+    /// covers no function there. One frame when nothing is inlined at
+    /// `addr`. For a return address, pass the call's (`addr - 1`). See
+    /// [`super::dwarf`] for the memory bounds.
+    pub fn inlined(&self, addr: u64) -> Option<Vec<InlineFrame>> {
+        let (_, object, vaddr) = self.locate(addr)?;
+        object.elf.inlined_frames(vaddr)
     }
 
     /// The object, symbol and offset at a runtime address.
