@@ -108,6 +108,7 @@ fn recording_60s() -> Recording {
         kernel_stacks: Vec::new(),
         cpu_profile: None,
         offcpu_profile: None,
+        offcpu_sampled_one_in: 0,
         mongod: None,
     }
 }

@@ -190,6 +190,9 @@ fn compare_cmd(args: &crate::cli::CompareArgs) -> Result<(), AppError> {
                 .map_err(|e| AppError::failure(anyhow::anyhow!("writing JSON: {e}")))?;
             out(&format!("{json}\n"))
         }
+        crate::cli::CompareFormat::Html => {
+            out(&crate::compare::render_html(&comparison, &before, &after))
+        }
     }
 }
 

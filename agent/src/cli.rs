@@ -175,7 +175,7 @@ pub struct CompareArgs {
     pub before: PathBuf,
     /// The recording taken after.
     pub after: PathBuf,
-    /// Output format: text, or JSON for other tools.
+    /// Output format: text, JSON for other tools, or HTML (the text and differential flame graphs).
     #[arg(short, long, value_enum, default_value_t = CompareFormat::Text)]
     pub format: CompareFormat,
     /// Load rules from this directory (*.toml) instead of the built-in set.
@@ -190,6 +190,8 @@ pub struct CompareArgs {
 pub enum CompareFormat {
     Text,
     Json,
+    /// The text comparison and the differential flame graphs of the two recordings' stacks.
+    Html,
 }
 
 #[derive(Debug, Args)]

@@ -29,7 +29,17 @@ pub struct Comparison {
     pub rules: Vec<RuleChange>,
     /// Per-second figures with a noise estimate.
     pub metrics: Vec<MetricChange>,
+    /// The on-CPU stacks that grew and shrank most (% of one CPU), when
+    /// both recordings have stacks.
+    #[serde(default)]
+    pub cpu_stacks: Vec<crate::stacks::diff::StackChange>,
+    /// The off-CPU stacks that grew and shrank most (ms of waiting per s).
+    #[serde(default)]
+    pub wait_stacks: Vec<crate::stacks::diff::StackChange>,
 }
+
+/// Stacks listed each way (grown, shrunk).
+pub const STACK_CHANGES: usize = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Side {
@@ -305,7 +315,83 @@ pub fn compare(
         architecture: arch,
         rules: rule_changes,
         metrics,
+        cpu_stacks: changes(&before.cpu_profile, &after.cpu_profile),
+        wait_stacks: changes(&before.offcpu_profile, &after.offcpu_profile),
     })
+}
+
+/// The stacks that changed most, when both sides have stacks of the kind.
+fn changes(
+    before: &Option<crate::stacks::Profile>,
+    after: &Option<crate::stacks::Profile>,
+) -> Vec<crate::stacks::diff::StackChange> {
+    match (before, after) {
+        (Some(b), Some(a)) => crate::stacks::diff::stack_changes(b, a, STACK_CHANGES),
+        _ => Vec::new(),
+    }
+}
+
+/// `mdiag compare --format html`: the text comparison, then the differential
+/// flame graphs (on CPU and off CPU) of the two recordings' stacks, in one
+/// self-contained page.
+pub fn render_html(c: &Comparison, before: &Recording, after: &Recording) -> String {
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    let mut body = format!("<pre>{}</pre>\n", esc(&render_text(c)));
+    body.push_str("<h2>Differential flame graphs</h2>\n<p>The second recording's stacks; a frame is red where it takes more of the total than in the first recording, blue where less (both normalized to the same total).</p>\n");
+    let pairs = [
+        ("On CPU", &before.cpu_profile, &after.cpu_profile),
+        ("Off CPU", &before.offcpu_profile, &after.offcpu_profile),
+    ];
+    for (name, b, a) in pairs {
+        match (b, a) {
+            (Some(b), Some(a)) => {
+                let title = format!("{name}: {} → {}", c.before.source, c.after.source);
+                match crate::stacks::diff::diff_flame_svg(&title, b, a) {
+                    Ok(svg) => body.push_str(&crate::stacks::flame::flame_iframe(&title, &svg, 0)),
+                    Err(e) => body.push_str(&format!(
+                        "<p>{name}: no graph ({})</p>",
+                        esc(&e.to_string())
+                    )),
+                }
+            }
+            _ => body.push_str(&format!(
+                "<p>{name}: not both recordings have stacks of this kind.</p>"
+            )),
+        }
+        body.push('\n');
+    }
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mdiag compare</title>\
+         <style>body{{font-family:system-ui,sans-serif;max-width:1240px;margin:2em auto;padding:0 1em}}\
+         pre{{white-space:pre-wrap}}</style></head><body>\n<h1>mdiag compare</h1>\n{body}</body></html>\n"
+    )
+}
+
+/// One stack change as a line: `+1.2 % of a CPU  a ← b ← c (conn)`.
+fn stack_change_line(s: &crate::stacks::diff::StackChange, unit: &str) -> String {
+    let mut parts = s.stack.split(';');
+    let class = parts.next().unwrap_or("");
+    let frames: Vec<&str> = parts.collect();
+    let shown: Vec<&str> = frames.iter().rev().take(6).copied().collect();
+    let more = frames.len().saturating_sub(shown.len());
+    format!(
+        "{}{} {unit} ({} → {})  {}{} [{class}]",
+        if s.change > 0.0 { "+" } else { "" },
+        format_number(s.change),
+        format_number(s.before),
+        format_number(s.after),
+        shown.join(" ← "),
+        if more > 0 {
+            format!(" ← … {more} more")
+        } else {
+            String::new()
+        }
+    )
 }
 
 fn verdict_text(v: RuleVerdict) -> &'static str {
@@ -411,7 +497,34 @@ pub fn render_text(c: &Comparison) -> String {
                 .map_or_else(String::new, |n| format!(" (noise ±{})", format_number(n)))
         );
     }
+    write_stack_changes(&mut out, c);
     out
+}
+
+/// The stacks that changed most, on and off CPU.
+fn write_stack_changes(out: &mut String, c: &Comparison) {
+    use std::fmt::Write;
+    for (title, unit, rows) in [
+        (
+            "On-CPU stacks that changed most (% of one CPU, leaf first)",
+            "% CPU",
+            &c.cpu_stacks,
+        ),
+        (
+            "Off-CPU stacks that changed most (ms of waiting per s, leaf first)",
+            "ms/s",
+            &c.wait_stacks,
+        ),
+    ] {
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{title}");
+        for s in rows {
+            let _ = writeln!(out, "  {}", stack_change_line(s, unit));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -421,6 +534,39 @@ mod tests {
 
     fn rules() -> RuleSet {
         testdata::sched_rule_only()
+    }
+
+    #[test]
+    fn stacks_that_changed_are_named_and_drawn_as_a_differential_graph() {
+        use crate::stacks::{Frame, ProfileKind};
+        let before = crate::rules::facts::example_recording();
+        let mut after = before.clone();
+        // The allocator's caller doubles its samples.
+        if let Some(p) = after.cpu_profile.as_mut() {
+            p.stacks[0].value *= 2;
+            assert_eq!(
+                p.stacks[0].frames.last(),
+                Some(&Frame::new("tc_malloc", "mongod"))
+            );
+            assert_eq!(p.kind, ProfileKind::OnCpu);
+        }
+        let c = compare(&before, &after, ("a", "b"), &rules(), None).unwrap();
+        assert_eq!(c.cpu_stacks.len(), 1, "{:?}", c.cpu_stacks);
+        assert!(c.cpu_stacks[0].stack.ends_with("tc_malloc"));
+        assert!(c.cpu_stacks[0].change > 0.0);
+        assert!(
+            c.wait_stacks.is_empty(),
+            "the off-CPU stacks did not change"
+        );
+        let text = render_text(&c);
+        assert!(
+            text.contains("On-CPU stacks that changed most")
+                && text.contains("tc_malloc ← mongo::BSONObjBuilder::append [conn]"),
+            "{text}"
+        );
+        let html = render_html(&c, &before, &after);
+        assert!(html.contains("<h2>Differential flame graphs</h2>"));
+        assert_eq!(html.matches("<iframe").count(), 2, "on and off CPU");
     }
 
     #[test]

@@ -108,6 +108,10 @@ pub fn explain(
         recorded_config.as_deref(),
     );
 
+    let mut measurements = Measurements::build(recording, &whole, &facts);
+    if let (Some(profile), Some(perf)) = (&recording.cpu_profile, measurements.perf.as_mut()) {
+        name_leaf_functions(perf, profile);
+    }
     Ok(Report {
         report_version: REPORT_VERSION,
         mdiag_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -124,15 +128,16 @@ pub fn explain(
         passed,
         probes: probe_reports(recording, &whole),
         facts: facts.to_json(),
-        measurements: Measurements::build(recording, &whole, &facts),
+        measurements,
         hot_stacks: recording
             .cpu_profile
             .as_ref()
             .map(crate::report::stacks::HotStacks::build),
-        wait_stacks: recording
-            .offcpu_profile
-            .as_ref()
-            .map(crate::report::stacks::HotStacks::build),
+        wait_stacks: recording.offcpu_profile.as_ref().map(|p| {
+            let mut h = crate::report::stacks::HotStacks::build(p);
+            h.sampled_one_in = recording.offcpu_sampled_one_in;
+            h
+        }),
         cpu_profile: recording.cpu_profile.clone(),
         offcpu_profile: recording.offcpu_profile.clone(),
     })
@@ -408,3 +413,25 @@ fn no_findings_line(report: &Report) -> String {
 #[cfg(test)]
 #[path = "explain_tests.rs"]
 mod tests;
+
+/// With the recording's stacks, the most sampled functions are the stacks'
+/// leaves: kernel time by kernel function, not one "[kernel]" row, and
+/// libc's unexported functions named where its debug symbols are installed.
+fn name_leaf_functions(
+    perf: &mut crate::family::perf::report::PerfMeasurements,
+    profile: &crate::stacks::Profile,
+) {
+    let target = perf.target_samples.max(1) as f64;
+    perf.top_symbols =
+        crate::report::stacks::leaf_functions(profile, crate::report::measurements::TOP_SYMBOLS)
+            .into_iter()
+            .map(
+                |(function, object, samples)| crate::report::measurements::PerfSymbolMeasurement {
+                    symbol: function,
+                    object: Some(object),
+                    samples,
+                    share: samples as f64 / target,
+                },
+            )
+            .collect();
+}

@@ -50,7 +50,10 @@ impl ExportStacksError {
     pub fn is_broken_pipe(&self) -> bool {
         match self {
             Self::Write { source, .. } => source.kind() == std::io::ErrorKind::BrokenPipe,
-            Self::Pprof { source, .. } => source.to_string().contains("Broken pipe"),
+            Self::Pprof {
+                source: crate::stacks::pprof::PprofError::Io(e),
+                ..
+            } => e.kind() == std::io::ErrorKind::BrokenPipe,
             _ => false,
         }
     }
@@ -140,4 +143,43 @@ fn open(path: &Path) -> Result<Box<dyn Write>, ExportStacksError> {
             path: path.display().to_string(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader gone (`| head`) is told apart from a real write error.
+    #[test]
+    fn a_closed_pipe_is_told_apart() {
+        let pipe = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let full = || std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let write = |source| ExportStacksError::Write {
+            path: "-".into(),
+            source,
+        };
+        assert!(write(pipe()).is_broken_pipe());
+        assert!(!write(full()).is_broken_pipe());
+        let pprof = ExportStacksError::Pprof {
+            path: "-".into(),
+            source: crate::stacks::pprof::PprofError::Io(pipe()),
+        };
+        assert!(pprof.is_broken_pipe() && !pprof.is_usage());
+    }
+
+    #[test]
+    fn a_recording_without_stacks_says_why() {
+        let mut rec = crate::rules::facts::example_recording();
+        rec.cpu_profile = None;
+        rec.target = None;
+        let e = export(&rec, Which::OnCpu, Path::new("r.mdiag"), None, None).unwrap_err();
+        assert!(e.is_usage());
+        assert!(e.to_string().contains("host-wide"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("off.folded");
+        let rec = crate::rules::facts::example_recording();
+        export(&rec, Which::OffCpu, Path::new("r.mdiag"), None, Some(&out)).unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.starts_with("conn;[sleeping];"), "{text}");
+    }
 }

@@ -53,6 +53,7 @@ fn header(slices: u64) -> Recording {
         kernel_stacks: Vec::new(),
         cpu_profile: None,
         offcpu_profile: None,
+        offcpu_sampled_one_in: 0,
         mongod: None,
     }
 }

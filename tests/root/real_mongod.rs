@@ -300,6 +300,20 @@ fn a_sample_every_second_under_load_with_opcounters_threads_and_replica_set_righ
     connection_stacks_read_down_to_the_kernel(&rec);
 }
 
+/// The first three stacks, each as its frames joined root first.
+fn top_stacks<'a>(stacks: impl Iterator<Item = &'a mdiag::stacks::ProfileStack>) -> Vec<String> {
+    stacks
+        .take(3)
+        .map(|s| {
+            s.frames
+                .iter()
+                .map(|f| f.function.as_str())
+                .collect::<Vec<_>>()
+                .join(" → ")
+        })
+        .collect()
+}
+
 /// The connection threads' on-CPU stacks: demangled `mongo::` frames
 /// several levels deep, with the kernel's frames below them (mongod sends
 /// and receives through syscalls).
@@ -321,17 +335,7 @@ fn connection_stacks_read_down_to_the_kernel(rec: &Recording) {
         let first_kernel = s.frames.iter().position(|f| f.kernel());
         mongo >= 5 && matches!((last_mongo, first_kernel), (Some(m), Some(k)) if m < k)
     });
-    let hottest: Vec<String> = conn
-        .iter()
-        .take(3)
-        .map(|s| {
-            s.frames
-                .iter()
-                .map(|f| f.function.as_str())
-                .collect::<Vec<_>>()
-                .join(" → ")
-        })
-        .collect();
+    let hottest = top_stacks(conn.iter().copied());
     eprintln!("mongod's hottest conn stacks: {hottest:#?}");
     let deep = deep.unwrap_or_else(|| {
         panic!("no conn stack with 5 mongo:: frames above kernel frames: {hottest:#?}")
@@ -341,6 +345,28 @@ fn connection_stacks_read_down_to_the_kernel(rec: &Recording) {
         "mangled frames: {:?}",
         deep.frames
     );
+    // Off CPU: where the connection threads wait between and during
+    // requests, through mongod's code into the kernel's.
+    let off = rec
+        .offcpu_profile
+        .as_ref()
+        .expect("off-CPU stacks of mongod");
+    let waiting = top_stacks(off.of_class("conn"));
+    eprintln!("where mongod's conn threads wait most: {waiting:#?}");
+    assert!(
+        off.of_class("conn").any(|s| {
+            s.frames.iter().any(|f| f.function.starts_with("mongo::"))
+                && s.frames.last().is_some_and(|f| f.kernel())
+        }),
+        "no conn wait with mongo:: frames and a kernel leaf: {waiting:#?}"
+    );
+    // The HTML report draws both, per class.
+    let rules = mdiag::rules::RuleSet::builtin().unwrap();
+    let report = mdiag::explain::explain(rec, &rules, None, None).unwrap();
+    let html = mdiag::report::html::render(&report);
+    for title in ["On CPU: conn threads", "Off CPU: all threads", "mongo::"] {
+        assert!(html.contains(title), "{title} not in the HTML report");
+    }
 }
 
 #[test]

@@ -74,6 +74,9 @@ impl Watch {
         let mut probes = Probes::attach(ProbeConfig {
             target_tgid: pid,
             families,
+            // No stacks: the agent's windows keep none, and taking them
+            // would cost the target (docs/agent.md).
+            stacks: false,
         })?;
         if let Some(pid) = pid {
             probes.preload_symbols(pid);

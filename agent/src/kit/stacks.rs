@@ -28,7 +28,9 @@ use crate::symbols::ProcessSymbols;
 use crate::symbols::demangle::readable;
 
 /// Symbolized addresses remembered (user and kernel each).
-const FRAME_CACHE: usize = 32768;
+const FRAME_CACHE: usize = 16384;
+/// Raw stacks (addresses) remembered with their interned id.
+const RAW_CACHE: usize = 65536;
 /// Thread names remembered.
 const NAME_CACHE: usize = 8192;
 /// The kernel's unwinding limit (`PERF_MAX_STACK_DEPTH`, the default of
@@ -102,6 +104,24 @@ pub fn ips(id: u32, stacks: &StackIps) -> Ips<'_> {
     }
 }
 
+/// The key of a raw stack for [`Interner::known`]: its class and both
+/// sides as the kernel left them.
+pub fn raw_key(class: &str, user: Ips<'_>, kernel: Ips<'_>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    class.hash(&mut h);
+    for side in [user, kernel] {
+        match side {
+            Ips::None => 0u8.hash(&mut h),
+            Ips::Lost => 1u8.hash(&mut h),
+            Ips::Leaf(ips) => {
+                2u8.hash(&mut h);
+                ips.hash(&mut h);
+            }
+        }
+    }
+    h.finish()
+}
+
 /// One side of a sample's stacks, as the kernel left it.
 #[derive(Debug, Clone, Copy)]
 pub enum Ips<'a> {
@@ -117,7 +137,9 @@ pub enum Ips<'a> {
 /// Frames from addresses, with caches.
 pub struct Symbolizer {
     ksyms: Option<Arc<KernelSymbols>>,
-    user_frames: HashMap<u64, Frame>,
+    /// By address: the function there, with the functions inlined into it
+    /// at that address after it (outermost first) where DWARF says so.
+    user_frames: HashMap<u64, Vec<Frame>>,
     kernel_frames: HashMap<u64, Frame>,
     names: HashMap<u32, String>,
 }
@@ -163,7 +185,7 @@ impl Symbolizer {
         match user {
             Ips::Leaf(ips) => {
                 for (depth, &ip) in ips.iter().enumerate().rev() {
-                    frames.push(self.user_frame(ip, depth > 0, symbols));
+                    frames.extend(self.user_frames(ip, depth > 0, symbols));
                 }
                 truncated = ips.len() >= MAX_DEPTH || frames.first().is_some_and(|f| !is_root(f));
             }
@@ -182,14 +204,16 @@ impl Symbolizer {
         (frames, truncated)
     }
 
-    /// A user frame: a return address (not the leaf) is looked up one byte
-    /// back, inside the call that pushed it.
-    fn user_frame(
+    /// The frames of a user address: its function, then the functions
+    /// inlined there (outermost first) when the object's DWARF is at hand.
+    /// A return address (not the leaf) is looked up one byte back, inside
+    /// the call that pushed it.
+    fn user_frames(
         &mut self,
         ip: u64,
         return_address: bool,
         symbols: Option<&ProcessSymbols>,
-    ) -> Frame {
+    ) -> Vec<Frame> {
         let at = if return_address {
             ip.saturating_sub(1)
         } else {
@@ -200,7 +224,7 @@ impl Symbolizer {
         }
         self.user_frames
             .entry(at)
-            .or_insert_with(|| user_symbol(at, symbols))
+            .or_insert_with(|| with_inlined(user_symbol(at, symbols), at, symbols))
             .clone()
     }
 
@@ -239,6 +263,27 @@ impl Symbolizer {
         });
         thread_class(name)
     }
+}
+
+/// `frame` (the symbol table's function at `at`), followed by the functions
+/// inlined into it at `at`, outermost first, from the object's DWARF. The
+/// chain's outermost entry is the symbol's function itself, so it is only
+/// used when it has more than one entry.
+fn with_inlined(frame: Frame, at: u64, symbols: Option<&ProcessSymbols>) -> Vec<Frame> {
+    let chain = symbols.and_then(|p| p.inlined(at)).unwrap_or_default();
+    if chain.len() < 2 {
+        return vec![frame];
+    }
+    let mut frames = vec![frame];
+    for inlined in &chain[1..] {
+        if let Some(name) = &inlined.function {
+            frames.push(Frame {
+                function: format!("{} (inlined)", readable(name)),
+                object: frames[0].object.clone(),
+            });
+        }
+    }
+    frames
 }
 
 /// Whether a stack's root frame is where threads begin: a known entry
@@ -309,9 +354,33 @@ fn file_name(path: &std::path::Path) -> String {
 #[derive(Debug, Default)]
 pub struct Interner {
     ids: HashMap<u64, u32>,
+    /// (class, raw addresses) → id: a stack seen before is not symbolized
+    /// again (the same stacks come back slice after slice; symbolizing and
+    /// demangling them every time cost a busy mongod's recorder seconds of
+    /// CPU per slice). Emptied when full.
+    raw: HashMap<u64, u32>,
 }
 
 impl Interner {
+    /// The id of a raw stack seen before (its class and both sides'
+    /// addresses, or how they were lost).
+    pub fn known(&self, raw: u64) -> Option<u32> {
+        self.raw.get(&raw).copied()
+    }
+
+    /// Forgets the raw stacks (the addresses now mean other functions).
+    pub fn forget_raw(&mut self) {
+        self.raw.clear();
+    }
+
+    /// Remembers the id of a raw stack.
+    pub fn remember(&mut self, raw: u64, id: u32) {
+        if self.raw.len() >= RAW_CACHE {
+            self.raw.clear();
+        }
+        self.raw.insert(raw, id);
+    }
+
     /// The id of (class, frames, truncated); a stack seen for the first
     /// time goes to `defs`. Past [`MAX_DEFS`], the class's
     /// [`OTHER_STACKS`] stack.

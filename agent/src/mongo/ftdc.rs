@@ -340,6 +340,7 @@ pub fn recording_from_ftdc(read: &FtdcRead) -> Recording {
         kernel_stacks: Vec::new(),
         cpu_profile: None,
         offcpu_profile: None,
+        offcpu_sampled_one_in: 0,
         mongod: Some(mongod),
     }
 }

@@ -86,6 +86,7 @@ pub(super) fn load(config: ProbeConfig) -> Result<(AttachContext, Ebpf), ProbeEr
         syscall_entries,
         absent,
         target_tgid: config.target_tgid,
+        stacks: config.stacks && config.target_tgid.is_some(),
         links: std::cell::RefCell::default(),
         attached: Vec::new(),
     };

@@ -147,6 +147,10 @@ pub struct ProbeConfig {
     /// The families to run; the others are left out by choice, with a
     /// status that says so.
     pub families: Selection,
+    /// Take call stacks (on CPU in `perf`, off CPU in `contention`) of the
+    /// target: `mdiag record` does; the agent does not (its windows keep no
+    /// stacks, and off-CPU stack walks cost the target CPU at every switch).
+    pub stacks: bool,
 }
 
 /// Loaded and attached probes. Dropping it detaches every program.

@@ -94,6 +94,7 @@ impl RecordPlan {
         crate::probes::ProbeConfig {
             target_tgid: target,
             families: self.families.clone(),
+            stacks: true,
         }
     }
 

@@ -371,6 +371,7 @@ impl Session {
             kernel_stacks: Vec::new(),
             cpu_profile: None,
             offcpu_profile: None,
+            offcpu_sampled_one_in: 0,
             mongod: frame.mongod,
         };
         self.probes.fill_recording(&mut recording);

@@ -446,6 +446,7 @@ pub(crate) mod tests {
             kernel_stacks: Vec::new(),
             cpu_profile: None,
             offcpu_profile: None,
+            offcpu_sampled_one_in: 0,
             mongod: None,
         }
     }

@@ -97,6 +97,10 @@ pub struct Recording {
     /// family), summed like [`Self::cpu_profile`]; never written itself.
     #[serde(skip)]
     pub offcpu_profile: Option<crate::stacks::Profile>,
+    /// The off-CPU stacks' sampling at its sparsest: one switch-out in this
+    /// many (0 or 1: all of them), from the slices' `wait_sample_every`.
+    #[serde(skip)]
+    pub offcpu_sampled_one_in: u32,
     /// mongod's own figures (polled live, or joined from FTDC) and what was
     /// missing; `None` when mongod was not polled.
     #[serde(default)]

@@ -68,6 +68,7 @@ struct State<'a> {
     /// off CPU (contention family).
     cpu_stacks: ProfileBuilder,
     offcpu_stacks: ProfileBuilder,
+    offcpu_sampled_one_in: u32,
 }
 
 impl<'a> State<'a> {
@@ -81,6 +82,7 @@ impl<'a> State<'a> {
             details_seen: 0,
             cpu_stacks: ProfileBuilder::default(),
             offcpu_stacks: ProfileBuilder::default(),
+            offcpu_sampled_one_in: 0,
         }
     }
 
@@ -110,6 +112,8 @@ impl<'a> State<'a> {
                         .samples(perf.freq_hz, std::mem::take(&mut perf.stacks));
                 }
                 if let Some(c) = s.contention.as_mut() {
+                    self.offcpu_sampled_one_in =
+                        self.offcpu_sampled_one_in.max(c.wait_sample_every);
                     self.offcpu_stacks
                         .defs(std::mem::take(&mut c.wait_stack_defs));
                     self.offcpu_stacks.waits(std::mem::take(&mut c.waits));
@@ -180,6 +184,7 @@ impl<'a> State<'a> {
         let ns = ms.saturating_mul(1_000_000);
         recording.cpu_profile = self.cpu_stacks.finish(ProfileKind::OnCpu, ns);
         recording.offcpu_profile = self.offcpu_stacks.finish(ProfileKind::OffCpu, ns);
+        recording.offcpu_sampled_one_in = self.offcpu_sampled_one_in;
         if !self.details.is_empty() {
             if self.details_seen > DETAIL_KEEP as u64 {
                 notes.push(format!(

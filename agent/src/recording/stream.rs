@@ -221,6 +221,7 @@ fn without_slices(r: &Recording) -> Recording {
         kernel_stacks: r.kernel_stacks.clone(),
         cpu_profile: None,
         offcpu_profile: None,
+        offcpu_sampled_one_in: 0,
         mongod: r.mongod.clone(),
     }
 }

@@ -34,6 +34,11 @@ pub struct HotStacks {
     pub truncated: u64,
     /// Off CPU: of `total`, in waits that began inside a checkpoint.
     pub in_checkpoint: u64,
+    /// Off CPU: the stacks were taken for one switch-out in up to this many
+    /// (random; each counting for as many): the times are estimates. 0 or
+    /// 1: every switch-out.
+    #[serde(default)]
+    pub sampled_one_in: u32,
     /// Most first.
     pub classes: Vec<ClassStacks>,
 }
@@ -102,6 +107,7 @@ impl HotStacks {
                 .map(|s| s.value)
                 .sum(),
             in_checkpoint: profile.stacks.iter().filter(in_cp).map(|s| s.value).sum(),
+            sampled_one_in: 0,
             classes,
         }
     }
@@ -189,6 +195,14 @@ fn intro(h: &HotStacks) -> String {
             ms(h.in_checkpoint)
         ),
     };
+    if h.sampled_one_in > 1 {
+        let _ = write!(
+            text,
+            "; estimated from the stacks of one switch-out in up to {} (random, each counting for as many: mdiag keeps its stack walks near {} a second)",
+            h.sampled_one_in,
+            mdiag_common::contention::WAIT_CAPTURES_PER_S
+        );
+    }
     if h.truncated > 0 {
         let _ = write!(
             text,
@@ -255,6 +269,25 @@ pub fn write_markdown(out: &mut String, h: &HotStacks) -> std::fmt::Result {
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// The most sampled leaf functions of an on-CPU profile, `(function,
+/// object, samples)`, most first: where the CPU was, kernel functions named
+/// (a sample in kernel mode is its kernel leaf, not one "[kernel]" row).
+pub fn leaf_functions(profile: &Profile, n: usize) -> Vec<(String, String, u64)> {
+    let mut by: std::collections::HashMap<(&str, &str), u64> = Default::default();
+    for s in &profile.stacks {
+        if let Some(leaf) = s.frames.last() {
+            *by.entry((&leaf.function, &leaf.object)).or_default() += s.value;
+        }
+    }
+    let mut v: Vec<(String, String, u64)> = by
+        .into_iter()
+        .map(|((f, o), v)| (f.to_owned(), o.to_owned(), v))
+        .collect();
+    v.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
 }
 
 /// The HTML section: flame graphs of the target's on-CPU stacks (all

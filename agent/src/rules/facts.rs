@@ -46,6 +46,7 @@ pub mod mongod;
 pub mod net;
 pub mod replication;
 
+pub mod stacks;
 pub mod storage;
 pub mod system;
 pub mod tuning;
@@ -59,7 +60,7 @@ const RECORDING_GROUPS: [&str; 3] = ["host", "recording", "target"];
 
 /// The fact groups of the host's settings and of mongod, last in display
 /// order.
-const HOST_GROUPS: [&str; 9] = [
+const HOST_GROUPS: [&str; 10] = [
     "cpu",
     "net",
     "tuning",
@@ -69,6 +70,7 @@ const HOST_GROUPS: [&str; 9] = [
     "filesystem",
     "replication",
     "system",
+    "stacks",
 ];
 
 /// Every fact group this build can derive, in display order: the
@@ -212,6 +214,7 @@ impl Facts {
         facts.insert_or_absent("filesystem", filesystem::filesystem_facts(rec));
         facts.insert_or_absent("replication", replication::replication_facts(rec));
         facts.insert_or_absent("system", system::system_facts(rec));
+        facts.insert_or_absent("stacks", stacks::stacks_facts(rec));
         if let Some(info) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) {
             facts.mongod_version = info
                 .version

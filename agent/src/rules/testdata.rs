@@ -72,6 +72,7 @@ pub fn base(kernel: &str, arch: &str, cpus: u32) -> Recording {
         kernel_stacks: Vec::new(),
         cpu_profile: None,
         offcpu_profile: None,
+        offcpu_sampled_one_in: 0,
         mongod: None,
     }
 }

@@ -12,9 +12,12 @@
 //!   flamegraph.pl, inferno and speedscope read.
 //! - [`pprof`]: the pprof protobuf (`go tool pprof`, speedscope, Pyroscope).
 //! - [`flame`]: self-contained, searchable SVG flame graphs (inferno).
+//! - [`diff`]: two profiles compared (stacks grown or shrunk, the
+//!   differential flame graph).
 //! - [`table`]: how a recording stores stacks (each once, values by id),
 //!   and the builder that sums them back into a profile.
 
+pub mod diff;
 pub mod flame;
 pub mod folded;
 pub mod pprof;

@@ -37,6 +37,17 @@ pub const MAP_DROPS: &str = "CONT_DROPS";
 pub const MAP_WAITS: &str = "CONT_WAITS";
 pub const MAP_WAIT_COUNTS: &str = "CONT_WAIT_COUNTS";
 pub const MAP_WAIT_STACKS: &str = "CONT_WAIT_STACKS";
+/// One `u32`: take the stacks of one switch-out in this many (random), each
+/// sampled wait counting for as many (1: every switch-out; 0, the default:
+/// no off-CPU stacks at all). User space
+/// sets it from the switch rate, so that stack walks stay near
+/// [`WAIT_CAPTURES_PER_S`] whatever the load.
+pub const MAP_WAIT_EVERY: &str = "CONT_WAIT_EVERY";
+/// The stack captures per second the sampling aims at: each walks the user
+/// and the kernel stack (5–15 µs on a busy mongod), so about 0.5 % of a CPU.
+pub const WAIT_CAPTURES_PER_S: u64 = 500;
+/// The most switch-outs one sample stands for.
+pub const WAIT_EVERY_MAX: u32 = 4096;
 
 /// Why a thread left the CPU ([`WaitInflight::wait`]).
 pub const WAIT_SLEEP: u32 = 0;
@@ -119,6 +130,9 @@ pub struct WaitInflight {
     pub wait: u32,
     /// [`OUTSIDE`] or [`INSIDE`] when the wait began.
     pub window: u32,
+    /// Switch-outs this sampled one stands for (`CONT_WAIT_EVERY` then).
+    pub weight: u32,
+    pub _pad0: u32,
 }
 
 /// Key of the off-CPU counters.
@@ -133,7 +147,8 @@ pub struct WaitKey {
     pub window: u32,
 }
 
-/// Waits that ended, and their time.
+/// Waits that ended, and their time (each sampled wait counted with its
+/// weight: estimates of all the waits).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WaitStats {
@@ -204,6 +219,11 @@ pub struct ContentionDrops {
     pub wait_inflight_full: u64,
     /// Off-CPU waits timed but not counted: the counter map was full.
     pub wait_map_full: u64,
+    /// Switch-outs of observed threads seen by the off-CPU work (not a drop:
+    /// the rate user space sets the sampling from).
+    pub wait_switch_outs: u64,
+    /// Of which sampled (stacks taken, wait opened).
+    pub wait_sampled: u64,
 }
 
 const _: () = assert!(core::mem::size_of::<LockInflight>() == 24);
@@ -212,8 +232,8 @@ const _: () = assert!(core::mem::size_of::<ThreadContention>() == 24 + 64 + 16);
 const _: () = assert!(core::mem::size_of::<LockKindStats>() == 32);
 const _: () = assert!(core::mem::size_of::<DStackKey>() == 8);
 const _: () = assert!(core::mem::size_of::<DStackStats>() == 16);
-const _: () = assert!(core::mem::size_of::<ContentionDrops>() == 64);
-const _: () = assert!(core::mem::size_of::<WaitInflight>() == 24);
+const _: () = assert!(core::mem::size_of::<ContentionDrops>() == 80);
+const _: () = assert!(core::mem::size_of::<WaitInflight>() == 32);
 const _: () = assert!(core::mem::size_of::<WaitKey>() == 24);
 const _: () = assert!(core::mem::size_of::<WaitStats>() == 16);
 
@@ -279,6 +299,8 @@ mod tests {
         assert_eq!(core::mem::offset_of!(ContentionDrops, nested), 32);
         assert_eq!(core::mem::offset_of!(ContentionDrops, wait_map_full), 56);
         assert_eq!(core::mem::offset_of!(WaitInflight, window), 20);
+        assert_eq!(core::mem::offset_of!(WaitInflight, weight), 24);
+        assert_eq!(core::mem::offset_of!(ContentionDrops, wait_sampled), 72);
         assert_eq!(core::mem::offset_of!(WaitKey, wait), 16);
         let k = WaitKey {
             tgid: 1,

@@ -25,6 +25,13 @@ pub const MAP_SAMPLES: &str = "PERF_SAMPLES";
 pub const MAP_CPU: &str = "PERF_CPU";
 pub const MAP_STACKS: &str = "PERF_STACKS";
 pub const MAP_STACK_COUNTS: &str = "PERF_STACK_COUNTS";
+/// One `u32` of `STACKS_*` bits: which stacks samples take (user space sets
+/// it; 0, the default: none).
+pub const MAP_STACKS_ON: &str = "PERF_STACKS_ON";
+/// `PERF_STACKS_ON` bit: the user stack.
+pub const STACKS_USER: u32 = 1;
+/// `PERF_STACKS_ON` bit: the kernel stack (of a sample in kernel mode).
+pub const STACKS_KERNEL: u32 = 2;
 
 /// Samples per second and CPU (99, not 100, so sampling does not run in
 /// lockstep with 10 ms timers of the workload).

@@ -30,17 +30,17 @@
 //! so a reader never sees a wait neither in flight nor counted.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_prandom_u32},
     macros::{btf_tracepoint, map},
-    maps::{HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
     programs::{BtfTracePointContext, tracing::StackIdContext},
 };
 use mdiag_common::contention::{
     ContentionDrops, D_STACK_NONE, DStackKey, DStackStats, LOCK_FLAGS_MASK, LOCK_KINDS,
     LockInflight, LockKindStats, MAX_DSTACKS, MAX_INFLIGHT, MAX_STACKS, MAX_THREADS, MAX_WAIT_KEYS,
     MAX_WAIT_STACKS, MAX_WAITS, OffCpu, TASK_COMM_LEN, TASK_DEAD_MASK, TASK_NOLOAD,
-    TASK_UNINTERRUPTIBLE, ThreadContention, WAIT_DISK, WAIT_RUNQUEUE, WAIT_SLEEP, WaitInflight,
-    WaitKey, WaitStats,
+    TASK_UNINTERRUPTIBLE, ThreadContention, WAIT_DISK, WAIT_EVERY_MAX, WAIT_RUNQUEUE, WAIT_SLEEP,
+    WaitInflight, WaitKey, WaitStats,
 };
 use mdiag_common::stack::{BPF_F_USER_STACK, EFAULT, LOST_STACK, NO_STACK};
 
@@ -73,6 +73,8 @@ static CONT_WAITS: HashMap<u32, WaitInflight> = HashMap::with_max_entries(MAX_WA
 static CONT_WAIT_COUNTS: HashMap<WaitKey, WaitStats> = HashMap::with_max_entries(MAX_WAIT_KEYS, 0);
 #[map]
 static CONT_WAIT_STACKS: StackTrace = StackTrace::with_max_entries(MAX_WAIT_STACKS, 0);
+#[map]
+static CONT_WAIT_EVERY: Array<u32> = Array::with_max_entries(1, 0);
 
 const BPF_ANY: u64 = 0;
 const BPF_NOEXIST: u64 = 1;
@@ -303,8 +305,9 @@ fn wait_stack(ctx: &BtfTracePointContext, flags: u64) -> u32 {
 }
 
 /// When `prev` (the current task, an observed thread) leaves the CPU: opens
-/// its wait with its stacks and why it leaves. A thread leaving for good
-/// (exiting) opens none.
+/// its wait with its stacks and why it leaves, for one switch-out in
+/// `CONT_WAIT_EVERY` (chosen at random), weighted by it. A thread leaving
+/// for good (exiting) opens none.
 #[inline(always)]
 pub(crate) fn wait_out(
     ctx: &BtfTracePointContext,
@@ -315,6 +318,22 @@ pub(crate) fn wait_out(
 ) {
     if prev_state & TASK_DEAD_MASK != 0 {
         return;
+    }
+    // 0, the default: no off-CPU stacks (user space turns them on).
+    let every = CONT_WAIT_EVERY.get(0).copied().unwrap_or(0);
+    if every == 0 {
+        return;
+    }
+    let every = every.min(WAIT_EVERY_MAX);
+    if let Some(d) = drops() {
+        d.wait_switch_outs += 1;
+    }
+    // SAFETY: bpf_get_prandom_u32 has no preconditions.
+    if every > 1 && unsafe { bpf_get_prandom_u32() } % every != 0 {
+        return;
+    }
+    if let Some(d) = drops() {
+        d.wait_sampled += 1;
     }
     let wait = if preempt || prev_state == 0 {
         WAIT_RUNQUEUE
@@ -329,6 +348,8 @@ pub(crate) fn wait_out(
         kernel_stack: wait_stack(ctx, 0),
         wait,
         window: checkpoint_window() & 1,
+        weight: every,
+        _pad0: 0,
     };
     if CONT_WAITS.insert(&prev_tid, &entry, BPF_ANY).is_err()
         && let Some(d) = drops()
@@ -348,7 +369,9 @@ pub(crate) fn wait_in(next_tid: u32, next_tgid: u32, now: u64) {
     // SAFETY: valid map value pointer; copied before the delete below.
     let open = unsafe { *open };
     let _ = CONT_WAITS.remove(&next_tid);
-    let ns = now.saturating_sub(open.ts_ns);
+    let weight = u64::from(open.weight.max(1));
+    // No overflow: ns below 2^50 (13 days), weight at most 4096 (2^12).
+    let ns = now.saturating_sub(open.ts_ns).wrapping_mul(weight);
     let key = WaitKey {
         tgid: next_tgid,
         tid: next_tid,
@@ -360,11 +383,11 @@ pub(crate) fn wait_in(next_tid: u32, next_tgid: u32, now: u64) {
     if let Some(s) = CONT_WAIT_COUNTS.get_ptr_mut(&key) {
         // SAFETY: valid map value; only this thread's switch-in writes it.
         let s = unsafe { &mut *s };
-        s.waits += 1;
+        s.waits += weight;
         s.ns += ns;
         return;
     }
-    let fresh = WaitStats { waits: 1, ns };
+    let fresh = WaitStats { waits: weight, ns };
     if CONT_WAIT_COUNTS.insert(&key, &fresh, BPF_NOEXIST).is_err()
         && let Some(d) = drops()
     {

@@ -12,12 +12,12 @@
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid,
     macros::{map, perf_event},
-    maps::{HashMap, PerCpuArray, StackTrace},
+    maps::{Array, HashMap, PerCpuArray, StackTrace},
     programs::{PerfEventContext, tracing::StackIdContext},
 };
 use mdiag_common::perf::{
     BPF_F_USER_STACK, EFAULT, KERNEL_IP, LOST_STACK, MAX_SAMPLE_KEYS, MAX_STACK_KEYS, MAX_STACKS,
-    NO_STACK, PerfCpu, SampleKey, StackKey,
+    NO_STACK, PerfCpu, STACKS_KERNEL, STACKS_USER, SampleKey, StackKey,
 };
 
 use crate::sched::observed;
@@ -30,6 +30,8 @@ static PERF_CPU: PerCpuArray<PerfCpu> = PerCpuArray::with_max_entries(1, 0);
 static PERF_STACKS: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
 #[map]
 static PERF_STACK_COUNTS: HashMap<StackKey, u64> = HashMap::with_max_entries(MAX_STACK_KEYS, 0);
+#[map]
+static PERF_STACKS_ON: Array<u32> = Array::with_max_entries(1, 0);
 
 const BPF_NOEXIST: u64 = 1;
 
@@ -127,11 +129,19 @@ pub fn mdiag_perf_sample(ctx: PerfEventContext) -> u32 {
     if !count(&PERF_SAMPLES, &key) {
         cpu.drops += 1;
     }
+    let on = PERF_STACKS_ON.get(0).copied().unwrap_or(0);
+    if on == 0 {
+        return 0;
+    }
     let key = StackKey {
         tgid,
         tid: pid_tgid as u32,
-        user_stack: stack_id(&ctx, BPF_F_USER_STACK, cpu),
-        kernel_stack: if ip == KERNEL_IP {
+        user_stack: if on & STACKS_USER != 0 {
+            stack_id(&ctx, BPF_F_USER_STACK, cpu)
+        } else {
+            NO_STACK
+        },
+        kernel_stack: if ip == KERNEL_IP && on & STACKS_KERNEL != 0 {
             stack_id(&ctx, 0, cpu)
         } else {
             NO_STACK

@@ -30,6 +30,7 @@ impl Mergeable for ContentionSlice {
         // into the recording's off-CPU profile before slices are merged.
         self.wait_stack_defs.clear();
         self.waits.clear();
+        self.wait_sample_every = self.wait_sample_every.max(later.wait_sample_every);
     }
 
     fn bound(&mut self, top_n: usize) {

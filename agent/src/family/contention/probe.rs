@@ -21,7 +21,7 @@ use aya::{
 use mdiag_common::contention::{
     self as contention_common, ContentionDrops, DStackKey, DStackStats, LOCK_KINDS, LockInflight,
     LockKindStats, MAP_DROPS, MAP_DSTACKS, MAP_LOCK_INFLIGHT, MAP_LOCK_KINDS, MAP_OFFCPU,
-    MAP_STACKS, MAP_THREADS, MAP_WAIT_COUNTS, MAP_WAIT_STACKS, MAP_WAITS, OffCpu, ThreadContention,
+    MAP_STACKS, MAP_THREADS, MAP_WAIT_COUNTS, MAP_WAIT_EVERY, MAP_WAIT_STACKS, MAP_WAITS, OffCpu, ThreadContention,
 };
 use mdiag_common::sched as sched_common;
 
@@ -67,7 +67,9 @@ pub fn attach(
     ));
     let status = cx.attach_tracepoints_folded(ebpf, FAMILY, TRACEPOINTS, &cx.task_offsets, into);
     let reader = if status.programs.iter().any(|p| p.error.is_none()) {
-        reader_or_warn(FAMILY, || ContentionReader::new(ebpf, cx.target_tgid))
+        reader_or_warn(FAMILY, || {
+            ContentionReader::new(ebpf, cx.target_tgid.filter(|_| cx.stacks))
+        })
     } else {
         None
     };
@@ -109,7 +111,9 @@ pub struct ContentionReader {
 }
 
 impl ContentionReader {
-    pub fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, ReadError> {
+    /// `stacks_of`: the target whose off-CPU stacks to take (none: no
+    /// off-CPU stacks at all).
+    pub fn new(ebpf: &mut Ebpf, stacks_of: Option<u32>) -> Result<Self, ReadError> {
         let ksyms = KernelSymbols::load()
             .map_err(|e| tracing::warn!(family = FAMILY, "kernel stacks stay unsymbolized: {e}"))
             .ok();
@@ -127,10 +131,11 @@ impl ContentionReader {
             names: HashMap::new(),
             last: ContentionSnapshot::default(),
             waits: WaitDrain::new(
-                target,
+                stacks_of,
                 take_map(ebpf, MAP_WAITS)?,
                 take_map(ebpf, MAP_WAIT_COUNTS)?,
                 take_map(ebpf, MAP_WAIT_STACKS)?,
+                take_map(ebpf, MAP_WAIT_EVERY)?,
             ),
             last_read: false,
         };
@@ -154,7 +159,9 @@ impl ContentionReader {
             },
         );
         let mut slice = finish(delta);
-        (slice.wait_stack_defs, slice.waits) = self.waits.next(self.last_read);
+        slice.wait_sample_every = self.waits.sampling();
+        (slice.wait_stack_defs, slice.waits) =
+            self.waits.next(self.last_read, now.drops.wait_switch_outs);
         for t in &mut slice.threads {
             let name = self
                 .names
@@ -249,6 +256,19 @@ impl FamilyReader for ContentionReader {
         FAMILY
     }
 
+    /// Between slices: the off-CPU stacks' sampling follows the switch rate.
+    fn poll(
+        &mut self,
+        _ebpf: &mut Ebpf,
+        _now: std::time::Instant,
+        _rec_start: std::time::Instant,
+    ) -> Option<ProbeStatus> {
+        if let Ok(d) = read_summed(&self.drops, 0, MAP_DROPS) {
+            self.waits.adapt(d.wait_switch_outs);
+        }
+        None
+    }
+
     /// No lock wait or D-state sleep open.
     fn forget_in_flight(&mut self) -> Result<(), ReadError> {
         self.waits.forget_open();
@@ -317,6 +337,8 @@ impl PerCpuSum for ContentionDrops {
             wait_stack_lost: self.wait_stack_lost + b.wait_stack_lost,
             wait_inflight_full: self.wait_inflight_full + b.wait_inflight_full,
             wait_map_full: self.wait_map_full + b.wait_map_full,
+            wait_switch_outs: self.wait_switch_outs + b.wait_switch_outs,
+            wait_sampled: self.wait_sampled + b.wait_sampled,
             nested: self.nested + b.nested,
         }
     }

@@ -43,6 +43,7 @@ pub fn random(r: &mut Rng, _start_ms: u64) -> ContentionSlice {
         drops: Default::default(),
         wait_stack_defs: Vec::new(),
         waits: Vec::new(),
+        wait_sample_every: 0,
     }
 }
 

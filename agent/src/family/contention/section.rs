@@ -83,6 +83,15 @@ pub struct ContentionSlice {
     /// stack, why (sleep, D state, run queue) and checkpoint window.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<crate::stacks::table::WaitCount>,
+    /// Off-CPU stacks were taken for one switch-out in this many during the
+    /// slice (chosen at random), each counting for as many: `waits` are
+    /// estimates. 0 or 1: every switch-out.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub wait_sample_every: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Stacks listed per slice.

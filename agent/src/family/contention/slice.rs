@@ -152,6 +152,7 @@ pub fn finish(delta: Delta) -> ContentionSlice {
         drops: delta.drops,
         wait_stack_defs: Vec::new(),
         waits: Vec::new(),
+        wait_sample_every: 0,
     }
 }
 

@@ -22,17 +22,22 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use aya::maps::{HashMap as BpfHashMap, MapData, StackTraceMap};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, StackTraceMap};
 use mdiag_common::contention::{
-    INSIDE, WAIT_DISK, WAIT_RUNQUEUE, WaitInflight, WaitKey, WaitStats,
+    INSIDE, WAIT_CAPTURES_PER_S, WAIT_DISK, WAIT_EVERY_MAX, WAIT_RUNQUEUE, WaitInflight, WaitKey,
+    WaitStats,
 };
 
 use crate::kit::probe::monotonic_now_ns;
-use crate::kit::stacks::{Interner, StackIps, Symbolizer, drain_counts, drain_stacks, ips};
+use crate::kit::stacks::{
+    Interner, StackIps, Symbolizer, drain_counts, drain_stacks, ips, raw_key,
+};
 use crate::stacks::Frame;
 use crate::stacks::table::{StackDef, Wait, WaitCount};
 use crate::symbols::{ObjectCache, ProcessSymbols};
 
+/// Least time between two changes of the sampling.
+pub const ADAPT_EVERY: Duration = Duration::from_millis(200);
 /// `BPF_EXIST`: update an existing entry only.
 const BPF_EXIST: u64 = 2;
 /// Least time between two reloads of the target's symbols.
@@ -44,6 +49,13 @@ pub struct WaitDrain {
     waits: BpfHashMap<MapData, u32, WaitInflight>,
     counts: BpfHashMap<MapData, WaitKey, WaitStats>,
     stacks: StackTraceMap<MapData>,
+    /// `CONT_WAIT_EVERY`: one switch-out in this many is sampled.
+    every_map: Array<MapData, u32>,
+    every: u32,
+    /// When the sampling was last set (monotonic ns), and the kernel's
+    /// cumulative count of switch-outs then.
+    last_ns: u64,
+    last_outs: u64,
     symbolizer: Symbolizer,
     interner: Interner,
     symbols: Option<ProcessSymbols>,
@@ -51,22 +63,33 @@ pub struct WaitDrain {
 }
 
 impl WaitDrain {
+    /// Off-CPU stacks of `target` (none: the kernel takes none).
     pub fn new(
         target: Option<u32>,
         waits: BpfHashMap<MapData, u32, WaitInflight>,
         counts: BpfHashMap<MapData, WaitKey, WaitStats>,
         stacks: StackTraceMap<MapData>,
+        every_map: Array<MapData, u32>,
     ) -> Self {
-        Self {
+        let mut drain = Self {
             target,
             waits,
             counts,
             stacks,
+            every_map,
+            every: 0,
+            last_ns: monotonic_now_ns(),
+            last_outs: 0,
             symbolizer: Symbolizer::new(),
             interner: Interner::default(),
             symbols: None,
             loaded_at: None,
+        };
+        if drain.target.is_some() {
+            // Every switch-out until the first slice measures the rate.
+            drain.resample_to(1);
         }
+        drain
     }
 
     /// The recording's clock starts now: waits that ended before are
@@ -107,10 +130,45 @@ impl WaitDrain {
         (counts, drain_stacks(&mut self.stacks, |id| open.contains(&id)))
     }
 
+    /// One switch-out in how many the kernel samples now.
+    pub fn sampling(&self) -> u32 {
+        self.every
+    }
+
+    /// Sets the sampling from the switch-out rate since the previous call
+    /// (`switch_outs`: the kernel's cumulative count): about
+    /// [`WAIT_CAPTURES_PER_S`] stack captures a second. Called at every
+    /// poll of the record loop ([`ADAPT_EVERY`] apart at least), so a load
+    /// that starts runs unsampled for a fraction of a second at most.
+    pub fn adapt(&mut self, switch_outs: u64) {
+        let now_ns = monotonic_now_ns();
+        let secs = now_ns.saturating_sub(self.last_ns) as f64 / 1e9;
+        if secs < ADAPT_EVERY.as_secs_f64() || self.target.is_none() {
+            return;
+        }
+        let outs = switch_outs.saturating_sub(self.last_outs);
+        self.last_ns = now_ns;
+        self.last_outs = switch_outs;
+        // The rate the kernel saw at the sampling in effect: every
+        // switch-out is counted, sampled or not.
+        self.resample_to(every_for(outs as f64 / secs));
+    }
+
+    fn resample_to(&mut self, every: u32) {
+        if every != self.every {
+            match self.every_map.set(0, &every, 0) {
+                Ok(()) => self.every = every,
+                Err(e) => tracing::warn!("contention: off-CPU sampling not set: {e}"),
+            }
+        }
+    }
+
     /// One slice: stacks first seen now and time per stack, why and window;
     /// with `last`, the waits still open count up to now too. Host-wide (no
-    /// target) the maps are emptied unread.
-    pub fn next(&mut self, last: bool) -> (Vec<StackDef>, Vec<WaitCount>) {
+    /// target) the maps are emptied unread. `switch_outs`: the kernel's
+    /// cumulative count of observed switch-outs ([`Self::adapt`]).
+    pub fn next(&mut self, last: bool, switch_outs: u64) -> (Vec<StackDef>, Vec<WaitCount>) {
+        self.adapt(switch_outs);
         let still_open: Vec<(u32, WaitInflight)> = if last {
             self.waits.iter().flatten().collect()
         } else {
@@ -131,11 +189,12 @@ impl WaitDrain {
                 // Open waits of other processes (host-wide) and of threads
                 // no longer the target's are skipped below by tgid.
                 if is_target_thread(target, tid) {
+                    let weight = u64::from(w.weight.max(1));
                     counts.push((
                         key,
                         WaitStats {
-                            waits: 1,
-                            ns: at.saturating_sub(w.ts_ns),
+                            waits: weight,
+                            ns: at.saturating_sub(w.ts_ns).saturating_mul(weight),
                         },
                     ));
                 }
@@ -153,13 +212,19 @@ impl WaitDrain {
                 continue;
             }
             let class = self.symbolizer.class(target, key.tid);
-            let (mut frames, truncated) = self.symbolizer.frames(
-                ips(key.user_stack, &stacks),
-                ips(key.kernel_stack, &stacks),
-                self.symbols.as_ref(),
-            );
-            cut_capture_frames(&mut frames);
-            let id = self.interner.id(class, frames, truncated, &mut defs);
+            let (user, kernel) = (ips(key.user_stack, &stacks), ips(key.kernel_stack, &stacks));
+            let raw = raw_key(&class, user, kernel);
+            let id = match self.interner.known(raw) {
+                Some(id) => id,
+                None => {
+                    let (mut frames, truncated) =
+                        self.symbolizer.frames(user, kernel, self.symbols.as_ref());
+                    cut_capture_frames(&mut frames);
+                    let id = self.interner.id(class, frames, truncated, &mut defs);
+                    self.interner.remember(raw, id);
+                    id
+                }
+            };
             let e = sums
                 .entry((id, wait_of(key.wait), key.window as usize == INSIDE))
                 .or_default();
@@ -208,6 +273,7 @@ impl WaitDrain {
             Ok(s) => {
                 self.symbols = Some(s);
                 self.symbolizer.forget_user();
+                self.interner.forget_raw();
             }
             Err(e) => tracing::debug!(pid = target, "contention: symbols unavailable: {e}"),
         }
@@ -231,6 +297,16 @@ fn cut_capture_frames(frames: &mut Vec<Frame>) {
 /// thread only).
 fn is_target_thread(tgid: u32, tid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{tgid}/task/{tid}")).exists()
+}
+
+/// One switch-out in how many to sample at `rate` switch-outs a second.
+fn every_for(rate: f64) -> u32 {
+    let every = (rate / WAIT_CAPTURES_PER_S as f64).ceil();
+    if every.is_nan() || every < 1.0 {
+        1
+    } else {
+        (every.min(f64::from(WAIT_EVERY_MAX))) as u32
+    }
 }
 
 fn wait_of(wait: u32) -> Wait {
@@ -273,6 +349,16 @@ mod tests {
             names,
             ["bpf_prog_user_named_like_this", "futex_wait", "schedule", "__schedule"]
         );
+    }
+
+    #[test]
+    fn sampling_keeps_captures_near_their_rate() {
+        assert_eq!(every_for(0.0), 1);
+        assert_eq!(every_for(400.0), 1, "a quiet target: every switch-out");
+        assert_eq!(every_for(25_000.0), 50);
+        assert_eq!(every_for(25_001.0), 51);
+        assert_eq!(every_for(1e12), WAIT_EVERY_MAX);
+        assert_eq!(every_for(f64::NAN), 1);
     }
 
     #[test]

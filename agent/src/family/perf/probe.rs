@@ -23,13 +23,14 @@ use std::{
 
 use aya::{
     Ebpf,
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, StackTraceMap},
+    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, StackTraceMap},
     programs::perf_event::{
         PerfEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
     },
 };
 use mdiag_common::perf::{
-    KERNEL_IP, MAP_CPU, MAP_SAMPLES, MAP_STACK_COUNTS, MAP_STACKS, PROG_PERF_SAMPLE, PerfCpu,
+    KERNEL_IP, MAP_CPU, MAP_SAMPLES, MAP_STACK_COUNTS, MAP_STACKS, MAP_STACKS_ON, PROG_PERF_SAMPLE, STACKS_KERNEL, STACKS_USER,
+    PerfCpu,
     SAMPLE_FREQ_HZ, SampleKey,
 };
 
@@ -70,7 +71,7 @@ pub fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> (ProbeStatus, Option<PerfR
         left_out: None,
     };
     let reader = if status.attached() {
-        reader_or_warn(FAMILY, || PerfReader::new(ebpf, cx.target_tgid))
+        reader_or_warn(FAMILY, || PerfReader::new(ebpf, cx.target_tgid, cx.stacks))
     } else {
         None
     };
@@ -128,7 +129,16 @@ pub struct PerfReader {
 }
 
 impl PerfReader {
-    pub(super) fn new(ebpf: &mut Ebpf, target: Option<u32>) -> Result<Self, ReadError> {
+    /// With `stacks`, the kernel side takes every sample's stacks.
+    pub(super) fn new(
+        ebpf: &mut Ebpf,
+        target: Option<u32>,
+        stacks: bool,
+    ) -> Result<Self, ReadError> {
+        if stacks {
+            let mut on: Array<MapData, u32> = take_map(ebpf, MAP_STACKS_ON)?;
+            on.set(0, &(STACKS_USER | STACKS_KERNEL), 0).map_err(ReadError::map(MAP_STACKS_ON))?;
+        }
         let mut reader = Self {
             samples: take_map(ebpf, MAP_SAMPLES)?,
             cpu: take_map(ebpf, MAP_CPU)?,

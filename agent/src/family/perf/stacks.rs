@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use aya::maps::{HashMap as BpfHashMap, MapData, StackTraceMap};
 use mdiag_common::perf::StackKey;
 
-use crate::kit::stacks::{Interner, StackIps, Symbolizer, drain_counts, drain_stacks, ips};
+use crate::kit::stacks::{
+    Interner, StackIps, Symbolizer, drain_counts, drain_stacks, ips, raw_key,
+};
 use crate::stacks::table::{StackCount, StackDef};
 use crate::symbols::ProcessSymbols;
 
@@ -48,6 +50,7 @@ impl StackDrain {
     /// The target symbols changed: addresses are looked up again.
     pub fn symbols_changed(&mut self) {
         self.symbolizer.forget_user();
+        self.interner.forget_raw();
     }
 
     /// One slice: the target's stacks first seen now, and samples per stack.
@@ -68,8 +71,16 @@ impl StackDrain {
             let class = self.symbolizer.class(target, key.tid);
             let user = ips(key.user_stack, &stacks);
             let kernel = ips(key.kernel_stack, &stacks);
-            let (frames, truncated) = self.symbolizer.frames(user, kernel, symbols);
-            let id = self.interner.id(class, frames, truncated, &mut defs);
+            let raw = raw_key(&class, user, kernel);
+            let id = match self.interner.known(raw) {
+                Some(id) => id,
+                None => {
+                    let (frames, truncated) = self.symbolizer.frames(user, kernel, symbols);
+                    let id = self.interner.id(class, frames, truncated, &mut defs);
+                    self.interner.remember(raw, id);
+                    id
+                }
+            };
             *by_id.entry(id).or_default() += n;
         }
         let mut counts: Vec<StackCount> = by_id

@@ -38,6 +38,8 @@ pub struct AttachContext {
     pub(crate) absent: Vec<&'static str>,
     /// Thread-group id of the target; `None` = host-wide.
     pub target_tgid: Option<u32>,
+    /// Take the target's call stacks (`ProbeConfig::stacks`, with a target).
+    pub stacks: bool,
     /// The links made so far, by family, for the agent's duty cycle
     /// (`probes::cycle`) to detach and attach again.
     pub(crate) links: std::cell::RefCell<Vec<Link>>,

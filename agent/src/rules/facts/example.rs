@@ -19,8 +19,9 @@ pub(crate) fn example_recording() -> Recording {
     use crate::recording::model::{FORMAT_NAME, FORMAT_VERSION, Target};
     let started_at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
     Recording {
-        cpu_profile: None,
-        offcpu_profile: None,
+        cpu_profile: Some(example_cpu_profile()),
+        offcpu_profile: Some(example_offcpu_profile()),
+        offcpu_sampled_one_in: 0,
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
         mdiag_version: env!("CARGO_PKG_VERSION").into(),
@@ -268,3 +269,52 @@ macro_rules! example_slice {
     };
 }
 crate::kit::family::for_each_family!(example_slice);
+
+/// A small on-CPU profile: a connection thread in the allocator and in
+/// WiredTiger's data-handle lookup.
+fn example_cpu_profile() -> crate::stacks::Profile {
+    use crate::stacks::{Frame, Profile, ProfileKind, ProfileStack};
+    let stack = |frames: &[&str], value| ProfileStack {
+        class: "conn".into(),
+        frames: frames.iter().map(|f| Frame::new(*f, "mongod")).collect(),
+        truncated: false,
+        in_checkpoint: None,
+        value,
+    };
+    Profile {
+        kind: ProfileKind::OnCpu,
+        freq_hz: 99,
+        duration_ns: 2_000_000_000,
+        stacks: vec![
+            stack(&["mongo::BSONObjBuilder::append", "tc_malloc"], 10),
+            stack(
+                &["mongo::CollectionImpl::find", "__wt_session_get_dhandle"],
+                5,
+            ),
+            stack(&["mongo::CollectionImpl::find", "__wt_row_search"], 85),
+        ],
+    }
+}
+
+/// A small off-CPU profile: a connection thread asleep in WiredTiger
+/// during a checkpoint.
+fn example_offcpu_profile() -> crate::stacks::Profile {
+    use crate::stacks::{Frame, Profile, ProfileKind, ProfileStack, table::Wait};
+    Profile {
+        kind: ProfileKind::OffCpu,
+        freq_hz: 0,
+        duration_ns: 2_000_000_000,
+        stacks: vec![ProfileStack {
+            class: "conn".into(),
+            frames: vec![
+                Wait::Sleep.frame(),
+                Frame::new("mongo::ServiceStateMachine::Impl::processMessage", "mongod"),
+                Frame::new("__wt_cond_wait_signal", "mongod"),
+                Frame::new("futex_wait", crate::stacks::KERNEL_OBJECT),
+            ],
+            truncated: false,
+            in_checkpoint: Some(true),
+            value: 40_000_000,
+        }],
+    }
+}

@@ -134,6 +134,51 @@ fn allocator_cpu_hot_needs_enough_samples() {
 }
 
 #[test]
+fn allocator_cpu_hot_names_who_calls_the_allocator_from_the_stacks() {
+    use crate::stacks::{Profile, ProfileKind, test_stack};
+    let mut rec = baseline();
+    set_perf(&mut rec, 1_000, 200, 80);
+    assert_eq!(
+        txt(&fired(&rec, "allocator.cpu_hot"), "who calls the allocator"),
+        "no stacks recorded"
+    );
+    rec.cpu_profile = Some(Profile {
+        kind: ProfileKind::OnCpu,
+        freq_hz: 99,
+        duration_ns: 10_000_000_000,
+        stacks: vec![
+            test_stack(
+                "conn",
+                &[
+                    ("mongo::BSONObjBuilder::append", "mongod"),
+                    ("tc_malloc", "mongod"),
+                ],
+                false,
+                150,
+            ),
+            test_stack(
+                "conn",
+                &[
+                    ("mongo::Document::clone", "mongod"),
+                    ("operator new", "mongod"),
+                ],
+                false,
+                50,
+            ),
+            test_stack("conn", &[("mongo::Find", "mongod")], false, 800),
+        ],
+    });
+    let f = fired(&rec, "allocator.cpu_hot");
+    assert_eq!(
+        txt(&f, "who calls the allocator"),
+        "mongo::BSONObjBuilder::append (75 % of the allocator samples)"
+    );
+    // The stacks name; they do not fire the rule: the near miss stays one.
+    set_perf(&mut rec, 1_000, 30, 20);
+    passed(&rec, "allocator.cpu_hot");
+}
+
+#[test]
 fn tcmalloc_per_cpu_caches_blames_glibc_only_on_evidence() {
     // mongod says per-CPU caches are off, but the target's own memory shows
     // glibc left rseq alone: something else turned them off (a seccomp

@@ -33,6 +33,47 @@ fn checkpoint_lock_contention_needs_waits_concentrated_in_checkpoints() {
 }
 
 #[test]
+fn checkpoint_lock_contention_names_the_code_path_connections_wait_in() {
+    use crate::stacks::{Profile, ProfileKind, ProfileStack, table::Wait, test_stack};
+    let mut rec = baseline();
+    set_contention(&mut rec, 400, 20, "submit_bio_wait", 5);
+    let sleep = Wait::Sleep.frame();
+    let stack = |f: &str, ns: u64, inside: bool| ProfileStack {
+        in_checkpoint: Some(inside),
+        ..test_stack(
+            "conn",
+            &[
+                (&sleep.function, "[wait]"),
+                ("start_thread", "libc.so.6"),
+                ("mongo::ServiceStateMachine::Impl::processMessage", "mongod"),
+                (f, "mongod"),
+                ("futex_wait", "[kernel]"),
+            ],
+            false,
+            ns,
+        )
+    };
+    rec.offcpu_profile = Some(Profile {
+        kind: ProfileKind::OffCpu,
+        freq_hz: 0,
+        duration_ns: 10_000_000_000,
+        stacks: vec![
+            stack("__wt_session_lock_checkpoint", 900_000_000, true),
+            stack("mongo::Lock::GlobalLock::GlobalLock", 100_000_000, true),
+            stack("mongo::Lock::GlobalLock::GlobalLock", 5_000_000_000, false),
+        ],
+    });
+    let f = fired(&rec, "wiredtiger.checkpoint_lock_contention");
+    assert_eq!(
+        txt(&f, "where connection threads sleep inside checkpoints"),
+        "__wt_session_lock_checkpoint ← mongo::ServiceStateMachine::Impl::processMessage (90 % of that sleep)"
+    );
+    // Near miss: the same stacks, the waits spread evenly: no finding.
+    set_contention(&mut rec, 100, 100, "submit_bio_wait", 5);
+    passed(&rec, "wiredtiger.checkpoint_lock_contention");
+}
+
+#[test]
 fn cache_size_fires_on_a_full_cache_of_a_read_mostly_server_with_memory_to_spare() {
     // 64 GiB host, 40 GiB available; 24 GiB cache at 97 % and app eviction.
     let mut rec = baseline();
@@ -281,6 +322,53 @@ fn data_handles_fire_in_the_tens_of_thousands() {
             0,
         ),
     );
+    passed(&rec, "wiredtiger.data_handles");
+}
+
+#[test]
+fn data_handles_fire_on_cpu_time_in_the_handle_lookup() {
+    use crate::stacks::{Profile, ProfileKind, test_stack};
+    let mut rec = baseline();
+    set_mongod(
+        &mut rec,
+        &with_figure(
+            healthy_mongod(),
+            "wiredTiger.data-handle.connection data handles currently active",
+            8000,
+            0,
+        ),
+    );
+    let profile = |in_lookup: u64, samples: u64| Profile {
+        kind: ProfileKind::OnCpu,
+        freq_hz: 99,
+        duration_ns: 10_000_000_000,
+        stacks: vec![
+            test_stack(
+                "conn",
+                &[
+                    ("mongo::CollectionImpl::find", "mongod"),
+                    ("__wt_session_get_dhandle", "mongod"),
+                ],
+                false,
+                in_lookup,
+            ),
+            test_stack(
+                "conn",
+                &[("mongo::Find", "mongod")],
+                false,
+                samples - in_lookup,
+            ),
+        ],
+    };
+    // 8000 handles, no lock wait reported, 12 % of mongod's CPU in the lookup.
+    rec.cpu_profile = Some(profile(120, 1000));
+    let f = fired(&rec, "wiredtiger.data_handles");
+    assert!((num(&f, "data-handle lookup") - 12.0).abs() < 1e-9);
+    // Near miss: 3 % in the lookup.
+    rec.cpu_profile = Some(profile(30, 1000));
+    passed(&rec, "wiredtiger.data_handles");
+    // Near miss: 12 % of too few samples to tell.
+    rec.cpu_profile = Some(profile(12, 100));
     passed(&rec, "wiredtiger.data_handles");
 }
 
