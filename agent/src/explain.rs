@@ -414,24 +414,41 @@ fn no_findings_line(report: &Report) -> String {
 #[path = "explain_tests.rs"]
 mod tests;
 
-/// With the recording's stacks, the most sampled functions are the stacks'
-/// leaves: kernel time by kernel function, not one "[kernel]" row, and
-/// libc's unexported functions named where its debug symbols are installed.
+/// With the recording's stacks, kernel time in the most sampled functions
+/// is named by function: the perf family counts every kernel-mode sample
+/// under one "[kernel]" row, the stacks' kernel leaves say where. User rows
+/// stay as the perf family named them (object paths, allocator split).
 fn name_leaf_functions(
     perf: &mut crate::family::perf::report::PerfMeasurements,
     profile: &crate::stacks::Profile,
 ) {
-    let target = perf.target_samples.max(1) as f64;
-    perf.top_symbols =
-        crate::report::stacks::leaf_functions(profile, crate::report::measurements::TOP_SYMBOLS)
+    use crate::report::measurements::{PerfSymbolMeasurement, TOP_SYMBOLS};
+    use crate::stacks::KERNEL_OBJECT;
+    let kernel_leaves: Vec<(String, String, u64)> =
+        crate::report::stacks::leaf_functions(profile, usize::MAX)
             .into_iter()
-            .map(
-                |(function, object, samples)| crate::report::measurements::PerfSymbolMeasurement {
-                    symbol: function,
-                    object: Some(object),
-                    samples,
-                    share: samples as f64 / target,
-                },
-            )
+            .filter(|(_, object, _)| object == KERNEL_OBJECT)
             .collect();
+    if kernel_leaves.is_empty() {
+        return;
+    }
+    let target = perf.target_samples.max(1) as f64;
+    perf.top_symbols
+        .retain(|s| s.object.as_deref() != Some(KERNEL_OBJECT));
+    perf.top_symbols.extend(
+        kernel_leaves
+            .into_iter()
+            .map(|(function, object, samples)| PerfSymbolMeasurement {
+                symbol: function,
+                object: Some(object),
+                samples,
+                share: samples as f64 / target,
+            }),
+    );
+    perf.top_symbols.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.symbol.cmp(&b.symbol))
+    });
+    perf.top_symbols.truncate(TOP_SYMBOLS);
 }

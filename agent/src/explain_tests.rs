@@ -338,3 +338,69 @@ fn two_rules_never() -> RuleSet {
     )
     .unwrap()
 }
+
+/// The stacks' kernel leaves replace the one "[kernel]" row; user rows keep
+/// their object paths (the JSON contract, the VM matrix's perf check).
+#[test]
+fn kernel_time_is_named_by_the_stacks_kernel_leaves() {
+    use crate::family::perf::report::{PerfMeasurements, PerfSymbolMeasurement};
+    use crate::stacks::{Profile, ProfileKind, test_stack};
+    let row = |symbol: &str, object: &str, samples| PerfSymbolMeasurement {
+        symbol: symbol.into(),
+        object: Some(object.into()),
+        samples,
+        share: samples as f64 / 100.0,
+    };
+    let mut perf = PerfMeasurements {
+        duration_s: 1.0,
+        samples: 200,
+        target_samples: 100,
+        target_cpu_share: 0.5,
+        allocator: None,
+        allocator_samples: 0,
+        allocator_share: 0.0,
+        allocator_slow_path_samples: 0,
+        slow_path_share: 0.0,
+        top_symbols: vec![row("spin", "/usr/bin/spin", 70), row("?", "[kernel]", 30)],
+    };
+    let profile = Profile {
+        kind: ProfileKind::OnCpu,
+        freq_hz: 99,
+        duration_ns: 1_000_000_000,
+        stacks: vec![
+            test_stack("main", &[("spin", "spin")], false, 70),
+            test_stack(
+                "main",
+                &[("spin", "spin"), ("vfs_read", "[kernel]")],
+                false,
+                20,
+            ),
+            test_stack(
+                "main",
+                &[("spin", "spin"), ("do_sys_poll", "[kernel]")],
+                false,
+                10,
+            ),
+        ],
+    };
+    super::name_leaf_functions(&mut perf, &profile);
+    let rows: Vec<(&str, &str, u64)> = perf
+        .top_symbols
+        .iter()
+        .map(|s| {
+            (
+                s.symbol.as_str(),
+                s.object.as_deref().unwrap_or(""),
+                s.samples,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("spin", "/usr/bin/spin", 70),
+            ("vfs_read", "[kernel]", 20),
+            ("do_sys_poll", "[kernel]", 10)
+        ]
+    );
+}
