@@ -4,7 +4,9 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::cli_parse::{parse_alloc_duration, parse_duration, parse_since, parse_time};
+use crate::cli_parse::{
+    parse_alloc_duration, parse_duration, parse_sample_hz, parse_since, parse_time,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -275,6 +277,10 @@ pub struct RecordArgs {
     /// the report say so, and rules that need them are not assessed.
     #[arg(long, value_name = "LIST", default_value = "all", value_parser = parse_probes)]
     pub probes: crate::kit::family::Selection,
+    /// CPU samples per second and CPU of the perf family (1 to 1000; default 99): the on-CPU
+    /// stacks' resolution. Each sample of the target walks its stacks, so the cost grows with it.
+    #[arg(long, value_name = "HZ", default_value = "99", value_parser = parse_sample_hz)]
+    pub sample_hz: u64,
     /// Poll this mongod every second (e.g. mongodb://127.0.0.1:27017); without a target option,
     /// also observe the local process listening on its port. Else MDIAG_MONGODB_URI, else the
     /// config file. Keep credentials out of the command line: use the variable or the file.

@@ -29,6 +29,31 @@ pub fn parse_alloc_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 200ms, 5s, or 0 for off)"))
 }
 
+/// Parses `--sample-hz`: a whole number of samples per second and CPU
+/// ([`check_sample_hz`]).
+pub fn parse_sample_hz(s: &str) -> Result<u64, String> {
+    let hz: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number of samples per second (e.g. 99)"))?;
+    check_sample_hz(hz).map(|()| hz)
+}
+
+/// A perf sampling rate mdiag accepts: 1 to [`MAX_SAMPLE_HZ`] Hz.
+///
+/// [`MAX_SAMPLE_HZ`]: mdiag_common::perf::MAX_SAMPLE_HZ
+pub fn check_sample_hz(hz: u64) -> Result<(), String> {
+    use mdiag_common::perf::MAX_SAMPLE_HZ;
+    if (1..=MAX_SAMPLE_HZ).contains(&hz) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{hz} Hz is out of range: sample 1 to {MAX_SAMPLE_HZ} times a second \
+             (each sample of the target walks its stacks; the default, 99, costs little)"
+        ))
+    }
+}
+
 /// Parses a `--from`/`--to` time: RFC 3339 (`2024-04-16T11:34:42Z`,
 /// `...+02:00`), or a date-time without zone taken as UTC
 /// (`2024-04-16T11:34:42`, `2024-04-16 11:34`), or a date (`2024-04-16`).
@@ -65,4 +90,27 @@ pub fn parse_since(s: &str) -> Result<DateTime<Utc>, String> {
             .ok_or_else(|| format!("{s}: too far back"));
     }
     parse_time(s).map_err(|e| format!("{e} (or a duration back from now: 30m, 2h, 7d)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_hz_is_a_whole_number_from_1_to_1000() {
+        assert_eq!(parse_sample_hz("99"), Ok(99));
+        assert_eq!(parse_sample_hz(" 1000 "), Ok(1000));
+        assert_eq!(parse_sample_hz("1"), Ok(1));
+        for bad in ["0", "1001", "-5"] {
+            let e = parse_sample_hz(bad).unwrap_err();
+            assert!(
+                e.contains("1000") || e.contains("whole number"),
+                "{bad}: {e}"
+            );
+        }
+        let e = parse_sample_hz("99.5").unwrap_err();
+        assert!(e.contains("\"99.5\"") && e.contains("whole number"), "{e}");
+        let e = parse_sample_hz("1001").unwrap_err();
+        assert!(e.contains("1001 Hz") && e.contains("1 to 1000"), "{e}");
+    }
 }

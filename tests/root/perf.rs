@@ -15,10 +15,9 @@ use mdiag_tests::require_root;
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_mdiag-perf");
 
-#[test]
-fn allocator_share_matches_the_workloads_own_malloc_time() {
-    let _serial = mdiag_tests::serial();
-    require_root();
+/// Runs the workload once under the perf family sampling at `sample_hz`:
+/// the slice of its run and its own report (one JSON line).
+fn sample_the_workload(sample_hz: u64) -> (mdiag::recording::PerfSlice, serde_json::Value) {
     let mut child = Command::new(WORKLOAD)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -27,6 +26,7 @@ fn allocator_share_matches_the_workloads_own_malloc_time() {
     let pid = child.id();
     let mut probes = Probes::attach(ProbeConfig {
         target_tgid: Some(pid),
+        sample_hz,
         ..ProbeConfig::default()
     })
     .expect("attach");
@@ -36,6 +36,12 @@ fn allocator_share_matches_the_workloads_own_malloc_time() {
         .find(|s| s.family == "perf")
         .expect("status");
     assert!(family.attached(), "{family:?}");
+    assert!(
+        family.programs[0]
+            .attach_point
+            .ends_with(&format!("@{sample_hz}Hz")),
+        "{family:?}"
+    );
     let reader = probes.readers.perf.as_mut().expect("perf reader");
     // Forget what was sampled before the release (and load the symbols).
     let _ = reader.next_slice().unwrap();
@@ -49,6 +55,34 @@ fn allocator_share_matches_the_workloads_own_malloc_time() {
     let slice = reader.next_slice().unwrap();
     drop(stdin);
     let _ = child.wait();
+    (slice, report)
+}
+
+#[test]
+fn a_chosen_sample_rate_sets_the_samples_per_cpu_second() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    // 397 Hz: four times the default, prime, so not in step with the 99 Hz
+    // default or 10 ms timers.
+    let (slice, report) = sample_the_workload(397);
+    let cpu_ns = report["cpu_ns"].as_f64().expect("cpu_ns");
+    let summary = format!("{slice:#?}\nworkload: {report}");
+    assert_eq!(slice.freq_hz, 397, "{summary}");
+    // About 800 samples for 2 s of CPU: binomial noise under 4 %; the bound
+    // of 15 % is the default-rate test's.
+    let expected = cpu_ns * 397.0 / 1e9;
+    let got = slice.target_samples as f64;
+    assert!(
+        (got - expected).abs() <= 0.15 * expected,
+        "target samples {got}, expected {expected:.0} from the workload's CPU time at 397 Hz\n{summary}"
+    );
+}
+
+#[test]
+fn allocator_share_matches_the_workloads_own_malloc_time() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let (slice, report) = sample_the_workload(99);
 
     let f = |k: &str| {
         report[k]

@@ -13,6 +13,7 @@
 //! alloc_budget = 0.005        # allocator probes: at most this share of the target's CPU
 //! probe_budget = 0.002        # per-event probes (sched, softirq, syscalls, contention): likewise
 //! probes = ["all"]            # or some families: ["sched", "softirq"]
+//! sample_hz = 99              # perf family: CPU samples per second and CPU (1 to 1000)
 //! flight_before = "5m"        # a flight recording keeps this much before a finding fires
 //! flight_after = "1m"         # ... and this much after
 //! flight_max_files = 20
@@ -77,6 +78,8 @@ pub struct AgentConfig {
     /// The probe families to run (default: every one); the others are left
     /// out by choice.
     pub probes: Vec<String>,
+    /// The perf family's sampling rate, Hz per CPU.
+    pub sample_hz: u64,
     #[serde(deserialize_with = "duration")]
     pub alloc_window: Duration,
     #[serde(deserialize_with = "duration")]
@@ -107,6 +110,7 @@ impl Default for AgentConfig {
             alloc_budget: 0.005,
             probe_budget: 0.002,
             probes: vec!["all".to_owned()],
+            sample_hz: mdiag_common::perf::DEFAULT_SAMPLE_HZ,
             alloc_window: Duration::from_millis(100),
             flight_before: Duration::from_secs(300),
             flight_after: Duration::from_secs(60),
@@ -213,6 +217,9 @@ impl AgentConfig {
         if let Err(e) = Selection::of_names(self.probes.iter().map(String::as_str)) {
             return Err(bad("probes", &e.to_string()));
         }
+        if let Err(why) = crate::cli_parse::check_sample_hz(self.sample_hz) {
+            return Err(bad("sample_hz", &why));
+        }
         if self.top_n == 0 {
             return Err(bad("top_n", "must be at least 1"));
         }
@@ -257,6 +264,18 @@ mod tests {
             "{msg}"
         );
         assert!(parse("[agent]\nprobes = []\n").is_err());
+    }
+
+    #[test]
+    fn sample_hz_defaults_to_99_and_is_bounded() {
+        assert_eq!(AgentConfig::default().sample_hz, 99);
+        assert_eq!(parse("[agent]\nsample_hz = 49\n").unwrap().sample_hz, 49);
+        for bad in ["0", "1001"] {
+            let msg = parse(&format!("[agent]\nsample_hz = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains("sample_hz") && msg.contains("1000"), "{msg}");
+        }
     }
 
     #[test]

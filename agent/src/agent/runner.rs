@@ -480,6 +480,7 @@ impl Agent {
                 probes: self.config.probe_budget,
             },
             self.config.families(),
+            self.config.sample_hz,
             mongo,
         ) {
             Ok(w) => {

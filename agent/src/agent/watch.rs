@@ -68,6 +68,7 @@ impl Watch {
         alloc: WindowSchedule,
         budgets: Budgets,
         families: crate::kit::family::Selection,
+        sample_hz: u64,
         mongo: Option<crate::mongo::MongoPlan>,
     ) -> Result<Self, ProbeError> {
         let pid = found.map(|f| f.target.pid);
@@ -77,6 +78,7 @@ impl Watch {
             // No stacks: the agent's windows keep none, and taking them
             // would cost the target (docs/agent.md).
             stacks: false,
+            sample_hz,
         })?;
         if let Some(pid) = pid {
             probes.preload_symbols(pid);

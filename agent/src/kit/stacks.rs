@@ -422,6 +422,51 @@ impl Interner {
     }
 }
 
+/// A [`Symbolizer`] and an [`Interner`] together: what both families do to
+/// each counter's pair of stacks ("seen before: its id; else name the
+/// frames, let the family adjust them, intern").
+#[derive(Default)]
+pub struct StackNames {
+    symbolizer: Symbolizer,
+    interner: Interner,
+}
+
+impl StackNames {
+    /// Call at each slice ([`Symbolizer::new_slice`]).
+    pub fn new_slice(&mut self) {
+        self.symbolizer.new_slice();
+    }
+
+    /// The target's symbols changed: addresses are looked up again.
+    pub fn symbols_changed(&mut self) {
+        self.symbolizer.forget_user();
+        self.interner.forget_raw();
+    }
+
+    /// The id of thread `tid`'s stacks `user` and `kernel` in `target`; a
+    /// stack seen for the first time is named with `symbols`, passed to
+    /// `adjust` (e.g. to cut the capture's own frames) and goes to `defs`.
+    pub fn id(
+        &mut self,
+        (target, tid): (u32, u32),
+        (user, kernel): (Ips<'_>, Ips<'_>),
+        symbols: Option<&ProcessSymbols>,
+        adjust: impl FnOnce(&mut Vec<Frame>),
+        defs: &mut Vec<StackDef>,
+    ) -> u32 {
+        let class = self.symbolizer.class(target, tid);
+        let raw = raw_key(&class, user, kernel);
+        if let Some(id) = self.interner.known(raw) {
+            return id;
+        }
+        let (mut frames, truncated) = self.symbolizer.frames(user, kernel, symbols);
+        adjust(&mut frames);
+        let id = self.interner.id(class, frames, truncated, defs);
+        self.interner.remember(raw, id);
+        id
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,6 +87,7 @@ pub(super) fn load(config: ProbeConfig) -> Result<(AttachContext, Ebpf), ProbeEr
         absent,
         target_tgid: config.target_tgid,
         stacks: config.stacks && config.target_tgid.is_some(),
+        sample_hz: config.sample_hz,
         links: std::cell::RefCell::default(),
         attached: Vec::new(),
     };

@@ -140,7 +140,7 @@ pub enum ProbeError {
 }
 
 /// What to observe.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ProbeConfig {
     /// Thread-group id of the target; `None` = host-wide.
     pub target_tgid: Option<u32>,
@@ -151,6 +151,20 @@ pub struct ProbeConfig {
     /// target: `mdiag record` does; the agent does not (its windows keep no
     /// stacks, and off-CPU stack walks cost the target CPU at every switch).
     pub stacks: bool,
+    /// The perf family's sampling rate, Hz per CPU (1 to
+    /// [`mdiag_common::perf::MAX_SAMPLE_HZ`]).
+    pub sample_hz: u64,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        Self {
+            target_tgid: None,
+            families: Selection::default(),
+            stacks: false,
+            sample_hz: mdiag_common::perf::DEFAULT_SAMPLE_HZ,
+        }
+    }
 }
 
 /// Loaded and attached probes. Dropping it detaches every program.

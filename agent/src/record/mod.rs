@@ -83,6 +83,8 @@ pub struct RecordPlan {
     pub alloc: crate::probes::alloc::schedule::WindowSchedule,
     /// The probe families to run (`--probes`).
     pub families: crate::kit::family::Selection,
+    /// The perf family's sampling rate (`--sample-hz`).
+    pub sample_hz: u64,
     /// The mongod to poll; `None`: not polled (no URI given).
     pub mongo: Option<crate::mongo::MongoPlan>,
 }
@@ -95,6 +97,7 @@ impl RecordPlan {
             target_tgid: target,
             families: self.families.clone(),
             stacks: true,
+            sample_hz: self.sample_hz,
         }
     }
 
@@ -163,6 +166,7 @@ pub fn plan(args: &RecordArgs, stdout_is_tty: bool) -> Result<RecordPlan, Record
         progress: stdout_is_tty && !args.no_progress,
         alloc,
         families: args.probes.clone(),
+        sample_hz: args.sample_hz,
         mongo,
     })
 }

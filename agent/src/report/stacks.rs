@@ -6,11 +6,15 @@
 //! read "where is the time": `c ← b ← a ← …`, at most [`SHOWN_FRAMES`]
 //! frames, kernel frames marked `[k]`.
 
-use std::fmt::Write;
+use std::{
+    borrow::Cow,
+    collections::{HashMap, hash_map::Entry},
+    fmt::Write,
+};
 
 use serde::{Deserialize, Serialize};
 
-use crate::stacks::{Profile, ProfileKind, ProfileStack};
+use crate::stacks::{Frame, Profile, ProfileKind, ProfileStack};
 
 /// Thread classes listed.
 pub const CLASSES: usize = 4;
@@ -18,6 +22,10 @@ pub const CLASSES: usize = 4;
 pub const PER_CLASS: usize = 5;
 /// Frames shown per stack, leaf first.
 pub const SHOWN_FRAMES: usize = 10;
+/// Kernel frames shown per stack at most, leaf first: a wait's kernel
+/// stack (scheduler, syscall, entry: about ten frames) would otherwise fill
+/// the line and hide the program's own code, which is what the reader acts on.
+pub const SHOWN_KERNEL_FRAMES: usize = 5;
 /// The object of the off-CPU profile's first frame, why the thread waited.
 const WAIT_OBJECT: &str = "[wait]";
 
@@ -64,6 +72,10 @@ pub struct HotStack {
     pub frames: Vec<String>,
     /// Frames not shown (closer to the root).
     pub more_frames: usize,
+    /// Kernel frames not shown, between the kernel frames shown (the first
+    /// of `frames`) and the user frames.
+    #[serde(default)]
+    pub more_kernel_frames: usize,
     pub truncated: bool,
 }
 
@@ -75,15 +87,7 @@ impl HotStacks {
             .into_iter()
             .take(CLASSES)
             .map(|(class, total)| {
-                // The same frames inside and outside checkpoints are one row.
-                let mut rows: Vec<ProfileStack> = Vec::new();
-                for s in profile.of_class(&class) {
-                    match rows.iter_mut().find(|r| r.frames == s.frames) {
-                        Some(r) => r.value += s.value,
-                        None => rows.push(s.clone()),
-                    }
-                }
-                rows.sort_by(|a, b| b.value.cmp(&a.value).then_with(|| a.frames.cmp(&b.frames)));
+                let rows = merged_rows(profile.of_class(&class));
                 ClassStacks {
                     in_checkpoint: profile
                         .of_class(&class)
@@ -121,6 +125,25 @@ impl HotStacks {
     }
 }
 
+/// A class's stacks with the same frames (inside and outside checkpoints,
+/// of different threads of the class) summed into one row, most first: one
+/// hash lookup per stack, so a class of 16384 stacks costs milliseconds.
+fn merged_rows<'a>(stacks: impl Iterator<Item = &'a ProfileStack>) -> Vec<ProfileStack> {
+    let mut index: HashMap<&'a [Frame], usize> = HashMap::new();
+    let mut rows: Vec<ProfileStack> = Vec::new();
+    for s in stacks {
+        match index.entry(&s.frames) {
+            Entry::Occupied(e) => rows[*e.get()].value += s.value,
+            Entry::Vacant(e) => {
+                e.insert(rows.len());
+                rows.push(s.clone());
+            }
+        }
+    }
+    rows.sort_by(|a, b| b.value.cmp(&a.value).then_with(|| a.frames.cmp(&b.frames)));
+    rows
+}
+
 fn ms(ns: u64) -> String {
     let ms = ns as f64 / 1e6;
     if ms >= 100.0 {
@@ -135,11 +158,15 @@ fn hot(s: &ProfileStack) -> HotStack {
         Some(f) if f.object == WAIT_OBJECT => (Some(f.function.clone()), &s.frames[1..]),
         _ => (None, &s.frames[..]),
     };
+    let kernel = rest.iter().rev().take_while(|f| f.kernel()).count();
+    let more_kernel_frames = kernel.saturating_sub(SHOWN_KERNEL_FRAMES);
     let frames: Vec<String> = rest
         .iter()
         .rev()
+        .enumerate()
+        .filter(|&(i, _)| i < SHOWN_KERNEL_FRAMES || i >= kernel)
         .take(SHOWN_FRAMES)
-        .map(|f| {
+        .map(|(_, f)| {
             if f.kernel() {
                 format!("{} [k]", f.function)
             } else {
@@ -150,7 +177,8 @@ fn hot(s: &ProfileStack) -> HotStack {
     HotStack {
         value: s.value,
         wait,
-        more_frames: rest.len().saturating_sub(frames.len()),
+        more_frames: rest.len() - more_kernel_frames - frames.len(),
+        more_kernel_frames,
         frames,
         truncated: s.truncated,
     }
@@ -172,7 +200,16 @@ pub fn stack_line(s: &HotStack) -> String {
         line.push_str(w);
         line.push(' ');
     }
-    line.push_str(&s.frames.join(" ← "));
+    let kernel_shown = s.frames.iter().take_while(|f| f.ends_with(" [k]")).count();
+    for (i, f) in s.frames.iter().enumerate() {
+        if i > 0 {
+            line.push_str(" ← ");
+        }
+        line.push_str(f);
+        if i + 1 == kernel_shown && s.more_kernel_frames > 0 {
+            let _ = write!(line, " ← … {} more [k]", s.more_kernel_frames);
+        }
+    }
     if s.more_frames > 0 {
         let _ = write!(line, " ← … {} more", s.more_frames);
     }
@@ -301,17 +338,24 @@ pub fn flame_graphs(on_cpu: Option<&Profile>, off_cpu: Option<&Profile>) -> Stri
          value, click to zoom, Ctrl-F (or \"Search\") to find a function. Kernel frames are \
          orange. Off CPU, the first box above a class says why its threads waited.</p>\n",
     );
-    let mut graphs: Vec<(String, Profile)> = Vec::new();
+    // The whole profiles are borrowed; only the per-class ones are built.
+    let mut graphs: Vec<(String, Cow<'_, Profile>)> = Vec::new();
     if let Some(p) = on_cpu {
-        graphs.push(("On CPU: all threads".to_owned(), p.clone()));
+        graphs.push(("On CPU: all threads".to_owned(), Cow::Borrowed(p)));
         for (class, _) in p.classes().into_iter().take(CLASSES) {
-            graphs.push((format!("On CPU: {class} threads"), of_class(p, &class)));
+            graphs.push((
+                format!("On CPU: {class} threads"),
+                Cow::Owned(of_class(p, &class)),
+            ));
         }
     }
     if let Some(p) = off_cpu {
-        graphs.push(("Off CPU: all threads".to_owned(), p.clone()));
+        graphs.push(("Off CPU: all threads".to_owned(), Cow::Borrowed(p)));
         if let Some((class, _)) = p.classes().into_iter().next() {
-            graphs.push((format!("Off CPU: {class} threads"), of_class(p, &class)));
+            graphs.push((
+                format!("Off CPU: {class} threads"),
+                Cow::Owned(of_class(p, &class)),
+            ));
         }
     }
     for (name, p) in graphs {
@@ -427,6 +471,34 @@ mod tests {
         assert!(
             md.contains("| 25.0 % | `vfs_read [k] ← read ← a ← start_thread` |"),
             "{md}"
+        );
+    }
+
+    #[test]
+    fn a_deep_kernel_stack_leaves_room_for_the_programs_frames() {
+        let mut frames = vec![f("start_thread", "libc")];
+        frames.extend((0..12).map(|i| f(&format!("user{i}"), "w")));
+        frames.extend((0..9).map(|i| f(&format!("k{i}"), "[kernel]")));
+        let h = hot(&s("conn", frames, 1, None));
+        assert_eq!(h.more_kernel_frames, 4);
+        // 5 kernel frames and 5 of the 13 user frames are shown.
+        assert_eq!(h.more_frames, 8);
+        assert_eq!(
+            stack_line(&h),
+            "k8 [k] ← k7 [k] ← k6 [k] ← k5 [k] ← k4 [k] ← … 4 more [k] ← user11 ← user10 ← user9 ← user8 ← user7 ← … 8 more"
+        );
+        // Every frame is either shown or counted.
+        assert_eq!(h.frames.len() + h.more_frames + h.more_kernel_frames, 22);
+        // A shallow kernel stack is shown whole.
+        let h = hot(&s(
+            "conn",
+            vec![f("a", "w"), f("read", "[kernel]")],
+            1,
+            None,
+        ));
+        assert_eq!(
+            (h.more_kernel_frames, stack_line(&h).as_str()),
+            (0, "read [k] ← a")
         );
     }
 

@@ -137,3 +137,17 @@ pub(crate) fn test_stack(
         value,
     }
 }
+
+/// A profile for tests: 10 s of `kind` (on CPU at 99 Hz).
+#[cfg(test)]
+pub(crate) fn test_profile(kind: ProfileKind, stacks: Vec<ProfileStack>) -> Profile {
+    Profile {
+        kind,
+        freq_hz: match kind {
+            ProfileKind::OnCpu => 99,
+            ProfileKind::OffCpu => 0,
+        },
+        duration_ns: 10_000_000_000,
+        stacks,
+    }
+}

@@ -147,6 +147,18 @@ pub struct ProcessSymbols {
 }
 
 impl ProcessSymbols {
+    /// Whether `other` maps the very objects these symbols are of (the same
+    /// parsed files, through the shared cache), at the same addresses: a
+    /// reload that found nothing new.
+    pub fn same_objects(&self, other: &ProcessSymbols) -> bool {
+        self.objects.len() == other.objects.len()
+            && self
+                .objects
+                .iter()
+                .zip(&other.objects)
+                .all(|(a, b)| a.mapped == b.mapped && std::sync::Arc::ptr_eq(&a.elf, &b.elf))
+    }
+
     /// Reads the process's maps and parses every executable object through
     /// `cache`. An unreadable object is recorded in `failures`, not fatal.
     pub fn load(pid: u32, cache: &ObjectCache) -> Result<ProcessSymbols, SymbolError> {

@@ -1,11 +1,12 @@
 //! Perf family: where the observed tasks spend CPU time, by sampling.
 //!
 //! A `perf_event` program runs on a software cpu-clock event at
-//! [`SAMPLE_FREQ_HZ`] on every online CPU (one event per CPU, all tasks). For a
-//! sample of an observed task it counts one hit under (tgid, user instruction
-//! pointer) in a bounded hash map; user space symbolizes the addresses. No
-//! stack is unwound: only the leaf function is named, which is enough to
-//! measure the share of CPU time spent *in* allocator code.
+//! [`DEFAULT_SAMPLE_HZ`] (or the rate the user chose, at most
+//! [`MAX_SAMPLE_HZ`]) on every online CPU (one event per CPU, all tasks). For
+//! a sample of an observed task it counts one hit under (tgid, user
+//! instruction pointer) in a bounded hash map; user space symbolizes the
+//! addresses: the leaf function alone measures the share of CPU time spent
+//! *in* allocator code.
 //!
 //! Each sample of an observed task also takes its call stacks: the user stack
 //! (frame pointers, `bpf_get_stackid` with `BPF_F_USER_STACK`) and, when it
@@ -33,9 +34,13 @@ pub const STACKS_USER: u32 = 1;
 /// `PERF_STACKS_ON` bit: the kernel stack (of a sample in kernel mode).
 pub const STACKS_KERNEL: u32 = 2;
 
-/// Samples per second and CPU (99, not 100, so sampling does not run in
-/// lockstep with 10 ms timers of the workload).
-pub const SAMPLE_FREQ_HZ: u64 = 99;
+/// Samples per second and CPU by default (99, not 100, so sampling does not
+/// run in lockstep with 10 ms timers of the workload).
+pub const DEFAULT_SAMPLE_HZ: u64 = 99;
+/// The highest rate a user may choose: each sample of the target walks its
+/// user and kernel stacks (a few µs), so 1000 Hz costs a busy CPU about ten
+/// times the default; perf's own default (4000 Hz) is meant for short runs.
+pub const MAX_SAMPLE_HZ: u64 = 1000;
 /// Distinct (tgid, ip) keys held at once. User space drains the map every
 /// slice, so this bounds one slice: 65536 keys × 24 bytes ≈ 1.5 MiB.
 pub const MAX_SAMPLE_KEYS: u32 = 65536;

@@ -1,13 +1,14 @@
 //! Perf family (kernel side): CPU-time sampling of observed tasks.
 //!
-//! One program on a software cpu-clock event per CPU (99 Hz). It counts every
+//! One program on a software cpu-clock event per CPU (99 Hz by
+//! default; the user may choose up to `MAX_SAMPLE_HZ`). It counts every
 //! sample per CPU, drops the idle task and unobserved tasks with a compare,
 //! and adds one to the (tgid, user ip) counter of the rest. The user ip comes
 //! straight from the interrupted registers in the context (no stack walk, no
 //! helper); a sample taken in kernel mode is counted under `KERNEL_IP`.
 //! Then the sample's stacks (user, and kernel when in kernel mode) go to the
 //! stack map and one is added to the (tgid, tid, stacks) counter: two stack
-//! walks per sample, 99 times a second per CPU, only for observed tasks.
+//! walks per sample, 99 times a second per CPU by default, only for observed tasks.
 
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid,
@@ -38,7 +39,7 @@ const BPF_NOEXIST: u64 = 1;
 /// Adds one to a shared map value. Not atomic (the BPF target has no atomic
 /// read-modify-write in `core`): two CPUs sampling the same address of the
 /// same process in the same instant may lose one count, a negligible error
-/// at 99 Hz per CPU.
+/// at sampling rates of hundreds per second and CPU.
 #[inline(always)]
 fn add_one(c: *mut u64) {
     // SAFETY: `c` is a valid, aligned map value pointer.

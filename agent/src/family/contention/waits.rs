@@ -29,9 +29,7 @@ use mdiag_common::contention::{
 };
 
 use crate::kit::probe::monotonic_now_ns;
-use crate::kit::stacks::{
-    Interner, StackIps, Symbolizer, drain_counts, drain_stacks, ips, raw_key,
-};
+use crate::kit::stacks::{StackIps, StackNames, drain_counts, drain_stacks, ips};
 use crate::stacks::Frame;
 use crate::stacks::table::{StackDef, Wait, WaitCount};
 use crate::symbols::{ObjectCache, ProcessSymbols};
@@ -56,8 +54,7 @@ pub struct WaitDrain {
     /// cumulative count of switch-outs then.
     last_ns: u64,
     last_outs: u64,
-    symbolizer: Symbolizer,
-    interner: Interner,
+    names: StackNames,
     symbols: Option<ProcessSymbols>,
     loaded_at: Option<Instant>,
 }
@@ -80,8 +77,7 @@ impl WaitDrain {
             every: 0,
             last_ns: monotonic_now_ns(),
             last_outs: 0,
-            symbolizer: Symbolizer::new(),
-            interner: Interner::default(),
+            names: StackNames::default(),
             symbols: None,
             loaded_at: None,
         };
@@ -204,27 +200,20 @@ impl WaitDrain {
             return (Vec::new(), Vec::new());
         };
         self.refresh_symbols(target, &counts, &stacks);
-        self.symbolizer.new_slice();
+        self.names.new_slice();
         let mut defs = Vec::new();
         let mut sums: BTreeMap<(u32, Wait, bool), (u64, u64)> = BTreeMap::new();
         for (key, v) in counts {
             if key.tgid != target {
                 continue;
             }
-            let class = self.symbolizer.class(target, key.tid);
-            let (user, kernel) = (ips(key.user_stack, &stacks), ips(key.kernel_stack, &stacks));
-            let raw = raw_key(&class, user, kernel);
-            let id = match self.interner.known(raw) {
-                Some(id) => id,
-                None => {
-                    let (mut frames, truncated) =
-                        self.symbolizer.frames(user, kernel, self.symbols.as_ref());
-                    cut_capture_frames(&mut frames);
-                    let id = self.interner.id(class, frames, truncated, &mut defs);
-                    self.interner.remember(raw, id);
-                    id
-                }
-            };
+            let id = self.names.id(
+                (target, key.tid),
+                (ips(key.user_stack, &stacks), ips(key.kernel_stack, &stacks)),
+                self.symbols.as_ref(),
+                cut_capture_frames,
+                &mut defs,
+            );
             let e = sums
                 .entry((id, wait_of(key.wait), key.window as usize == INSIDE))
                 .or_default();
@@ -270,10 +259,13 @@ impl WaitDrain {
         }
         self.loaded_at = Some(Instant::now());
         match ProcessSymbols::load(target, ObjectCache::global()) {
+            // The same objects at the same addresses (an address outside
+            // every file, like the vdso's, asks again every time): what was
+            // named stays named.
+            Ok(s) if self.symbols.as_ref().is_some_and(|old| old.same_objects(&s)) => {}
             Ok(s) => {
                 self.symbols = Some(s);
-                self.symbolizer.forget_user();
-                self.interner.forget_raw();
+                self.names.symbols_changed();
             }
             Err(e) => tracing::debug!(pid = target, "contention: symbols unavailable: {e}"),
         }

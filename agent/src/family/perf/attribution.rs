@@ -96,14 +96,9 @@ impl TargetSymbols {
     }
 
     /// Whether `process` maps the very objects these symbols are of, at
-    /// the same addresses.
+    /// the same addresses ([`ProcessSymbols::same_objects`]).
     pub(super) fn same_objects(&self, process: &ProcessSymbols) -> bool {
-        let old = &self.process.objects;
-        old.len() == process.objects.len()
-            && old
-                .iter()
-                .zip(&process.objects)
-                .all(|(a, b)| a.mapped == b.mapped && std::sync::Arc::ptr_eq(&a.elf, &b.elf))
+        self.process.same_objects(process)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Perf family, user side: the CPU-time share of allocator code, by sampling.
 //!
-//! The kernel side counts samples (software cpu-clock, 99 Hz on every CPU)
+//! The kernel side counts samples (software cpu-clock, 99 Hz by default, on every CPU)
 //! per (tgid, user instruction pointer). Each slice this reader drains that
 //! map (reads then deletes every key, so the map only ever holds one slice's
 //! distinct addresses), symbolizes the target's addresses with
@@ -31,7 +31,7 @@ use aya::{
 use mdiag_common::perf::{
     KERNEL_IP, MAP_CPU, MAP_SAMPLES, MAP_STACK_COUNTS, MAP_STACKS, MAP_STACKS_ON, PROG_PERF_SAMPLE, STACKS_KERNEL, STACKS_USER,
     PerfCpu,
-    SAMPLE_FREQ_HZ, SampleKey,
+    SampleKey,
 };
 
 use super::attribution::{TargetSymbols, classify};
@@ -56,8 +56,9 @@ pub const RELOAD_EVERY: Duration = Duration::from_secs(30);
 /// what went wrong; the reader is built only when every online CPU is
 /// sampled (a partial set would bias the counts).
 pub fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> (ProbeStatus, Option<PerfReader>) {
-    let attach_point = format!("perf_event/cpu-clock@{SAMPLE_FREQ_HZ}Hz");
-    let result = attach_program(ebpf);
+    let hz = cx.sample_hz;
+    let attach_point = format!("perf_event/cpu-clock@{hz}Hz");
+    let result = kernel_allows(hz, max_sample_rate()).and_then(|()| attach_program(ebpf, hz));
     if let Err(e) = &result {
         tracing::warn!(family = FAMILY, "not attached: {e}");
     }
@@ -71,14 +72,41 @@ pub fn attach(ebpf: &mut Ebpf, cx: &AttachContext) -> (ProbeStatus, Option<PerfR
         left_out: None,
     };
     let reader = if status.attached() {
-        reader_or_warn(FAMILY, || PerfReader::new(ebpf, cx.target_tgid, cx.stacks))
+        reader_or_warn(FAMILY, || {
+            PerfReader::new(ebpf, cx.target_tgid, cx.stacks, hz)
+        })
     } else {
         None
     };
     (status, reader)
 }
 
-fn attach_program(ebpf: &mut Ebpf) -> Result<(), String> {
+/// The kernel's ceiling on sampling rates (`kernel.perf_event_max_sample_rate`,
+/// which the kernel also lowers by itself when sampling interrupts take too
+/// long), or `None` when it cannot be read.
+fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string(MAX_SAMPLE_RATE_FILE)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+const MAX_SAMPLE_RATE_FILE: &str = "/proc/sys/kernel/perf_event_max_sample_rate";
+
+/// `hz` within the kernel's ceiling `max` (perf_event_open would refuse it
+/// with a bare EINVAL): else a line naming the setting and what to do.
+fn kernel_allows(hz: u64, max: Option<u64>) -> Result<(), String> {
+    match max {
+        Some(max) if hz > max => Err(format!(
+            "sampling at {hz} Hz: this kernel allows at most {max} Hz \
+             (kernel.perf_event_max_sample_rate, lowered by the kernel itself when \
+             sampling interrupts take too long); choose {max} Hz or less \
+             (`mdiag record --sample-hz`, the agent's `sample_hz`)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn attach_program(ebpf: &mut Ebpf, hz: u64) -> Result<(), String> {
     let program = ebpf
         .program_mut(PROG_PERF_SAMPLE)
         .ok_or_else(|| format!("program {PROG_PERF_SAMPLE} missing from the eBPF object"))?;
@@ -94,7 +122,7 @@ fn attach_program(ebpf: &mut Ebpf) -> Result<(), String> {
         let link = program.attach(
             PerfEventConfig::Software(SoftwareEvent::CpuClock),
             PerfEventScope::AllProcessesOneCpu { cpu },
-            SamplePolicy::Frequency(SAMPLE_FREQ_HZ),
+            SamplePolicy::Frequency(hz),
             false,
         );
         match link {
@@ -126,14 +154,18 @@ pub struct PerfReader {
     target: Option<u32>,
     symbols: Option<TargetSymbols>,
     stacks: StackDrain,
+    /// The sampling rate the events were opened with (Hz per CPU).
+    hz: u64,
 }
 
 impl PerfReader {
-    /// With `stacks`, the kernel side takes every sample's stacks.
+    /// With `stacks`, the kernel side takes every sample's stacks; `hz` is
+    /// the rate the events sample at.
     pub(super) fn new(
         ebpf: &mut Ebpf,
         target: Option<u32>,
         stacks: bool,
+        hz: u64,
     ) -> Result<Self, ReadError> {
         if stacks {
             let mut on: Array<MapData, u32> = take_map(ebpf, MAP_STACKS_ON)?;
@@ -149,6 +181,7 @@ impl PerfReader {
                 take_map::<BpfHashMap<MapData, _, _>>(ebpf, MAP_STACK_COUNTS)?,
                 take_map::<StackTraceMap<MapData>>(ebpf, MAP_STACKS)?,
             ),
+            hz,
         };
         reader.last_cpu = reader.cpu_totals()?;
         Ok(reader)
@@ -203,7 +236,7 @@ impl PerfReader {
             None => summarize(&target_ips, |ip| classify(None, ip)),
         };
         let code = self.symbols.as_ref();
-        slice.freq_hz = SAMPLE_FREQ_HZ;
+        slice.freq_hz = self.hz;
         slice.samples = drained.cpu.samples;
         slice.idle_samples = drained.cpu.idle;
         slice.observed_samples = drained.cpu.observed;
@@ -318,5 +351,24 @@ impl PerCpuSum for PerfCpu {
             stack_lost: self.stack_lost + b.stack_lost,
             stack_drops: self.stack_drops + b.stack_drops,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_over_the_kernels_ceiling_is_refused_naming_the_setting() {
+        assert_eq!(kernel_allows(99, Some(100_000)), Ok(()));
+        assert_eq!(kernel_allows(1000, Some(1000)), Ok(()));
+        assert_eq!(kernel_allows(1000, None), Ok(()));
+        let e = kernel_allows(1000, Some(250)).unwrap_err();
+        assert!(
+            e.contains("1000 Hz")
+                && e.contains("kernel.perf_event_max_sample_rate")
+                && e.contains("choose 250 Hz or less"),
+            "{e}"
+        );
     }
 }

@@ -13,9 +13,7 @@ use std::collections::HashMap;
 use aya::maps::{HashMap as BpfHashMap, MapData, StackTraceMap};
 use mdiag_common::perf::StackKey;
 
-use crate::kit::stacks::{
-    Interner, StackIps, Symbolizer, drain_counts, drain_stacks, ips, raw_key,
-};
+use crate::kit::stacks::{StackIps, StackNames, drain_counts, drain_stacks, ips};
 use crate::stacks::table::{StackCount, StackDef};
 use crate::symbols::ProcessSymbols;
 
@@ -23,8 +21,7 @@ use crate::symbols::ProcessSymbols;
 pub struct StackDrain {
     counts: BpfHashMap<MapData, StackKey, u64>,
     stacks: StackTraceMap<MapData>,
-    symbolizer: Symbolizer,
-    interner: Interner,
+    names: StackNames,
 }
 
 impl StackDrain {
@@ -35,8 +32,7 @@ impl StackDrain {
         Self {
             counts,
             stacks,
-            symbolizer: Symbolizer::new(),
-            interner: Interner::default(),
+            names: StackNames::default(),
         }
     }
 
@@ -49,8 +45,7 @@ impl StackDrain {
 
     /// The target symbols changed: addresses are looked up again.
     pub fn symbols_changed(&mut self) {
-        self.symbolizer.forget_user();
-        self.interner.forget_raw();
+        self.names.symbols_changed();
     }
 
     /// One slice: the target's stacks first seen now, and samples per stack.
@@ -61,26 +56,20 @@ impl StackDrain {
         symbols: Option<&ProcessSymbols>,
     ) -> (Vec<StackDef>, Vec<StackCount>) {
         let (counts, stacks) = self.drain_raw();
-        self.symbolizer.new_slice();
+        self.names.new_slice();
         let mut defs = Vec::new();
         let mut by_id: HashMap<u32, u64> = HashMap::new();
         for (key, n) in counts {
             if key.tgid != target {
                 continue;
             }
-            let class = self.symbolizer.class(target, key.tid);
-            let user = ips(key.user_stack, &stacks);
-            let kernel = ips(key.kernel_stack, &stacks);
-            let raw = raw_key(&class, user, kernel);
-            let id = match self.interner.known(raw) {
-                Some(id) => id,
-                None => {
-                    let (frames, truncated) = self.symbolizer.frames(user, kernel, symbols);
-                    let id = self.interner.id(class, frames, truncated, &mut defs);
-                    self.interner.remember(raw, id);
-                    id
-                }
-            };
+            let id = self.names.id(
+                (target, key.tid),
+                (ips(key.user_stack, &stacks), ips(key.kernel_stack, &stacks)),
+                symbols,
+                |_| {},
+                &mut defs,
+            );
             *by_id.entry(id).or_default() += n;
         }
         let mut counts: Vec<StackCount> = by_id

@@ -40,6 +40,8 @@ pub struct AttachContext {
     pub target_tgid: Option<u32>,
     /// Take the target's call stacks (`ProbeConfig::stacks`, with a target).
     pub stacks: bool,
+    /// The perf family's sampling rate, Hz per CPU (`ProbeConfig::sample_hz`).
+    pub sample_hz: u64,
     /// The links made so far, by family, for the agent's duty cycle
     /// (`probes::cycle`) to detach and attach again.
     pub(crate) links: std::cell::RefCell<Vec<Link>>,

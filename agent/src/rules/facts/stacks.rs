@@ -194,14 +194,7 @@ mod tests {
     use super::*;
     use crate::stacks::{ProfileKind, ProfileStack};
 
-    fn profile(kind: ProfileKind, stacks: Vec<ProfileStack>) -> Profile {
-        Profile {
-            kind,
-            freq_hz: 99,
-            duration_ns: 1,
-            stacks,
-        }
-    }
+    use crate::stacks::test_profile as profile;
 
     fn stack(
         class: &str,

@@ -135,18 +135,16 @@ fn allocator_cpu_hot_needs_enough_samples() {
 
 #[test]
 fn allocator_cpu_hot_names_who_calls_the_allocator_from_the_stacks() {
-    use crate::stacks::{Profile, ProfileKind, test_stack};
+    use crate::stacks::{ProfileKind, test_profile, test_stack};
     let mut rec = baseline();
     set_perf(&mut rec, 1_000, 200, 80);
     assert_eq!(
         txt(&fired(&rec, "allocator.cpu_hot"), "who calls the allocator"),
         "no stacks recorded"
     );
-    rec.cpu_profile = Some(Profile {
-        kind: ProfileKind::OnCpu,
-        freq_hz: 99,
-        duration_ns: 10_000_000_000,
-        stacks: vec![
+    rec.cpu_profile = Some(test_profile(
+        ProfileKind::OnCpu,
+        vec![
             test_stack(
                 "conn",
                 &[
@@ -167,7 +165,7 @@ fn allocator_cpu_hot_names_who_calls_the_allocator_from_the_stacks() {
             ),
             test_stack("conn", &[("mongo::Find", "mongod")], false, 800),
         ],
-    });
+    ));
     let f = fired(&rec, "allocator.cpu_hot");
     assert_eq!(
         txt(&f, "who calls the allocator"),

@@ -34,7 +34,7 @@ fn checkpoint_lock_contention_needs_waits_concentrated_in_checkpoints() {
 
 #[test]
 fn checkpoint_lock_contention_names_the_code_path_connections_wait_in() {
-    use crate::stacks::{Profile, ProfileKind, ProfileStack, table::Wait, test_stack};
+    use crate::stacks::{ProfileKind, ProfileStack, table::Wait, test_profile, test_stack};
     let mut rec = baseline();
     set_contention(&mut rec, 400, 20, "submit_bio_wait", 5);
     let sleep = Wait::Sleep.frame();
@@ -53,16 +53,14 @@ fn checkpoint_lock_contention_names_the_code_path_connections_wait_in() {
             ns,
         )
     };
-    rec.offcpu_profile = Some(Profile {
-        kind: ProfileKind::OffCpu,
-        freq_hz: 0,
-        duration_ns: 10_000_000_000,
-        stacks: vec![
+    rec.offcpu_profile = Some(test_profile(
+        ProfileKind::OffCpu,
+        vec![
             stack("__wt_session_lock_checkpoint", 900_000_000, true),
             stack("mongo::Lock::GlobalLock::GlobalLock", 100_000_000, true),
             stack("mongo::Lock::GlobalLock::GlobalLock", 5_000_000_000, false),
         ],
-    });
+    ));
     let f = fired(&rec, "wiredtiger.checkpoint_lock_contention");
     assert_eq!(
         txt(&f, "where connection threads sleep inside checkpoints"),
@@ -327,7 +325,7 @@ fn data_handles_fire_in_the_tens_of_thousands() {
 
 #[test]
 fn data_handles_fire_on_cpu_time_in_the_handle_lookup() {
-    use crate::stacks::{Profile, ProfileKind, test_stack};
+    use crate::stacks::{ProfileKind, test_profile, test_stack};
     let mut rec = baseline();
     set_mongod(
         &mut rec,
@@ -338,27 +336,27 @@ fn data_handles_fire_on_cpu_time_in_the_handle_lookup() {
             0,
         ),
     );
-    let profile = |in_lookup: u64, samples: u64| Profile {
-        kind: ProfileKind::OnCpu,
-        freq_hz: 99,
-        duration_ns: 10_000_000_000,
-        stacks: vec![
-            test_stack(
-                "conn",
-                &[
-                    ("mongo::CollectionImpl::find", "mongod"),
-                    ("__wt_session_get_dhandle", "mongod"),
-                ],
-                false,
-                in_lookup,
-            ),
-            test_stack(
-                "conn",
-                &[("mongo::Find", "mongod")],
-                false,
-                samples - in_lookup,
-            ),
-        ],
+    let profile = |in_lookup: u64, samples: u64| {
+        test_profile(
+            ProfileKind::OnCpu,
+            vec![
+                test_stack(
+                    "conn",
+                    &[
+                        ("mongo::CollectionImpl::find", "mongod"),
+                        ("__wt_session_get_dhandle", "mongod"),
+                    ],
+                    false,
+                    in_lookup,
+                ),
+                test_stack(
+                    "conn",
+                    &[("mongo::Find", "mongod")],
+                    false,
+                    samples - in_lookup,
+                ),
+            ],
+        )
     };
     // 8000 handles, no lock wait reported, 12 % of mongod's CPU in the lookup.
     rec.cpu_profile = Some(profile(120, 1000));
