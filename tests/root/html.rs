@@ -5,34 +5,10 @@
 
 use std::{path::Path, process::Command};
 
-use mdiag_tests::{finish, require_root, run_mdiag, start_record};
+use mdiag_tests::{browser::browser, finish, require_root, run_mdiag, start_record};
 
 const LOOPBACK: &str = env!("CARGO_BIN_EXE_mdiag-loopback");
 const SPIN: &str = env!("CARGO_BIN_EXE_mdiag-spin");
-
-fn chromium() -> &'static str {
-    for p in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
-        if Path::new(p).exists() {
-            return p;
-        }
-    }
-    panic!("no chromium: run `cargo xtask setup` (Debian package chromium)");
-}
-
-fn browser(args: &[&str]) -> std::process::Output {
-    Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--hide-scrollbars",
-        ])
-        .args(args)
-        .output()
-        .expect("run chromium")
-}
 
 #[test]
 fn html_report_renders_with_its_charts_in_chromium() {

@@ -159,7 +159,22 @@ fn a_sample_every_second_under_load_with_opcounters_threads_and_replica_set_righ
             )
         })
         .collect();
-    assert!(missing.is_empty(), "seconds without a sample: {missing:?}");
+    let timing: Vec<_> = rec
+        .slices
+        .iter()
+        .map(|s| {
+            let m = s.mongod.as_ref();
+            (
+                s.start_ms,
+                m.and_then(|m| m.at_ms),
+                m.and_then(|m| m.poll_ms),
+            )
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "seconds without a sample: {missing:?}; (slice start, reply at, poll ms): {timing:?}"
+    );
     assert!(whole.len() >= 14, "{} whole slices of 16 s", whole.len());
     let polls: Vec<f64> = rec
         .slices
@@ -367,6 +382,43 @@ fn connection_stacks_read_down_to_the_kernel(rec: &Recording) {
     for title in ["On CPU: conn threads", "Off CPU: all threads", "mongo::"] {
         assert!(html.contains(title), "{title} not in the HTML report");
     }
+    // What a reader sees: Chromium renders every graph and runs its script,
+    // and a search for mongod's own code lights up a share of the conn
+    // threads' CPU and of the waits.
+    let dir = tempfile::tempdir().unwrap();
+    let graphs = mdiag_tests::browser::search_flame_graphs(&html, "mongo::", dir.path());
+    eprintln!("the report's flame graphs in Chromium, searched for mongo:: {graphs:#?}");
+    let graph = |prefix: &str| {
+        graphs
+            .iter()
+            .find(|g| g.title.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no rendered graph {prefix}: {graphs:#?}"))
+    };
+    let (on, off) = (graph("On CPU: conn threads"), graph("Off CPU: all threads"));
+    assert!(graphs.iter().all(|g| g.scripted), "{graphs:#?}");
+    // Connection threads run mongod's code between their syscalls: most of
+    // their samples have mongo:: frames (the stacks above had at least 5).
+    assert!(on.matched_pct >= 20.0, "{on:?}");
+    assert!(off.matched_pct > 0.0, "{off:?}");
+    // A screenshot, kept in target/ for a human to look at.
+    let page = dir.path().join("mongod-report.html");
+    std::fs::write(&page, &html).unwrap();
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mdiag-mongod-report.png");
+    let _ = std::fs::remove_file(&shot);
+    let s = mdiag_tests::browser::browser(&[
+        &format!("--screenshot={}", shot.display()),
+        "--window-size=1200,6000",
+        "--virtual-time-budget=5000",
+        &format!("file://{}", page.display()),
+    ]);
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    let png = std::fs::read(&shot).expect("screenshot written");
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 50_000,
+        "{} bytes",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.display());
 }
 
 #[test]

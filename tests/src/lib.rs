@@ -8,6 +8,7 @@
 )]
 
 pub mod agent;
+pub mod browser;
 pub mod dashboards;
 pub mod mongod;
 pub mod prometheus;

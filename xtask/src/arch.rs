@@ -229,8 +229,13 @@ impl Arch {
     }
 }
 
-/// `cargo build -p mdiag` for `arch`; returns the binary.
+/// `cargo build -p mdiag` for `arch`; returns the binary. The host's debug
+/// build is the test tiers' ([`crate::run::build_for_tests`]), so the cross
+/// tier compares the binary the root tier tested.
 pub fn build(arch: &Arch, release: bool) -> Result<PathBuf> {
+    if arch.is_host() && !release {
+        return crate::run::build_for_tests().map(|b| b.mdiag);
+    }
     arch.prepare()
         .with_context(|| format!("preparing to build for {}", arch.name))?;
     let mut cmd = Cmd::cargo();

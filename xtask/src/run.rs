@@ -9,6 +9,58 @@ use crate::{
     say,
 };
 
+/// What the test tiers run, from one debug build.
+pub struct TestBuild {
+    /// `target/debug/mdiag`.
+    pub mdiag: PathBuf,
+    /// The root suite's test executable (`tests/root`), run as it is.
+    pub root_suite: PathBuf,
+}
+
+/// The debug build the test tiers share: every binary and test target of
+/// the workspace in one selection. Cargo unifies features over the packages
+/// and targets selected, so `-p mdiag`, `-p mdiag-tcmalloc-workload`,
+/// `-p mdiag-tests` and even `--workspace --test root` each compiled tens of
+/// dependencies again with other features; this selection is the unit
+/// tier's (`cargo test --workspace`) plus the suite, so it reuses that
+/// build, and the root tier runs the suite's executable from it instead of
+/// through `cargo test` (which would select, and build, anew).
+pub fn build_for_tests() -> Result<TestBuild> {
+    let out = Cmd::cargo()
+        .args([
+            "build",
+            "--workspace",
+            "--bins",
+            "--tests",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stdout()?;
+    let root_suite = root_suite(&out).ok_or_else(|| {
+        anyhow::anyhow!("cargo built no executable for the root suite (tests/root)")
+    })?;
+    Ok(TestBuild {
+        mdiag: target_dir()?.join("debug").join("mdiag"),
+        root_suite,
+    })
+}
+
+/// The executable of mdiag-tests' `root` test target, from cargo's JSON
+/// messages.
+fn root_suite(messages: &str) -> Option<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| {
+            m["reason"] == "compiler-artifact"
+                && m["target"]["name"] == "root"
+                && m["target"]["kind"][0] == "test"
+                && m["package_id"]
+                    .as_str()
+                    .is_some_and(|p| p.contains("mdiag-tests"))
+        })
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+}
+
 /// `cargo build -p mdiag`, optimised when `release`; returns the binary.
 pub fn build(release: bool) -> Result<PathBuf> {
     let mut cmd = Cmd::cargo();
@@ -45,4 +97,28 @@ pub fn run(release: bool, args: &[OsString]) -> Result<()> {
     // exec: mdiag gets the terminal's signals (Ctrl-C) itself and its exit
     // status is the one `cargo xtask run` ends with.
     Err(cmd.exec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_suite_is_found_among_cargos_messages() {
+        let messages = [
+            r#"{"reason":"compiler-artifact","package_id":"path+file:///w/agent#mdiag@0.1.0","target":{"name":"mdiag","kind":["bin"]},"executable":"/w/target/debug/mdiag"}"#,
+            r#"{"reason":"compiler-artifact","package_id":"path+file:///w/agent#mdiag@0.1.0","target":{"name":"root","kind":["test"]},"executable":"/w/target/debug/deps/other-1"}"#,
+            r#"{"reason":"compiler-artifact","package_id":"path+file:///w/tests#mdiag-tests@0.1.0","target":{"name":"root","kind":["test"]},"executable":"/w/target/debug/deps/root-abc"}"#,
+            r#"{"reason":"build-finished","success":true}"#,
+        ]
+        .join("\n");
+        assert_eq!(
+            root_suite(&messages),
+            Some(PathBuf::from("/w/target/debug/deps/root-abc"))
+        );
+        assert_eq!(
+            root_suite(r#"{"reason":"build-finished","success":true}"#),
+            None
+        );
+    }
 }

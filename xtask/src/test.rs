@@ -17,7 +17,7 @@ use clap::ValueEnum;
 
 use crate::{
     cmd::{Cmd, need_sudo},
-    run::build,
+    run::build_for_tests,
     say, setup,
 };
 
@@ -116,24 +116,27 @@ fn root() -> Result<()> {
         "the root tier (it loads real BPF)",
         "run `cargo xtask test` as root, or leave this tier out with --tier",
     )?;
-    let bin = build(false)?;
-    // The Google TCMalloc workload is a package of its own (tests/root/tcmalloc.rs).
-    Cmd::cargo()
-        .args(["build", "-p", "mdiag-tcmalloc-workload"])
-        .run()?;
-    let mut cmd = Cmd::cargo();
-    if sudo {
-        say!("not root: running the root tier's test binaries through `sudo -E`");
-        cmd.args(["--config", r#"target.'cfg(all())'.runner = ["sudo", "-E"]"#]);
-    }
-    cmd.env("MDIAG_BIN", &bin)
+    // The TCMalloc workload (tests/tcmalloc-workload) is one of the
+    // workspace's binaries.
+    let build = build_for_tests()?;
+    let mut cmd = if sudo {
+        say!("not root: running the root suite through `sudo -E`");
+        let mut cmd = Cmd::new("sudo");
+        cmd.arg("-E").arg(&build.root_suite);
+        cmd
+    } else {
+        Cmd::new(&build.root_suite)
+    };
+    // Where `cargo test` would run it: the package's directory.
+    cmd.current_dir(crate::cmd::workspace_root().join("tests"))
+        .env("MDIAG_BIN", &build.mdiag)
         .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
         .env(crate::mongod::ENV, crate::mongod::binary()?)
         .env(
             "MDIAG_TCMALLOC_BIN",
             crate::cmd::target_dir()?.join("debug/mdiag-tcmalloc"),
         )
-        .args(["test", "-p", "mdiag-tests", "--", "--test-threads=1"])
+        .arg("--test-threads=1")
         .run()
 }
 
@@ -146,7 +149,7 @@ fn vm() -> Result<()> {
         #[command(flatten)]
         vm: crate::vm::VmArgs,
     }
-    let bin = build(false)?;
+    let bin = build_for_tests()?.mdiag;
     let cli = <VmCli as clap::Parser>::try_parse_from([
         std::ffi::OsStr::new("vm-matrix"),
         std::ffi::OsStr::new("--bin"),

@@ -23,6 +23,9 @@ pub struct MongoPlan {
 /// Polling state of one recording.
 pub struct MongoSession {
     poller: Option<Poller>,
+    /// Replies that arrived after the end of the slice being read (the
+    /// slice was read late): they belong to the next one.
+    held: Vec<PollEvent>,
     start: Instant,
     rec: MongodRecording,
     /// The last poll answered (false before the first answer).
@@ -57,6 +60,7 @@ impl MongoSession {
         };
         Self {
             poller,
+            held: Vec::new(),
             start,
             rec,
             answering: false,
@@ -107,11 +111,18 @@ impl MongoSession {
 
     /// The slice ending now: the newest serverStatus that arrived since the
     /// last slice, or why there is none.
-    pub fn slice(&mut self) -> MongodSlice {
-        let events = match &self.poller {
-            Some(p) => p.drain(),
-            None => Vec::new(),
-        };
+    /// The slice that ends at `until`. A serverStatus reply that arrived
+    /// after `until` (the recorder read the slice late: its own work took
+    /// more than the time left) is kept for the next slice, whose second it
+    /// was asked in: the slice read late would otherwise take the next
+    /// second's reply and leave that second without one.
+    pub fn slice(&mut self, until: Instant) -> MongodSlice {
+        let mut events = std::mem::take(&mut self.held);
+        if let Some(p) = &self.poller {
+            events.extend(p.drain());
+        }
+        let (events, later) = split_at(events, until);
+        self.held = later;
         let mut out = MongodSlice::default();
         let mut failure = None;
         for e in events {
@@ -251,5 +262,55 @@ impl MongoSession {
             p.stop(Duration::from_millis(200));
         }
         self.rec
+    }
+}
+
+/// The events of the slice ending at `until`, and the serverStatus replies
+/// that arrived after it (for the next slice).
+fn split_at(events: Vec<PollEvent>, until: Instant) -> (Vec<PollEvent>, Vec<PollEvent>) {
+    events
+        .into_iter()
+        .partition(|e| !matches!(e, PollEvent::Status { done, .. } if *done > until))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(done: Instant) -> PollEvent {
+        PollEvent::Status {
+            sent: done,
+            done,
+            result: Err("test".into()),
+        }
+    }
+
+    #[test]
+    fn a_reply_after_the_slice_end_waits_for_the_next_slice() {
+        let end = Instant::now();
+        let before = end - Duration::from_millis(900);
+        let after = end + Duration::from_millis(104);
+        let (now, later) = split_at(
+            vec![
+                status(before),
+                status(after),
+                PollEvent::ClusterId("c".into()),
+            ],
+            end,
+        );
+        let done = |v: &[PollEvent]| -> Vec<Instant> {
+            v.iter()
+                .filter_map(|e| match e {
+                    PollEvent::Status { done, .. } => Some(*done),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(done(&now), [before]);
+        assert_eq!(now.len(), 2, "other events are not held");
+        assert_eq!(done(&later), [after]);
+        // At the end of the slice itself: this slice's.
+        let (now, later) = split_at(vec![status(end)], end);
+        assert_eq!((now.len(), later.len()), (1, 0));
     }
 }

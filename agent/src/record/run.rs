@@ -552,7 +552,7 @@ impl Session {
         let mut slice = self.probes.take_slice(last);
         slice.start_ms = (from - start).as_millis() as u64;
         slice.duration_ms = (to - from).as_millis() as u64;
-        slice.mongod = self.mongo.as_mut().map(crate::mongo::MongoSession::slice);
+        slice.mongod = self.mongo.as_mut().map(|m| m.slice(to));
         let events = slice
             .sched
             .as_ref()

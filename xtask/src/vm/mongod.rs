@@ -65,22 +65,10 @@ pub(super) fn mongod_files() -> Result<MongodFiles> {
         )
     })?;
     say!("vm-matrix x86_64: building mdiag-mongoload (the guest's request load)");
-    // `--examples` (mdiag-tests has none) makes cargo resolve features with
-    // the dev-dependencies, as `cargo test -p mdiag-tests` in the root tier
-    // does when it builds this same binary: without it, about 80 crates were
-    // compiled again with fewer features (40 s) and the binary the root tier
-    // tested was replaced by another build of itself.
-    Cmd::cargo()
-        .args([
-            "build",
-            "-p",
-            "mdiag-tests",
-            "--bin",
-            "mdiag-mongoload",
-            "--examples",
-        ])
-        .run()
-        .context("building mdiag-mongoload (`cargo build -p mdiag-tests --bin mdiag-mongoload`)")?;
+    // One of the workspace's binaries, built with the selection the root
+    // tier built (and tested) it with: no dependency is compiled again.
+    crate::run::build_for_tests()
+        .context("building mdiag-mongoload (`cargo build --workspace --bins --tests`)")?;
     let mongoload = crate::cmd::target_dir()?.join("debug/mdiag-mongoload");
     // The release binary as shipped (glibc 2.17, the one `./x package`
     // packages): the guest records the real mongod with what users install,

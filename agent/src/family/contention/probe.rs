@@ -97,7 +97,9 @@ pub struct ContentionReader {
     offcpu: BpfHashMap<MapData, u32, OffCpu>,
     lock_inflight: BpfHashMap<MapData, u32, LockInflight>,
     credit: WaitCredit,
-    ksyms: Option<KernelSymbols>,
+    /// The process's one kallsyms table (about 3 MB, shared with the
+    /// stack symbolizers).
+    ksyms: Option<std::sync::Arc<KernelSymbols>>,
     /// Symbolized stacks referenced by a slice so far, by id.
     seen_stacks: BTreeMap<u32, KernelStack>,
     /// Current thread names from /proc, by tid (the kernel keeps the name a
@@ -114,9 +116,7 @@ impl ContentionReader {
     /// `stacks_of`: the target whose off-CPU stacks to take (none: no
     /// off-CPU stacks at all).
     pub fn new(ebpf: &mut Ebpf, stacks_of: Option<u32>) -> Result<Self, ReadError> {
-        let ksyms = KernelSymbols::load()
-            .map_err(|e| tracing::warn!(family = FAMILY, "kernel stacks stay unsymbolized: {e}"))
-            .ok();
+        let ksyms = KernelSymbols::shared();
         let mut reader = Self {
             threads: take_map(ebpf, MAP_THREADS)?,
             lock_kinds: take_map(ebpf, MAP_LOCK_KINDS)?,
