@@ -142,7 +142,10 @@ fn futex_wait_inside_checkpoints_follows_wiredtigers_checkpoint_lock_wait() {
         "{}",
         contended.wt_wait_ns
     );
-    assert_eq!(alone.wt_wait_ns, 0);
+    // (WiredTiger counts whole microseconds, and an uncontended acquisition
+    // now and then takes one: 1000 ns was seen once; a contended wait is
+    // a checkpoint long.)
+    assert!(alone.wt_wait_ns < 1_000_000, "{}", alone.wt_wait_ns);
     // Close to WiredTiger's own figure (its lock is a pthread mutex: the
     // wait is a futex wait, begun inside a checkpoint window; the workload's
     // other synchronisation of these threads sleeps without futexes).
