@@ -7,8 +7,7 @@
 //!   `gcc-aarch64-linux-gnu` links (and compiles the C inside zstd and ring).
 //! - s390x: rustup publishes no `rust-std` for 1.98.0, so std is built from
 //!   the toolchain's `rust-src` (`-Zbuild-std`, allowed on a stable compiler
-//!   by `RUSTC_BOOTSTRAP=1` for this one cargo process only), in a target
-//!   directory of its own (`<target>/build-std`, see `cargo_target_dir`).
+//!   by `RUSTC_BOOTSTRAP=1` for this one cargo process only).
 //!   The eBPF object is then big-endian (`bpfeb`): aya-build picks the
 //!   endianness from the agent's target.
 //!
@@ -154,33 +153,38 @@ impl Arch {
         Cmd::new("rustup").args(&add).run()
     }
 
-    /// Cargo's target directory for this architecture's builds: the
-    /// workspace's, except for a build-std architecture, which has one of its
-    /// own inside it (`<target>/build-std`). Why: those builds run with
-    /// `RUSTC_BOOTSTRAP=1`, and proc-macro2, anyhow and thiserror rerun their
-    /// build scripts whenever that variable changes (`rerun-if-env-changed`).
-    /// Sharing the host-side build scripts and proc macros with the aarch64
-    /// build, which runs without it, made every switch between the two
-    /// recompile nearly every crate (3 min each time: twice in the vm tier,
-    /// right after the cross tier had built both).
+    /// Cargo's target directory for this architecture's debug builds: the
+    /// workspace's for the host, one of its own inside it for each foreign
+    /// architecture (`<target>/build-<name>`). Why: cargo locks a profile's
+    /// directory for the whole of a build, host-side build scripts and proc
+    /// macros included, so an aarch64 build in the workspace's directory
+    /// made the host's tiers wait for it (the head start of `prebuild.rs`
+    /// runs them side by side); and the s390x build runs with
+    /// `RUSTC_BOOTSTRAP=1`, for which proc-macro2, anyhow and thiserror rerun
+    /// their build scripts (`rerun-if-env-changed`), so sharing host-side
+    /// artifacts with the aarch64 build recompiled nearly every crate at
+    /// each switch between the two. The host-side artifacts are compiled
+    /// once per directory (a minute); the host's own features differ from
+    /// `-p mdiag`'s anyway.
     fn cargo_target_dir(&self) -> Result<PathBuf> {
         let dir = target_dir()?;
-        Ok(if self.build_std {
-            dir.join("build-std")
-        } else {
+        Ok(if self.is_host() {
             dir.to_path_buf()
+        } else {
+            dir.join(format!("build-{}", self.name))
         })
     }
 
     /// Sets what cargo needs to build for this architecture on `cmd` (a
     /// `cargo build`/`test` being assembled): `--target`, the linker, the
-    /// runner for `cargo test`, and build-std (in its own target directory)
+    /// runner for `cargo test`, its own target directory, and build-std
     /// where needed.
     pub fn cargo_args(&self, cmd: &mut Cmd) -> Result<()> {
         if self.is_host() {
             return Ok(());
         }
-        cmd.args(["--target", self.triple]);
+        cmd.args(["--target", self.triple])
+            .env("CARGO_TARGET_DIR", self.cargo_target_dir()?);
         if let Some(gcc) = self.cross_gcc {
             cmd.env(self.cargo_target_env("LINKER"), gcc);
         }
@@ -199,7 +203,6 @@ impl Arch {
             // that `cargo build` had just compiled (5 min in the cross tier).
             // The binary does not link it (nothing uses it).
             cmd.env("RUSTC_BOOTSTRAP", "1")
-                .env("CARGO_TARGET_DIR", self.cargo_target_dir()?)
                 .arg("-Zbuild-std=std,panic_abort,test");
         }
         Ok(())
@@ -242,11 +245,21 @@ pub fn build(arch: &Arch, release: bool) -> Result<PathBuf> {
     cmd.args(["build", "-p", "mdiag"]);
     if release {
         cmd.arg("--release");
+    } else if arch.big_endian {
+        cmd.args(DEV_FEATURES_TARGETS);
     }
     arch.cargo_args(&mut cmd)?;
     cmd.run()?;
     Ok(arch.out_dir(release)?.join("mdiag"))
 }
+
+/// The big-endian architecture's debug build also selects one small test
+/// target: with a test selected, cargo resolves the dependencies' features
+/// as `cargo test` does (dev-dependencies such as hyper's client and insta
+/// add some), so the cross tier's `cargo test -p mdiag --lib` for it reuses
+/// this build's dependencies instead of compiling 40 of them again (4 min
+/// at opt-level 1 with build-std). The binary is the same program.
+const DEV_FEATURES_TARGETS: &[&str] = &["--bins", "--test", "journal"];
 
 #[cfg(test)]
 mod tests {
@@ -269,6 +282,15 @@ mod tests {
     }
 
     #[test]
+    fn the_test_target_that_unifies_features_exists() {
+        let [.., test] = DEV_FEATURES_TARGETS else {
+            panic!("no test target");
+        };
+        let file = crate::cmd::workspace_root().join(format!("agent/tests/{test}.rs"));
+        assert!(file.is_file(), "{}", file.display());
+    }
+
+    #[test]
     fn cargo_env_names_are_what_cargo_reads() {
         let s390x = parse_arch("s390x").unwrap();
         assert_eq!(
@@ -279,16 +301,16 @@ mod tests {
     }
 
     #[test]
-    fn only_build_std_builds_have_a_target_directory_of_their_own() {
+    fn foreign_builds_have_a_target_directory_of_their_own() {
         let target = target_dir().unwrap();
         let dir = |name| parse_arch(name).unwrap().cargo_target_dir().unwrap();
         assert_eq!(dir("x86_64"), target);
-        assert_eq!(dir("aarch64"), target);
-        assert_eq!(dir("s390x"), target.join("build-std"));
+        assert_eq!(dir("aarch64"), target.join("build-aarch64"));
+        assert_eq!(dir("s390x"), target.join("build-s390x"));
         let s390x = parse_arch("s390x").unwrap();
         assert_eq!(
             s390x.out_dir(false).unwrap(),
-            target.join("build-std/s390x-unknown-linux-gnu/debug")
+            target.join("build-s390x/s390x-unknown-linux-gnu/debug")
         );
         let mut cmd = Cmd::new("cargo");
         s390x.cargo_args(&mut cmd).unwrap();
@@ -299,7 +321,7 @@ mod tests {
         parse_arch("aarch64").unwrap().cargo_args(&mut cmd).unwrap();
         let line = cmd.to_string();
         assert!(
-            !line.contains("CARGO_TARGET_DIR") && !line.contains("RUSTC_BOOTSTRAP"),
+            line.contains("build-aarch64") && !line.contains("RUSTC_BOOTSTRAP"),
             "{line}"
         );
     }

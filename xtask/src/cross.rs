@@ -393,20 +393,33 @@ pub fn cross() -> Result<()> {
     Ok(())
 }
 
+/// `cargo test -p mdiag --lib` for the big-endian architecture, without
+/// test arguments (the prebuild adds `--no-run`, see `prebuild.rs`).
+pub fn big_endian_unit_tests() -> Result<Cmd> {
+    let arch = big_endian()?;
+    let mut cmd = Cmd::cargo();
+    cmd.args(["test", "-p", "mdiag", "--lib"]);
+    arch.cargo_args(&mut cmd)?;
+    Ok(cmd)
+}
+
+fn big_endian() -> Result<&'static Arch> {
+    ARCHES
+        .iter()
+        .find(|a| a.big_endian)
+        .ok_or_else(|| anyhow::anyhow!("no big-endian architecture in the table"))
+}
+
 /// The library's unit tests built for s390x and run under qemu-user.
 fn unit_tests_big_endian() -> Result<()> {
-    let Some(arch) = ARCHES.iter().find(|a| a.big_endian) else {
-        bail!("no big-endian architecture in the table");
-    };
+    let arch = big_endian()?;
     say!(
         "cross: the library's unit tests on {} under qemu-user",
         arch.name
     );
     let log = target_dir()?.join("cross").join("skipped-tests.txt");
     let _ = fs::remove_file(&log);
-    let mut cmd = Cmd::cargo();
-    cmd.args(["test", "-p", "mdiag", "--lib"]);
-    arch.cargo_args(&mut cmd)?;
+    let mut cmd = big_endian_unit_tests()?;
     // One test at a time: a test that starts a child (a compiler, a
     // `sleep` to read the maps of) forks the emulated process, and a fork
     // while other test threads run under qemu-user can leave the child

@@ -14,6 +14,7 @@ mod cross;
 mod disk;
 mod mongod;
 mod package;
+mod prebuild;
 mod recording;
 mod release;
 mod run;
@@ -54,8 +55,9 @@ enum Command {
         release: bool,
         /// Cross-build for this architecture: x86_64 (the host), aarch64 or
         /// s390x (or their Rust triples); installs the cross C toolchain and
-        /// the Rust target first. The binary lands in target/<triple>/
-        /// (s390x: target/build-std/<triple>/).
+        /// the Rust target first. The binary lands in
+        /// target/build-<arch>/<triple>/debug/ (with --release:
+        /// target/<triple>/release/).
         #[arg(long, value_name = "ARCH", value_parser = arch::parse_arch)]
         target: Option<&'static arch::Arch>,
         #[command(flatten)]
@@ -145,6 +147,13 @@ enum Command {
         #[command(flatten)]
         setup: SetupArgs,
     },
+    /// What `test` runs beside the root suite: build what the later tiers
+    /// need (no set-up; see xtask/src/prebuild.rs).
+    #[command(hide = true)]
+    Prebuild {
+        #[arg(long = "part", value_enum)]
+        parts: Vec<prebuild::Part>,
+    },
 }
 
 #[derive(Args)]
@@ -218,6 +227,7 @@ fn main() -> ExitCode {
         }),
         Command::VmMatrix(args) => vm::vm_matrix(&args),
         Command::CrossCheck { setup } => setup.setup_build().and_then(|()| cross::cross()),
+        Command::Prebuild { parts } => prebuild::build(&parts),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

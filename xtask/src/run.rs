@@ -17,21 +17,25 @@ pub struct TestBuild {
     pub root_suite: PathBuf,
 }
 
-/// The debug build the test tiers share: every binary and test target of
-/// the workspace in one selection. Cargo unifies features over the packages
-/// and targets selected, so `-p mdiag`, `-p mdiag-tcmalloc-workload`,
-/// `-p mdiag-tests` and even `--workspace --test root` each compiled tens of
-/// dependencies again with other features; this selection is the unit
-/// tier's (`cargo test --workspace`) plus the suite, so it reuses that
-/// build, and the root tier runs the suite's executable from it instead of
-/// through `cargo test` (which would select, and build, anew).
+/// The debug build the test tiers share: every binary of the workspace and
+/// the root suite in one selection. Cargo unifies features over the packages
+/// selected, so `-p mdiag`, `-p mdiag-tcmalloc-workload`, `-p mdiag-tests`
+/// and `--exclude mdiag-tests` each compiled tens of dependencies again with
+/// other features; this selection has the unit tier's packages (`cargo test
+/// --workspace`: every one) and, with a test target, their dev-dependencies,
+/// so it reuses that build and adds the suite (`test = false` keeps it out
+/// of `cargo test`'s defaults; beside `--tests`, cargo ignores `--test
+/// root`), and the root tier
+/// runs the suite's executable from it instead of through `cargo test`
+/// (which would select, and build, anew).
 pub fn build_for_tests() -> Result<TestBuild> {
     let out = Cmd::cargo()
         .args([
             "build",
             "--workspace",
             "--bins",
-            "--tests",
+            "--test",
+            "root",
             "--message-format=json-render-diagnostics",
         ])
         .stdout()?;

@@ -34,8 +34,8 @@ pub enum Tier {
     Cross,
     /// `cargo xtask vm-matrix` with the debug binaries: every family that a
     /// kernel supports loads on x86_64 5.10, 6.1 and 6.12, aarch64 6.1 and
-    /// 6.12, and s390x 6.12 and 6.1 (no BTF), and on x86_64 6.1 and 6.12
-    /// the release binary records the real mongod (QEMU, TCG; minutes).
+    /// 6.12, and s390x 6.12 and 6.1 (no BTF), and on x86_64 6.1 the release
+    /// binary records the real mongod (QEMU, TCG; minutes).
     Vm,
     /// The release binary (x86_64) as a .deb and an .rpm: lintian, rpm -K and
     /// -qlp, the Dockerfile's COPY, then the .deb installed, upgraded and
@@ -82,13 +82,29 @@ impl Tier {
                         "-D",
                         "warnings",
                     ])
+                    .run()?;
+                // The root suite is not among `--all-targets` (test = false
+                // in tests/Cargo.toml), and `--test root` beside it is
+                // ignored: a second selection of the same packages.
+                Cmd::cargo()
+                    .args([
+                        "clippy",
+                        "--workspace",
+                        "--test",
+                        "root",
+                        "--",
+                        "-D",
+                        "warnings",
+                    ])
                     .run()
             }
             // The venv: agent/tests/ftdc_cli.rs decodes FTDC with pymongo,
             // agent/tests/packaging.rs validates the Kubernetes manifests
-            // with kubernetes-validate and the CRDs setup copied.
+            // with kubernetes-validate and the CRDs setup copied. The root
+            // suite is not among `cargo test`'s targets (tests/Cargo.toml),
+            // so every package is selected, as the root tier's build does.
             Tier::Unit => Cmd::cargo()
-                .args(["test", "--workspace", "--exclude", "mdiag-tests"])
+                .args(["test", "--workspace"])
                 .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
                 .env("MDIAG_K8S_SCHEMAS", crate::setup_k8s::schemas_dir()?)
                 .env("MDIAG_HELM", crate::setup_k8s::helm_bin()?)
@@ -193,7 +209,16 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
     }
     if failure.is_none() {
         crate::disk::warn_if_short();
+        // What the later tiers compile, built meanwhile at nice 19; waited
+        // for when the first of them starts, stopped (dropped) if the run
+        // fails before.
+        let mut prebuild = crate::prebuild::Prebuild::start(&tiers);
         for &tier in &tiers {
+            if crate::prebuild::needs(tier)
+                && let Some(p) = prebuild.take()
+            {
+                p.finish();
+            }
             say!("tier {}: starting", tier.name());
             let start = Instant::now();
             let result = tier.run();

@@ -33,8 +33,10 @@ pub struct Line {
     /// for its version (see [`need_for`](super::expect::need_for)).
     pub expect: &'static [(&'static str, Need)],
     /// The guest also records the real mongod 6.0.5 under a request load
-    /// (`vm/mongod.rs`): x86_64 only (no other build of it exists), and not
-    /// on 5.10, to keep the matrix short.
+    /// (`vm/mongod.rs`): x86_64 only (no other build of it exists), and on
+    /// one kernel, 6.1 (Debian 12's own), to keep the matrix short: the run
+    /// takes about 5 min of TCG, and the root tier records the real mongod
+    /// on the host's kernel anyway.
     pub mongod: bool,
 }
 
@@ -67,7 +69,7 @@ pub const LINES: &[Line] = &[
         suite: None,
         patterns: &[r"^linux-image-6\.12\.[0-9]+\+deb12-cloud-amd64-unsigned$"],
         expect: &[],
-        mongod: true,
+        mongod: false,
     },
     Line {
         name: "aarch64-6.1",
@@ -136,9 +138,9 @@ mod tests {
                 line.name
             );
         }
-        // mongod 6.0.5 exists for x86_64 only; 5.10 goes without it.
+        // mongod 6.0.5 exists for x86_64 only; one kernel records it.
         let with: Vec<&str> = LINES.iter().filter(|l| l.mongod).map(|l| l.name).collect();
-        assert_eq!(with, ["6.1", "6.12"]);
+        assert_eq!(with, ["6.1"]);
         let err = parse_line("4.19").unwrap_err();
         assert!(err.contains("aarch64-6.12, s390x-6.12, s390x-6.1"), "{err}");
     }

