@@ -1,16 +1,17 @@
 //! Builds what the last tiers compile (the aarch64 and s390x debug binaries,
-//! s390x's unit-test executable, the release binary) from the start of a
-//! test run, at the lowest CPU priority, while the earlier tiers run.
+//! s390x's unit-test executable, the release binary) while the root suite
+//! runs, at the lowest CPU priority.
 //!
-//! Why: in sequence, those builds took about 30 min of a CI run (aarch64
-//! alone 9 min, s390x 13), and the run passed its 90 min limit. The earlier
-//! tiers leave CPU time idle (the root suite spends most of its 17 min
-//! waiting on workloads, recordings and mongod; the unit tier's longest test
-//! binaries run one test each); a `nice -n 19` build gets that idle time and
-//! almost nothing else (the scheduler weighs nice 19 at 15 against nice 0's
-//! 1024), and the root suite's tests are written to pass on a busy host
-//! anyway. Each foreign architecture builds in a target directory of its
-//! own (`arch.rs`) and the release binary in `target/release`, so cargo's
+//! Why: in sequence after the suite, those builds took about 30 min of a CI
+//! run (aarch64 alone 9 min, s390x 13), and the run passed its 90 min
+//! limit. The suite spends most of its 17 min waiting on workloads,
+//! recordings and mongod, with CPU time idle; a `nice -n 19` build gets
+//! much of that and little else, and the suite's tests are written to pass
+//! on a busy host anyway. Not from the start of the run: lint and the unit
+//! tier's build keep every CPU busy, and a run that started it there saw
+//! them take 1.9 and 1.4 times as long (what the build gained, they lost).
+//! Each foreign architecture builds in a target directory of its own
+//! (`arch.rs`) and the release binary in `target/release`, so cargo's
 //! per-directory locks never make a tier wait for this build.
 //!
 //! The builds run as a child `cargo xtask prebuild` (its own process group,
@@ -62,9 +63,9 @@ fn parts_of(tier: Tier) -> &'static [Part] {
     }
 }
 
-/// The parts worth a head start in a run of `tiers` (in order): those the
-/// tiers need, when another tier runs before the first tier that needs one
-/// (else there is nothing to overlap).
+/// The parts worth a head start in the rest of a run, `tiers` (in order,
+/// from the root tier on): those the tiers need, when another tier runs
+/// before the first tier that needs one (else there is nothing to overlap).
 pub fn parts_for(tiers: &[Tier]) -> Vec<Part> {
     let first = tiers.iter().position(|&t| needs(t));
     if first.is_none_or(|i| i == 0) {

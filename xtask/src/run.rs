@@ -17,25 +17,25 @@ pub struct TestBuild {
     pub root_suite: PathBuf,
 }
 
-/// The debug build the test tiers share: every binary of the workspace and
-/// the root suite in one selection. Cargo unifies features over the packages
-/// selected, so `-p mdiag`, `-p mdiag-tcmalloc-workload`, `-p mdiag-tests`
-/// and `--exclude mdiag-tests` each compiled tens of dependencies again with
-/// other features; this selection has the unit tier's packages (`cargo test
-/// --workspace`: every one) and, with a test target, their dev-dependencies,
-/// so it reuses that build and adds the suite (`test = false` keeps it out
-/// of `cargo test`'s defaults; beside `--tests`, cargo ignores `--test
-/// root`), and the root tier
-/// runs the suite's executable from it instead of through `cargo test`
-/// (which would select, and build, anew).
+/// The debug build the test tiers share: every binary and test target of
+/// the workspace in one selection. Cargo unifies features over the packages
+/// and targets selected, so `-p mdiag`, `-p mdiag-tcmalloc-workload`,
+/// `-p mdiag-tests` and even `--workspace --test root` each compiled tens of
+/// dependencies again with other features; the root, cross and vm tiers
+/// share this one, and the root tier runs the suite's executable from it
+/// instead of through `cargo test` (which would select, and build, anew).
+/// It still compiles tens of crates after the unit tier's `cargo test
+/// --workspace --exclude mdiag-tests` (3 min in CI); making the suite
+/// `test = false` so that the unit tier could select every package did not
+/// make the two one build (cargo gave the same crates, with the same
+/// features, other hashes), so that was left.
 pub fn build_for_tests() -> Result<TestBuild> {
     let out = Cmd::cargo()
         .args([
             "build",
             "--workspace",
             "--bins",
-            "--test",
-            "root",
+            "--tests",
             "--message-format=json-render-diagnostics",
         ])
         .stdout()?;

@@ -82,29 +82,13 @@ impl Tier {
                         "-D",
                         "warnings",
                     ])
-                    .run()?;
-                // The root suite is not among `--all-targets` (test = false
-                // in tests/Cargo.toml), and `--test root` beside it is
-                // ignored: a second selection of the same packages.
-                Cmd::cargo()
-                    .args([
-                        "clippy",
-                        "--workspace",
-                        "--test",
-                        "root",
-                        "--",
-                        "-D",
-                        "warnings",
-                    ])
                     .run()
             }
             // The venv: agent/tests/ftdc_cli.rs decodes FTDC with pymongo,
             // agent/tests/packaging.rs validates the Kubernetes manifests
-            // with kubernetes-validate and the CRDs setup copied. The root
-            // suite is not among `cargo test`'s targets (tests/Cargo.toml),
-            // so every package is selected, as the root tier's build does.
+            // with kubernetes-validate and the CRDs setup copied.
             Tier::Unit => Cmd::cargo()
-                .args(["test", "--workspace"])
+                .args(["test", "--workspace", "--exclude", "mdiag-tests"])
                 .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
                 .env("MDIAG_K8S_SCHEMAS", crate::setup_k8s::schemas_dir()?)
                 .env("MDIAG_HELM", crate::setup_k8s::helm_bin()?)
@@ -209,11 +193,14 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
     }
     if failure.is_none() {
         crate::disk::warn_if_short();
-        // What the later tiers compile, built meanwhile at nice 19; waited
-        // for when the first of them starts, stopped (dropped) if the run
-        // fails before.
-        let mut prebuild = crate::prebuild::Prebuild::start(&tiers);
-        for &tier in &tiers {
+        // What the later tiers compile, built at nice 19 beside the root
+        // suite (`prebuild.rs`); waited for when the first of them starts,
+        // stopped (dropped) if the run fails before.
+        let mut prebuild = None;
+        for (i, &tier) in tiers.iter().enumerate() {
+            if tier == Tier::Root {
+                prebuild = crate::prebuild::Prebuild::start(&tiers[i..]);
+            }
             if crate::prebuild::needs(tier)
                 && let Some(p) = prebuild.take()
             {
