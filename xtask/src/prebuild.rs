@@ -7,9 +7,10 @@
 //! limit. The suite spends most of its 17 min waiting on workloads,
 //! recordings and mongod, with CPU time idle; a `nice -n 19` build gets
 //! much of that and little else, and the suite's tests are written to pass
-//! on a busy host anyway. Not from the start of the run: lint and the unit
-//! tier's build keep every CPU busy, and a run that started it there saw
-//! them take 1.9 and 1.4 times as long (what the build gained, they lost).
+//! on a busy host anyway. It starts once the suite is built: lint, the unit
+//! tier's build and the suite's keep every CPU busy, and a run that started
+//! it with lint saw lint and the unit build take 1.9 and 1.4 times as long
+//! (what the head start gained, they lost).
 //! Each foreign architecture builds in a target directory of its own
 //! (`arch.rs`) and the release binary in `target/release`, so cargo's
 //! per-directory locks never make a tier wait for this build.

@@ -93,7 +93,7 @@ impl Tier {
                 .env("MDIAG_K8S_SCHEMAS", crate::setup_k8s::schemas_dir()?)
                 .env("MDIAG_HELM", crate::setup_k8s::helm_bin()?)
                 .run(),
-            Tier::Root => root(),
+            Tier::Root => root(&[]).map(drop),
             Tier::Cross => crate::cross::cross(),
             Tier::Vm => vm(),
             Tier::Package => crate::package::test::tier(),
@@ -111,7 +111,10 @@ impl Tier {
 /// The root tier: the suite runs the debug mdiag named by `MDIAG_BIN`. Not
 /// root: everything is built as the caller and only the test binaries run
 /// under `sudo -E` (as cargo's runner), so target/ gets no root-owned files.
-fn root() -> Result<()> {
+/// Once the suite is built (a CPU-bound few minutes), what the tiers of
+/// `rest` (this one and the later ones) compile starts building at nice 19
+/// beside it (`prebuild.rs`); returned running when the suite passed.
+fn root(rest: &[Tier]) -> Result<Option<crate::prebuild::Prebuild>> {
     let sudo = need_sudo(
         "the root tier (it loads real BPF)",
         "run `cargo xtask test` as root, or leave this tier out with --tier",
@@ -136,8 +139,11 @@ fn root() -> Result<()> {
             "MDIAG_TCMALLOC_BIN",
             crate::cmd::target_dir()?.join("debug/mdiag-tcmalloc"),
         )
-        .arg("--test-threads=1")
-        .run()
+        .arg("--test-threads=1");
+    // Dropped (stopped) if the suite fails: the run ends there.
+    let prebuild = crate::prebuild::Prebuild::start(rest);
+    cmd.run()?;
+    Ok(prebuild)
 }
 
 /// The vm tier: the kernel matrix on the debug binary the root tier tested
@@ -196,11 +202,8 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
         // What the later tiers compile, built at nice 19 beside the root
         // suite (`prebuild.rs`); waited for when the first of them starts,
         // stopped (dropped) if the run fails before.
-        let mut prebuild = None;
+        let mut prebuild: Option<crate::prebuild::Prebuild> = None;
         for (i, &tier) in tiers.iter().enumerate() {
-            if tier == Tier::Root {
-                prebuild = crate::prebuild::Prebuild::start(&tiers[i..]);
-            }
             if crate::prebuild::needs(tier)
                 && let Some(p) = prebuild.take()
             {
@@ -208,7 +211,10 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
             }
             say!("tier {}: starting", tier.name());
             let start = Instant::now();
-            let result = tier.run();
+            let result = match tier {
+                Tier::Root => root(&tiers[i..]).map(|p| prebuild = p),
+                _ => tier.run(),
+            };
             let elapsed = start.elapsed();
             say!("tier {}: {}", tier.name(), crate::disk::usage());
             match result {
