@@ -226,7 +226,9 @@ fn main() -> ExitCode {
             package::package(&arches, revision).map(drop)
         }),
         Command::VmMatrix(args) => vm::vm_matrix(&args),
-        Command::CrossCheck { setup } => setup.setup_build().and_then(|()| cross::cross()),
+        Command::CrossCheck { setup } => setup
+            .setup_build()
+            .and_then(|()| cross::cross(cross::UnitTests::Run)),
         Command::Prebuild { parts } => prebuild::build(&parts),
     };
     match result {

@@ -51,17 +51,22 @@ pub fn build_for_tests() -> Result<TestBuild> {
 /// The executable of mdiag-tests' `root` test target, from cargo's JSON
 /// messages.
 fn root_suite(messages: &str) -> Option<PathBuf> {
+    executable(messages, |m| {
+        m["target"]["name"] == "root"
+            && m["target"]["kind"][0] == "test"
+            && m["package_id"]
+                .as_str()
+                .is_some_and(|p| p.contains("mdiag-tests"))
+    })
+}
+
+/// The executable of the first artifact in cargo's JSON `messages`
+/// (`--message-format=json…`) that `wanted` picks.
+pub fn executable(messages: &str, wanted: impl Fn(&serde_json::Value) -> bool) -> Option<PathBuf> {
     messages
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| {
-            m["reason"] == "compiler-artifact"
-                && m["target"]["name"] == "root"
-                && m["target"]["kind"][0] == "test"
-                && m["package_id"]
-                    .as_str()
-                    .is_some_and(|p| p.contains("mdiag-tests"))
-        })
+        .filter(|m| m["reason"] == "compiler-artifact" && wanted(m))
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
 }
 
