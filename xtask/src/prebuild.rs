@@ -8,10 +8,11 @@
 //! recordings and mongod; a `nice -n 19` build gets some of that CPU time
 //! and little else (measured: a third of the aarch64 build, while the
 //! suite took as long as without it: 1057 s against 1043 s), and the
-//! suite's tests are written to pass on a busy host anyway. It starts once the suite is built: lint, the unit
-//! tier's build and the suite's keep every CPU busy, and a run that started
-//! it with lint saw lint and the unit build take 1.9 and 1.4 times as long
-//! (what the head start gained, they lost).
+//! suite's tests are written to pass on a busy host anyway. It starts once
+//! the suite is built: lint, the unit tier's build and the suite's keep
+//! every CPU busy, and a run that started it with lint saw lint and the
+//! unit build take 1.9 and 1.4 times as long (what the head start gained,
+//! they lost).
 //! Each foreign architecture builds in a target directory of its own
 //! (`arch.rs`) and the release binary in `target/release`, so cargo's
 //! per-directory locks never make a tier wait for this build.
