@@ -302,7 +302,8 @@ fn differences(case: &Case, host_run: &Run, run: &Run) -> Vec<String> {
 /// `./x test` leaves them out: building them (4 min at opt-level 1) and
 /// running them under qemu-user (8 min one test at a time, 4.5 min in two
 /// emulators) made a CI run about 8 min longer when it had to stay under 90
-/// min and ran about 82 without this cut. The cases above still check that
+/// min and would take about 82 without this cut (from the tiers' measured
+/// times). The cases above still check that
 /// s390x decodes recordings, FTDC and BSON exactly as x86_64 does; `./x
 /// cross-check` runs the unit tests too, for a change to decoding code.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -65,14 +65,9 @@ fn parts_of(tier: Tier) -> &'static [Part] {
     }
 }
 
-/// The parts worth a head start in the rest of a run, `tiers` (in order,
-/// from the root tier on): those the tiers need, when another tier runs
-/// before the first tier that needs one (else there is nothing to overlap).
+/// The parts the tiers of the rest of a run, `tiers` (from the root tier
+/// on), need, in their order.
 pub fn parts_for(tiers: &[Tier]) -> Vec<Part> {
-    let first = tiers.iter().position(|&t| needs(t));
-    if first.is_none_or(|i| i == 0) {
-        return Vec::new();
-    }
     let mut parts: Vec<Part> = Vec::new();
     for &tier in tiers {
         for part in parts_of(tier) {
@@ -188,7 +183,7 @@ fn spawn(parts: &[Part]) -> Result<Prebuild> {
         .spawn()
         .context("starting `nice -n 19 xtask prebuild`")?;
     say!(
-        "prebuild: building {} at nice 19 while the tiers before them run (log {})",
+        "prebuild: building {} at nice 19 beside the root suite (log {})",
         parts
             .iter()
             .filter_map(|p| p.to_possible_value().map(|v| v.get_name().to_owned()))
@@ -209,13 +204,11 @@ mod tests {
 
     #[test]
     fn only_what_a_later_tier_needs_is_built() {
-        assert!(parts_for(&[Tier::Lint, Tier::Unit, Tier::Root]).is_empty());
-        // Nothing runs before it: no head start.
-        assert!(parts_for(&[Tier::Cross, Tier::Vm]).is_empty());
+        assert!(parts_for(&[Tier::Root, Tier::BenchBuild]).is_empty());
         assert_eq!(parts_for(&[Tier::Root, Tier::Cross]), [Part::Cross]);
-        assert_eq!(parts_for(&[Tier::Unit, Tier::Package]), [Part::Release]);
+        assert_eq!(parts_for(&[Tier::Root, Tier::Package]), [Part::Release]);
         assert_eq!(
-            parts_for(&[Tier::Lint, Tier::Root, Tier::Cross, Tier::Vm, Tier::Package]),
+            parts_for(&[Tier::Root, Tier::Cross, Tier::Vm, Tier::Package]),
             [Part::Cross, Part::Release]
         );
         assert!(needs(Tier::Vm) && !needs(Tier::BenchBuild));
