@@ -181,11 +181,18 @@ impl Mongod {
     }
 
     /// Whether its network namespace's TCP table lists a socket listening
-    /// (state 0A) on its port.
+    /// (state 0A) on its port. Until `unshare` has run, the child is still in
+    /// this process's namespace, whose table may list another mongod on the
+    /// same port: only a namespace other than ours counts.
     fn listens_in_own_namespace(&self) -> bool {
         let Some(pid) = self.child.as_ref().map(Child::id) else {
             return false;
         };
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/net"));
+        let ours = std::fs::read_link("/proc/self/ns/net");
+        if !matches!((&theirs, &ours), (Ok(t), Ok(o)) if t != o) {
+            return false;
+        }
         let port = format!(":{:04X}", self.port);
         std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).is_ok_and(|t| {
             t.lines().skip(1).any(|l| {
