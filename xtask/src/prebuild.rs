@@ -27,7 +27,7 @@
 use std::{
     fs::File,
     os::unix::process::CommandExt,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::Instant,
 };
@@ -166,7 +166,7 @@ fn spawn(parts: &[Part]) -> Result<Prebuild> {
     let log = target_dir()?.join("prebuild.log");
     let file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let stderr = file.try_clone()?;
-    let exe = std::env::current_exe().context("finding xtask's own executable")?;
+    let exe = own_copy(target_dir()?)?;
     let mut cmd = Command::new("nice");
     cmd.args(["-n", "19"]).arg(exe).arg("prebuild");
     for part in parts {
@@ -198,6 +198,23 @@ fn spawn(parts: &[Part]) -> Result<Prebuild> {
     })
 }
 
+/// A copy of this process's own executable, to run as the child: the root
+/// tier's `cargo build --workspace` rebuilds xtask, which replaces the file
+/// this process was started from (`current_exe()` then names a deleted file
+/// that `nice` cannot run, and a rebuilt xtask need not be this one). The
+/// running image stays readable at `/proc/self/exe`. Written beside and
+/// renamed into place, so a copy still running is never written to. `dir`:
+/// the target directory.
+fn own_copy(dir: &Path) -> Result<PathBuf> {
+    let copy = dir.join("xtask-prebuild");
+    let tmp = dir.join("xtask-prebuild.tmp");
+    std::fs::copy("/proc/self/exe", &tmp)
+        .with_context(|| format!("copying xtask's own executable to {}", tmp.display()))?;
+    std::fs::rename(&tmp, &copy)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), copy.display()))?;
+    Ok(copy)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +229,20 @@ mod tests {
             [Part::Cross, Part::Release]
         );
         assert!(needs(Tier::Vm) && !needs(Tier::BenchBuild));
+    }
+
+    #[test]
+    fn the_copy_is_this_executable_and_replaces_an_older_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("xtask-prebuild-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("xtask-prebuild"), "an older copy").unwrap();
+        let ours = std::fs::read("/proc/self/exe").unwrap();
+        let copy = own_copy(&dir).unwrap();
+        assert_eq!(std::fs::read(&copy).unwrap(), ours);
+        let mode = std::fs::metadata(&copy).unwrap().permissions().mode();
+        assert_eq!(mode & 0o111, 0o111, "{mode:o}");
+        assert!(!dir.join("xtask-prebuild.tmp").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
