@@ -1,9 +1,10 @@
 //! The slices a reader keeps of a recording, bounded by bytes.
 //!
 //! Why: a week-long recording of a busy mongod holds gigabytes of one-second
-//! slices; `explain` and `compare` must not need that much memory. Slices
-//! are kept as read while they fit in a budget (every recording of an hour
-//! or so of a real mongod does); past it, neighbouring slices are merged in
+//! slices; `explain` and `compare` must not need that much memory. Slices,
+//! their stacks apart (`read.rs` sums those into the profile first), are
+//! kept as read while they fit in a budget (about half an hour of a real
+//! mongod under load, 18 KB a slice); past it, neighbouring slices are merged in
 //! pairs ([`Mergeable::merge`], associative: every total stays exact) into
 //! slices of 2, 4, 8… seconds, each bounded to its most costly rows
 //! ([`Mergeable::bound`]), so what is kept stays within the budget whatever
@@ -115,7 +116,7 @@ impl Keeper {
 
 /// Size of `slice` as JSON (what it weighs in the file, and about what it
 /// weighs in memory).
-fn json_size(slice: &Slice) -> usize {
+pub(super) fn json_size(slice: &Slice) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

@@ -268,6 +268,58 @@ fn past_the_budget_slices_are_merged_and_said_so() {
     assert_eq!(merged.start_ms, 0);
 }
 
+/// A slice's stacks are moved out into the recording's profile as it is
+/// read: what is kept, and weighed against the budget, is the rest. (A real
+/// mongod's stack definitions, long demangled C++ names, made its slices 60
+/// times as heavy, and a 70 s recording was merged into 2-second slices.)
+#[test]
+fn stacks_read_out_of_slices_do_not_count_against_the_budget() {
+    use crate::family::perf::{StackCount, StackDef};
+    use crate::stacks::Frame;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.mdiag");
+    let n: u32 = 40;
+    let mut r = recording(u64::from(n));
+    let plain = super::keep::json_size(&r.slices[0]);
+    let name = "mongo::unique_function<void ()>::makeImpl<mongo::(anonymous)::f>".repeat(4);
+    for (i, s) in (0..).zip(r.slices.iter_mut()) {
+        let perf = s.perf.get_or_insert_with(Default::default);
+        perf.freq_hz = 99;
+        perf.stack_defs = (0..10)
+            .map(|j| StackDef {
+                id: i * 10 + j,
+                class: "conn".into(),
+                frames: (0..30)
+                    .map(|k| Frame {
+                        function: format!("{name}{k}"),
+                        object: "mongod".into(),
+                    })
+                    .collect(),
+                truncated: false,
+            })
+            .collect();
+        perf.stacks = vec![StackCount {
+            id: i * 10,
+            samples: 3,
+        }];
+    }
+    let stacked = super::keep::json_size(&r.slices[0]);
+    assert!(stacked > 20 * plain, "{stacked} vs {plain}");
+    write_as_record(&r, &path, 5);
+    // Room for every slice without its stacks, not for one in ten with them.
+    let budget = 2 * n as usize * plain;
+    assert!(budget < n as usize * stacked / 10);
+    let o = open_within(&path, budget).unwrap();
+    assert_eq!(o.recording.slices.len(), n as usize, "{:?}", o.notes);
+    assert!(
+        !o.notes.iter().any(|note| note.contains("merged")),
+        "{:?}",
+        o.notes
+    );
+    let profile = o.recording.cpu_profile.as_ref().unwrap();
+    assert_eq!(profile.total(), 3 * u64::from(n));
+}
+
 /// The format document's line table names exactly the line kinds written,
 /// and its numbers are the code's.
 #[test]
