@@ -124,7 +124,7 @@ impl<'a> State<'a> {
                 // The slice is kept without its stacks: its weight is what
                 // is left, not the line (a real mongod's stack definitions,
                 // demangled C++ names, are over 90 % of its slices' bytes; the
-                // line's length merged a 60 s recording into 2 s slices).
+                // line's length merged a 50 s recording into 2 s slices).
                 let bytes = if took_stacks {
                     json_size(&s)
                 } else {
