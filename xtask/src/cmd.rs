@@ -130,6 +130,28 @@ impl Cmd {
         self
     }
 
+    /// Starts it with stdout and stderr both into `out` (a pipe's writer:
+    /// dropped here once the child has it, so the reader sees its end).
+    pub fn spawn_with_output(&mut self, out: std::io::PipeWriter) -> Result<Child> {
+        let err = out
+            .try_clone()
+            .with_context(|| format!("a second handle on the pipe for `{self}`"))?;
+        self.inner.stdout(out).stderr(err);
+        let child = self
+            .inner
+            .spawn()
+            .with_context(|| format!("could not start `{self}`"));
+        // The Command keeps its copies of the pipe's writer until replaced:
+        // the reader would never see the end of the output.
+        self.inner.stdout(Stdio::inherit()).stderr(Stdio::inherit());
+        child
+    }
+
+    /// Fails unless `status` (of this command) is success, quoting it.
+    pub fn check(&self, status: ExitStatus) -> Result<()> {
+        check(self, status)
+    }
+
     /// Runs with inherited stdio and fails unless it exits with status 0.
     pub fn run(&mut self) -> Result<()> {
         let status = self.status()?;

@@ -21,13 +21,14 @@ mod run;
 mod setup;
 mod setup_k8s;
 mod test;
+mod timed;
 mod vm;
 
 /// Prints one `xtask:` line on stderr.
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {
-        eprintln!("xtask: {}", format_args!($($arg)*))
+        eprintln!("xtask [{}]: {}", $crate::timed::since_start(), format_args!($($arg)*))
     };
 }
 
@@ -184,6 +185,7 @@ impl SetupArgs {
 }
 
 fn main() -> ExitCode {
+    timed::start();
     let result = match Cli::parse().command {
         Command::Setup => setup::setup(),
         Command::Build {
@@ -234,7 +236,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("xtask: error: {e:#}");
+            eprintln!("xtask [{}]: error: {e:#}", timed::since_start());
             ExitCode::FAILURE
         }
     }

@@ -87,12 +87,14 @@ impl Tier {
             // The venv: agent/tests/ftdc_cli.rs decodes FTDC with pymongo,
             // agent/tests/packaging.rs validates the Kubernetes manifests
             // with kubernetes-validate and the CRDs setup copied.
-            Tier::Unit => Cmd::cargo()
-                .args(["test", "--workspace", "--exclude", "mdiag-tests"])
-                .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
-                .env("MDIAG_K8S_SCHEMAS", crate::setup_k8s::schemas_dir()?)
-                .env("MDIAG_HELM", crate::setup_k8s::helm_bin()?)
-                .run(),
+            Tier::Unit => crate::timed::run_tests(
+                Cmd::cargo()
+                    .args(["test", "--workspace", "--exclude", "mdiag-tests"])
+                    .env("MDIAG_PY_VENV", crate::setup::py_venv_dir()?)
+                    .env("MDIAG_K8S_SCHEMAS", crate::setup_k8s::schemas_dir()?)
+                    .env("MDIAG_HELM", crate::setup_k8s::helm_bin()?),
+                "unit tier",
+            ),
             Tier::Root => root(&[]).map(drop),
             Tier::Cross => crate::cross::cross(crate::cross::UnitTests::Skip),
             Tier::Vm => vm(),
@@ -140,9 +142,10 @@ fn root(rest: &[Tier]) -> Result<Option<crate::prebuild::Prebuild>> {
             crate::cmd::target_dir()?.join("debug/mdiag-tcmalloc"),
         )
         .arg("--test-threads=1");
+    crate::timed::report_time(&mut cmd);
     // Dropped (stopped) if the suite fails: the run ends there.
     let prebuild = crate::prebuild::Prebuild::start(rest);
-    cmd.run()?;
+    crate::timed::run_tests(&mut cmd, "root tier")?;
     Ok(prebuild)
 }
 
