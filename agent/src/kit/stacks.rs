@@ -18,7 +18,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use aya::maps::{HashMap as BpfHashMap, MapData, StackTraceMap};
-use mdiag_common::stack::NO_STACK;
+use mdiag_common::stack::{NO_STACK, UNSAMPLED_STACK};
 
 use crate::kit::fact::thread_class;
 use crate::kstack::KernelSymbols;
@@ -55,6 +55,9 @@ const ROOT_FUNCTIONS: [&str; 7] = [
 /// The frame of a stack the kernel could not store (its hash bucket taken
 /// by another stack, or the walk failed) or that was emptied before read.
 pub const LOST_STACK: &str = "[stack lost]";
+/// The frame of off-CPU time whose stacks were not sampled, shown only when
+/// a thread had no sampled wait of that kind in the slice to spread it over.
+pub const UNSAMPLED: &str = "[not sampled]";
 /// The stack that stands for every new stack once [`MAX_DEFS`] are interned.
 pub const OTHER_STACKS: &str = "[other stacks]";
 
@@ -100,6 +103,7 @@ pub fn ips(id: u32, stacks: &StackIps) -> Ips<'_> {
     match stacks.get(&id) {
         Some(ips) => Ips::Leaf(ips),
         None if id == NO_STACK => Ips::None,
+        None if id == UNSAMPLED_STACK => Ips::Unsampled,
         None => Ips::Lost,
     }
 }
@@ -113,6 +117,7 @@ pub fn raw_key(class: &str, user: Ips<'_>, kernel: Ips<'_>) -> u64 {
         match side {
             Ips::None => 0u8.hash(&mut h),
             Ips::Lost => 1u8.hash(&mut h),
+            Ips::Unsampled => 3u8.hash(&mut h),
             Ips::Leaf(ips) => {
                 2u8.hash(&mut h);
                 ips.hash(&mut h);
@@ -130,6 +135,8 @@ pub enum Ips<'a> {
     None,
     /// Taken, but not stored or no longer in the map.
     Lost,
+    /// Not taken: an off-CPU wait outside the sample.
+    Unsampled,
     /// Leaf first.
     Leaf(&'a [u64]),
 }
@@ -190,6 +197,10 @@ impl Symbolizer {
                 truncated = ips.len() >= MAX_DEPTH || frames.first().is_some_and(|f| !is_root(f));
             }
             Ips::Lost => frames.push(lost("[unknown]")),
+            Ips::Unsampled => frames.push(Frame {
+                function: UNSAMPLED.to_owned(),
+                object: "[unknown]".to_owned(),
+            }),
             Ips::None => {}
         }
         match kernel {
@@ -199,7 +210,7 @@ impl Symbolizer {
                 }
             }
             Ips::Lost => frames.push(lost(KERNEL_OBJECT)),
-            Ips::None => {}
+            Ips::None | Ips::Unsampled => {}
         }
         (frames, truncated)
     }

@@ -540,7 +540,12 @@ impl Session {
     }
 
     /// Appends the slice [from, to); returns the number of events in it.
-    /// The `last` slice also lists the checkpoints still running.
+    /// The `last` slice also lists the checkpoints still running, and ends
+    /// once its families are read, not at `to`: what they count up to their
+    /// read (an off-CPU wait that ends then, one still open counted up to
+    /// then) is then inside the recording, so no thread's time exceeds it.
+    /// Both ends are whole milliseconds from `start`, so the slices'
+    /// durations add up to the recording's length with no loss per slice.
     pub(crate) fn take_slice(
         &mut self,
         start: Instant,
@@ -550,8 +555,9 @@ impl Session {
     ) -> u64 {
         // The families first (in the order of `Probes::readers`), then mongod.
         let mut slice = self.probes.take_slice(last);
+        let to = if last { to.max(Instant::now()) } else { to };
         slice.start_ms = (from - start).as_millis() as u64;
-        slice.duration_ms = (to - from).as_millis() as u64;
+        slice.duration_ms = ((to - start).as_millis() as u64).saturating_sub(slice.start_ms);
         slice.mongod = self.mongo.as_mut().map(|m| m.slice(to));
         let events = slice
             .sched

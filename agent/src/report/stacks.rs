@@ -43,8 +43,8 @@ pub struct HotStacks {
     /// Off CPU: of `total`, in waits that began inside a checkpoint.
     pub in_checkpoint: u64,
     /// Off CPU: the stacks were taken for one switch-out in up to this many
-    /// (random; each counting for as many): the times are estimates. 0 or
-    /// 1: every switch-out.
+    /// (random): each thread's time is exact, its split between stacks an
+    /// estimate. 0 or 1: every switch-out.
     #[serde(default)]
     pub sampled_one_in: u32,
     /// Most first.
@@ -235,7 +235,7 @@ fn intro(h: &HotStacks) -> String {
     if h.sampled_one_in > 1 {
         let _ = write!(
             text,
-            "; estimated from the stacks of one switch-out in up to {} (random, each counting for as many: mdiag keeps its stack walks near {} a second)",
+            "; each thread's time is exact, its split between stacks estimated from the stacks of one switch-out in up to {} (random: mdiag keeps its stack walks near {} a second)",
             h.sampled_one_in,
             mdiag_common::contention::WAIT_CAPTURES_PER_S
         );

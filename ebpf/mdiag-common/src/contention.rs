@@ -123,15 +123,17 @@ pub struct OffCpu {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WaitInflight {
     pub ts_ns: u64,
-    /// Ids in `CONT_WAIT_STACKS`, or `stack::NO_STACK` / `stack::LOST_STACK`.
+    /// Ids in `CONT_WAIT_STACKS`, or `stack::NO_STACK` / `stack::LOST_STACK`
+    /// / `stack::UNSAMPLED_STACK`.
     pub user_stack: u32,
     pub kernel_stack: u32,
     /// `WAIT_*`.
     pub wait: u32,
     /// [`OUTSIDE`] or [`INSIDE`] when the wait began.
     pub window: u32,
-    /// Switch-outs this sampled one stands for (`CONT_WAIT_EVERY` then).
-    pub weight: u32,
+    /// 1: its stacks were sampled; 0: not (every switch-out is timed, one in
+    /// `CONT_WAIT_EVERY` has its stacks taken).
+    pub sampled: u32,
     pub _pad0: u32,
 }
 
@@ -147,8 +149,9 @@ pub struct WaitKey {
     pub window: u32,
 }
 
-/// Waits that ended, and their time (each sampled wait counted with its
-/// weight: estimates of all the waits).
+/// Waits that ended, and their whole time: every wait counted once, exactly,
+/// under its stacks when they were sampled, else under
+/// `stack::UNSAMPLED_STACK`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WaitStats {
@@ -299,7 +302,7 @@ mod tests {
         assert_eq!(core::mem::offset_of!(ContentionDrops, nested), 32);
         assert_eq!(core::mem::offset_of!(ContentionDrops, wait_map_full), 56);
         assert_eq!(core::mem::offset_of!(WaitInflight, window), 20);
-        assert_eq!(core::mem::offset_of!(WaitInflight, weight), 24);
+        assert_eq!(core::mem::offset_of!(WaitInflight, sampled), 24);
         assert_eq!(core::mem::offset_of!(ContentionDrops, wait_sampled), 72);
         assert_eq!(core::mem::offset_of!(WaitKey, wait), 16);
         let k = WaitKey {

@@ -7,6 +7,10 @@ pub const NO_STACK: u32 = u32::MAX;
 /// The stack id of a stack the kernel could not store (its hash bucket
 /// taken by another stack, `-EEXIST`) or failed to walk.
 pub const LOST_STACK: u32 = u32::MAX - 1;
+/// The stack id of an off-CPU wait whose stacks were not sampled (one
+/// switch-out in `CONT_WAIT_EVERY` is): its time is counted exactly, and
+/// user space spreads it over the thread's sampled stacks.
+pub const UNSAMPLED_STACK: u32 = u32::MAX - 2;
 /// `-EFAULT` from `bpf_get_stackid`: no stack to walk.
 pub const EFAULT: i32 = -14;
 /// `bpf_get_stackid` flag: the user stack instead of the kernel one.

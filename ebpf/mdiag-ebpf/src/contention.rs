@@ -18,11 +18,13 @@
 //! (`FOLD_DSTATE`, so a switch runs one program, not two), else in this
 //! family's own.
 //!
-//! Off-CPU stacks: every switch-out of an observed thread stores its user
-//! and kernel stacks (`CONT_WAIT_STACKS`) and opens its wait (time, stacks,
-//! why, window) in `CONT_WAITS`; its switch-in adds the time to the counter
-//! of (thread, stacks, why, window) and deletes the wait. Same program,
-//! same folding as the D-state work.
+//! Off-CPU stacks: every switch-out of an observed thread opens its wait
+//! (time, why, window) in `CONT_WAITS`, and one in `CONT_WAIT_EVERY` also
+//! stores its user and kernel stacks (`CONT_WAIT_STACKS`; the others name
+//! `UNSAMPLED_STACK`); its switch-in adds the time to the counter of
+//! (thread, stacks, why, window) and deletes the wait. Every wait's time is
+//! so counted exactly, and user space spreads a thread's unsampled time
+//! over its sampled stacks. Same program, same folding as the D-state work.
 //!
 //! User space credits waits still in flight to the slices they overlap: a
 //! thread's totals name the start of its latest counted lock wait and
@@ -42,7 +44,7 @@ use mdiag_common::contention::{
     TASK_UNINTERRUPTIBLE, ThreadContention, WAIT_DISK, WAIT_EVERY_MAX, WAIT_RUNQUEUE, WAIT_SLEEP,
     WaitInflight, WaitKey, WaitStats,
 };
-use mdiag_common::stack::{BPF_F_USER_STACK, EFAULT, LOST_STACK, NO_STACK};
+use mdiag_common::stack::{BPF_F_USER_STACK, EFAULT, LOST_STACK, NO_STACK, UNSAMPLED_STACK};
 
 use crate::{
     sched::{
@@ -305,9 +307,11 @@ fn wait_stack(ctx: &BtfTracePointContext, flags: u64) -> u32 {
 }
 
 /// When `prev` (the current task, an observed thread) leaves the CPU: opens
-/// its wait with its stacks and why it leaves, for one switch-out in
-/// `CONT_WAIT_EVERY` (chosen at random), weighted by it. A thread leaving
-/// for good (exiting) opens none.
+/// its wait, timed from now, with why it leaves; for one switch-out in
+/// `CONT_WAIT_EVERY` (chosen at random) also with its stacks, the others
+/// under `UNSAMPLED_STACK`. Every wait is timed (a map write, cheap); only
+/// the stack walks, the costly part, are sampled. A thread leaving for good
+/// (exiting) opens none.
 #[inline(always)]
 pub(crate) fn wait_out(
     ctx: &BtfTracePointContext,
@@ -329,10 +333,8 @@ pub(crate) fn wait_out(
         d.wait_switch_outs += 1;
     }
     // SAFETY: bpf_get_prandom_u32 has no preconditions.
-    if every > 1 && unsafe { bpf_get_prandom_u32() } % every != 0 {
-        return;
-    }
-    if let Some(d) = drops() {
+    let sampled = every <= 1 || unsafe { bpf_get_prandom_u32() } % every == 0;
+    if sampled && let Some(d) = drops() {
         d.wait_sampled += 1;
     }
     let wait = if preempt || prev_state == 0 {
@@ -342,13 +344,18 @@ pub(crate) fn wait_out(
     } else {
         WAIT_SLEEP
     };
+    let (user_stack, kernel_stack) = if sampled {
+        (wait_stack(ctx, BPF_F_USER_STACK), wait_stack(ctx, 0))
+    } else {
+        (UNSAMPLED_STACK, UNSAMPLED_STACK)
+    };
     let entry = WaitInflight {
         ts_ns: now,
-        user_stack: wait_stack(ctx, BPF_F_USER_STACK),
-        kernel_stack: wait_stack(ctx, 0),
+        user_stack,
+        kernel_stack,
         wait,
         window: checkpoint_window() & 1,
-        weight: every,
+        sampled: u32::from(sampled),
         _pad0: 0,
     };
     if CONT_WAITS.insert(&prev_tid, &entry, BPF_ANY).is_err()
@@ -369,9 +376,7 @@ pub(crate) fn wait_in(next_tid: u32, next_tgid: u32, now: u64) {
     // SAFETY: valid map value pointer; copied before the delete below.
     let open = unsafe { *open };
     let _ = CONT_WAITS.remove(&next_tid);
-    let weight = u64::from(open.weight.max(1));
-    // No overflow: ns below 2^50 (13 days), weight at most 4096 (2^12).
-    let ns = now.saturating_sub(open.ts_ns).wrapping_mul(weight);
+    let ns = now.saturating_sub(open.ts_ns);
     let key = WaitKey {
         tgid: next_tgid,
         tid: next_tid,
@@ -383,11 +388,11 @@ pub(crate) fn wait_in(next_tid: u32, next_tgid: u32, now: u64) {
     if let Some(s) = CONT_WAIT_COUNTS.get_ptr_mut(&key) {
         // SAFETY: valid map value; only this thread's switch-in writes it.
         let s = unsafe { &mut *s };
-        s.waits += weight;
+        s.waits += 1;
         s.ns += ns;
         return;
     }
-    let fresh = WaitStats { waits: weight, ns };
+    let fresh = WaitStats { waits: 1, ns };
     if CONT_WAIT_COUNTS.insert(&key, &fresh, BPF_NOEXIST).is_err()
         && let Some(d) = drops()
     {

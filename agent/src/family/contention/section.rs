@@ -84,8 +84,9 @@ pub struct ContentionSlice {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<crate::stacks::table::WaitCount>,
     /// Off-CPU stacks were taken for one switch-out in this many during the
-    /// slice (chosen at random), each counting for as many: `waits` are
-    /// estimates. 0 or 1: every switch-out.
+    /// slice (chosen at random). Every wait is timed: `waits` add up to each
+    /// thread's exact time per why and window, split between its sampled
+    /// stacks (`waits.rs`). 0 or 1: every switch-out.
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub wait_sample_every: u32,
 }

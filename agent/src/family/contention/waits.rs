@@ -12,6 +12,13 @@
 //! first seen in it ([`StackDef`]) and time per stack, why and window
 //! ([`WaitCount`]). A wait is counted whole in the slice where it ends.
 //!
+//! Every wait is timed; one in N (N from the switch rate, [`WaitDrain::adapt`])
+//! has its stacks taken. A thread's time per why and window is so exact,
+//! and its unsampled part is spread over its sampled stacks
+//! ([`spread_unsampled`]): sampled waits weighted by N would be an unbiased
+//! estimate that can still exceed the time there was (a thread off CPU for
+//! 6.01 s of a 6.00 s recording).
+//!
 //! Only time inside the recording counts: when the clock starts, open waits
 //! are moved to start then ([`WaitDrain::rebase`]); the last slice counts
 //! the waits still open up to its end. The frames of the capture itself
@@ -27,6 +34,7 @@ use mdiag_common::contention::{
     INSIDE, WAIT_CAPTURES_PER_S, WAIT_DISK, WAIT_EVERY_MAX, WAIT_RUNQUEUE, WaitInflight, WaitKey,
     WaitStats,
 };
+use mdiag_common::stack::UNSAMPLED_STACK;
 
 use crate::kit::probe::monotonic_now_ns;
 use crate::kit::stacks::{StackIps, StackNames, drain_counts, drain_stacks, ips};
@@ -172,41 +180,32 @@ impl WaitDrain {
         };
         let at = monotonic_now_ns();
         let (mut counts, stacks) = self.drain_raw();
-        if let Some(target) = self.target {
-            for (tid, w) in still_open {
-                let key = WaitKey {
-                    tgid: target,
-                    tid,
-                    user_stack: w.user_stack,
-                    kernel_stack: w.kernel_stack,
-                    wait: w.wait,
-                    window: w.window,
-                };
-                // Open waits of other processes (host-wide) and of threads
-                // no longer the target's are skipped below by tgid.
-                if is_target_thread(target, tid) {
-                    let weight = u64::from(w.weight.max(1));
-                    counts.push((
-                        key,
-                        WaitStats {
-                            waits: weight,
-                            ns: at.saturating_sub(w.ts_ns).saturating_mul(weight),
-                        },
-                    ));
-                }
-            }
-        }
         let Some(target) = self.target else {
             return (Vec::new(), Vec::new());
         };
+        for (tid, w) in still_open {
+            let key = WaitKey {
+                tgid: target,
+                tid,
+                user_stack: w.user_stack,
+                kernel_stack: w.kernel_stack,
+                wait: w.wait,
+                window: w.window,
+            };
+            // Open waits of other processes (host-wide) and of threads no
+            // longer the target's are skipped.
+            if is_target_thread(target, tid) {
+                let ns = at.saturating_sub(w.ts_ns);
+                counts.push((key, WaitStats { waits: 1, ns }));
+            }
+        }
+        counts.retain(|(key, _)| key.tgid == target);
+        let counts = spread_unsampled(counts);
         self.refresh_symbols(target, &counts, &stacks);
         self.names.new_slice();
         let mut defs = Vec::new();
         let mut sums: BTreeMap<(u32, Wait, bool), (u64, u64)> = BTreeMap::new();
         for (key, v) in counts {
-            if key.tgid != target {
-                continue;
-            }
             let id = self.names.id(
                 (target, key.tid),
                 (ips(key.user_stack, &stacks), ips(key.kernel_stack, &stacks)),
@@ -301,6 +300,65 @@ fn every_for(rate: f64) -> u32 {
     }
 }
 
+/// Every wait is timed, only sampled ones have stacks: per thread, why and
+/// window, the unsampled waits' count and time are spread over the sampled
+/// stacks in proportion to their time (a ratio estimate whose total is the
+/// exact one, so a thread is never off CPU longer than it was). Rounded
+/// down, so the sum never exceeds the total. With no sampled wait to spread
+/// over, the unsampled row stays, as `[not sampled]`.
+fn spread_unsampled(counts: Vec<(WaitKey, WaitStats)>) -> Vec<(WaitKey, WaitStats)> {
+    type Group = (u32, u32, u32, u32);
+    let group = |k: &WaitKey| (k.tgid, k.tid, k.wait, k.window);
+    let mut unsampled: BTreeMap<Group, WaitStats> = BTreeMap::new();
+    let mut sampled: BTreeMap<Group, WaitStats> = BTreeMap::new();
+    for (key, v) in &counts {
+        let sums = if key.user_stack == UNSAMPLED_STACK {
+            unsampled.entry(group(key)).or_default()
+        } else {
+            sampled.entry(group(key)).or_default()
+        };
+        sums.waits += v.waits;
+        sums.ns += v.ns;
+    }
+    let scale = |part: u64, sum: u64, extra: u64| -> u64 {
+        if sum == 0 {
+            return part;
+        }
+        let scaled = u128::from(part) * u128::from(sum + extra) / u128::from(sum);
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    };
+    counts
+        .into_iter()
+        .filter_map(|(key, v)| {
+            let g = group(&key);
+            let extra = unsampled.get(&g).copied().unwrap_or_default();
+            if key.user_stack == UNSAMPLED_STACK {
+                // Kept only where no sampled time takes it over.
+                let s = sampled.get(&g).copied().unwrap_or_default();
+                let spread = s.ns > 0 || (extra.ns == 0 && s.waits > 0);
+                return (!spread).then_some((key, v));
+            }
+            let Some(&s) = sampled.get(&g) else {
+                return Some((key, v));
+            };
+            let stats = if s.ns > 0 {
+                WaitStats {
+                    waits: scale(v.waits, s.waits, extra.waits),
+                    ns: scale(v.ns, s.ns, extra.ns),
+                }
+            } else if extra.ns == 0 {
+                WaitStats {
+                    waits: scale(v.waits, s.waits, extra.waits),
+                    ns: 0,
+                }
+            } else {
+                v
+            };
+            Some((key, stats))
+        })
+        .collect()
+}
+
 fn wait_of(wait: u32) -> Wait {
     match wait {
         WAIT_DISK => Wait::Disk,
@@ -351,6 +409,69 @@ mod tests {
         assert_eq!(every_for(25_001.0), 51);
         assert_eq!(every_for(1e12), WAIT_EVERY_MAX);
         assert_eq!(every_for(f64::NAN), 1);
+    }
+
+    fn key(tid: u32, stack: u32, wait: u32) -> WaitKey {
+        WaitKey {
+            tgid: 7,
+            tid,
+            user_stack: stack,
+            kernel_stack: stack,
+            wait,
+            window: 0,
+        }
+    }
+
+    fn row(tid: u32, stack: u32, waits: u64, ns: u64) -> (WaitKey, WaitStats) {
+        (key(tid, stack, 0), WaitStats { waits, ns })
+    }
+
+    #[test]
+    fn unsampled_time_is_spread_over_the_threads_sampled_stacks_and_totals_stay_exact() {
+        // Thread 1: 10 waits of 20 ms, 2 sampled (stacks 5 and 6).
+        // Thread 2: sampled only. Thread 3: none sampled.
+        let counts = vec![
+            row(1, 5, 1, 20_000_000),
+            row(1, 6, 1, 60_000_000),
+            row(1, UNSAMPLED_STACK, 8, 120_000_000),
+            row(2, 5, 3, 9),
+            row(3, UNSAMPLED_STACK, 4, 400),
+        ];
+        let out = spread_unsampled(counts);
+        let of = |tid: u32, stack: u32| {
+            out.iter()
+                .find(|(k, _)| k.tid == tid && k.user_stack == stack)
+                .map(|(_, v)| *v)
+        };
+        // 200 ms in all, split 1:3 as the sampled stacks were.
+        assert_eq!(of(1, 5).unwrap().ns, 50_000_000);
+        assert_eq!(of(1, 6).unwrap().ns, 150_000_000);
+        assert_eq!(of(1, 5).unwrap().waits + of(1, 6).unwrap().waits, 10);
+        assert!(of(1, UNSAMPLED_STACK).is_none(), "spread, not kept");
+        assert_eq!(of(2, 5).unwrap(), WaitStats { waits: 3, ns: 9 });
+        assert_eq!(of(3, UNSAMPLED_STACK).unwrap(), WaitStats { waits: 4, ns: 400 });
+    }
+
+    #[test]
+    fn a_spread_never_exceeds_the_exact_total_and_kinds_stay_apart() {
+        let mut r = crate::kit::random::Rng(11);
+        for _ in 0..200 {
+            let mut counts = Vec::new();
+            for stack in 0..r.below(5) as u32 {
+                counts.push(row(1, stack, 1 + r.below(9), r.below(1_000_000_007)));
+            }
+            counts.push(row(1, UNSAMPLED_STACK, r.below(50), r.below(3_000_000_019)));
+            // Another kind of wait of the same thread is its own total.
+            counts.push((key(1, 9, WAIT_RUNQUEUE), WaitStats { waits: 2, ns: 77 }));
+            let total: u64 = counts.iter().map(|(_, v)| v.ns).sum();
+            let out = spread_unsampled(counts);
+            let sum: u64 = out.iter().map(|(_, v)| v.ns).sum();
+            assert!(sum <= total, "{sum} > {total}");
+            assert!(total - sum <= out.len() as u64, "{sum} lost more than rounding of {total}");
+            let rq: Vec<_> = out.iter().filter(|(k, _)| k.wait == WAIT_RUNQUEUE).collect();
+            assert_eq!(rq.len(), 1);
+            assert_eq!(rq[0].1, WaitStats { waits: 2, ns: 77 });
+        }
     }
 
     #[test]
