@@ -263,7 +263,16 @@ fn a_host_wide_recording_has_no_stacks_to_export_and_says_why() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("host.mdiag");
-    let o = run_mdiag(&["record", "--duration", "1s", "-o", rec.to_str().unwrap()]);
+    // Host-wide by choice: without it, a mongod that happens to run on the
+    // host (another test's, a developer's) would be the target.
+    let o = run_mdiag(&[
+        "record",
+        "--host-wide",
+        "--duration",
+        "1s",
+        "-o",
+        rec.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = run_mdiag(&["export", rec.to_str().unwrap(), "--folded", "-"]);
     assert_eq!(o.status.code(), Some(2));
