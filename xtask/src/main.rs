@@ -12,6 +12,7 @@ mod bench;
 mod cmd;
 mod cross;
 mod disk;
+mod load;
 mod mongod;
 mod package;
 mod prebuild;
@@ -85,6 +86,14 @@ enum Command {
         /// Run only this tier (repeatable); all tiers when not given.
         #[arg(long = "tier", value_name = "TIER")]
         tiers: Vec<test::Tier>,
+        /// Keep every CPU busy with a spinner process while the tiers run
+        /// (tests must pass on a loaded host).
+        #[arg(long)]
+        cpu_load: bool,
+        /// Run the tiers this many times in a row, stopping at the first
+        /// failure.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+        repeat: u32,
         #[command(flatten)]
         setup: SetupArgs,
     },
@@ -205,7 +214,12 @@ fn main() -> ExitCode {
         Command::Run { debug, setup, args } => {
             setup.setup_build().and_then(|()| run::run(!debug, &args))
         }
-        Command::Test { tiers, setup } => test::test(&tiers, setup.skip_setup),
+        Command::Test {
+            tiers,
+            cpu_load,
+            repeat,
+            setup,
+        } => test::test_repeated(&tiers, setup.skip_setup, cpu_load, repeat),
         Command::BenchOverhead { bench, setup } => {
             setup.setup().and_then(|()| bench::bench(&bench))
         }

@@ -172,6 +172,24 @@ enum Outcome {
     Failed(Duration),
 }
 
+/// [`test`] `repeat` times in a row (set-up only before the first), with
+/// every CPU loaded by spinners when `cpu_load` (`load.rs`).
+pub fn test_repeated(tiers: &[Tier], skip_setup: bool, cpu_load: bool, repeat: u32) -> Result<()> {
+    for round in 1..=repeat {
+        if repeat > 1 {
+            say!("round {round} of {repeat}");
+        }
+        let _load = if cpu_load {
+            Some(crate::load::CpuLoad::start()?)
+        } else {
+            None
+        };
+        test(tiers, skip_setup || round > 1)
+            .map_err(|e| e.context(format!("round {round} of {repeat}")))?;
+    }
+    Ok(())
+}
+
 /// Runs `tiers` (all when empty) in their fixed order, after the set-up
 /// they need ([`setup::steps_for`]) unless `skip_setup`.
 pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
