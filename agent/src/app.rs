@@ -80,10 +80,7 @@ pub fn run(cli: Cli) -> Result<(), AppError> {
         }
         Command::Runbooks(args) => runbooks_cmd(&args),
         Command::Alerts(args) => {
-            let url = args
-                .docs_url
-                .as_deref()
-                .unwrap_or(crate::alerts::DEFAULT_DOCS_URL);
+            let url = &args.docs_url;
             out(&match args.format {
                 crate::cli::AlertsFormat::Rules => crate::alerts::rules(url),
                 crate::cli::AlertsFormat::PrometheusRule => crate::alerts::prometheus_rule(url),

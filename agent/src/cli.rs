@@ -5,7 +5,7 @@ use std::{path::PathBuf, time::Duration};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::cli_parse::{
-    parse_alloc_duration, parse_duration, parse_sample_hz, parse_since, parse_time,
+    parse_alloc_duration, parse_docs_url, parse_duration, parse_sample_hz, parse_since, parse_time,
 };
 
 #[derive(Debug, Parser)]
@@ -60,10 +60,15 @@ pub struct AlertsArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = AlertsFormat::Rules)]
     pub format: AlertsFormat,
-    /// Where the docs directory is served (runbooks at <URL>/rules/<id>.md); default: the
-    /// repository's docs on GitHub.
-    #[arg(long, value_name = "URL")]
-    pub docs_url: Option<String>,
+    /// Where the docs directory is served (runbooks at <URL>/rules/<id>.md): the default is
+    /// the project's docs on the web; give your own copy's address if you host one.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_parser = parse_docs_url,
+        default_value = crate::alerts::DEFAULT_DOCS_URL
+    )]
+    pub docs_url: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

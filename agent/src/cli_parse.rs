@@ -1,7 +1,7 @@
 //! The command line's value parsers (`value_parser = ...` in `cli.rs`):
-//! durations, times and `--since`. Low in the module graph so that the
-//! parsers and the commands that share them (`export`, `fleet`) do not
-//! depend on each other through `cli`.
+//! durations, times, `--since` and `--docs-url`. Low in the module graph so
+//! that the parsers and the commands that share them (`export`, `fleet`) do
+//! not depend on each other through `cli`.
 
 use std::time::Duration;
 
@@ -92,6 +92,28 @@ pub fn parse_since(s: &str) -> Result<DateTime<Utc>, String> {
     parse_time(s).map_err(|e| format!("{e} (or a duration back from now: 30m, 2h, 7d)"))
 }
 
+/// Parses `--docs-url`: the absolute URL of a docs directory, which the
+/// pages' paths follow (`<URL>/rules/<id>.md`). Returned as the `url` crate
+/// writes it (spaces and braces percent-encoded), a `'` encoded too so that
+/// it fits the rules' single-quoted YAML strings, without a trailing slash.
+pub fn parse_docs_url(s: &str) -> Result<String, String> {
+    const EXAMPLE: &str =
+        "give the address of the docs directory, e.g. https://docs.example.com/mdiag";
+    let url = url::Url::parse(s.trim())
+        .map_err(|e| format!("{s:?} is not an absolute URL ({e}): {EXAMPLE}"))?;
+    if url.cannot_be_a_base() {
+        return Err(format!(
+            "{s:?} cannot be followed by a page's path: {EXAMPLE}"
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "{s:?} has a query or a fragment, which the pages' paths would follow: {EXAMPLE}"
+        ));
+    }
+    Ok(url.as_str().trim_end_matches('/').replace('\'', "%27"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +134,38 @@ mod tests {
         assert!(e.contains("\"99.5\"") && e.contains("whole number"), "{e}");
         let e = parse_sample_hz("1001").unwrap_err();
         assert!(e.contains("1001 Hz") && e.contains("1 to 1000"), "{e}");
+    }
+
+    #[test]
+    fn docs_url_is_an_absolute_url_pages_can_follow() {
+        assert_eq!(
+            parse_docs_url("https://docs.example.com/mdiag/").as_deref(),
+            Ok("https://docs.example.com/mdiag")
+        );
+        assert_eq!(
+            parse_docs_url("https://docs.example.com").as_deref(),
+            Ok("https://docs.example.com")
+        );
+        assert_eq!(
+            parse_docs_url("file:///usr/share/doc/mdiag").as_deref(),
+            Ok("file:///usr/share/doc/mdiag")
+        );
+        assert_eq!(
+            parse_docs_url("https://wiki.example.com/it's docs/{x}").as_deref(),
+            Ok("https://wiki.example.com/it%27s%20docs/%7Bx%7D")
+        );
+        for (bad, says) in [
+            ("docs.example.com/mdiag", "not an absolute URL"),
+            ("", "not an absolute URL"),
+            ("mailto:sre@example.com", "cannot be followed"),
+            ("https://docs.example.com/?v=2", "query or a fragment"),
+            ("https://docs.example.com/#top", "query or a fragment"),
+        ] {
+            let e = parse_docs_url(bad).unwrap_err();
+            assert!(
+                e.contains(says) && e.contains("e.g. https://"),
+                "{bad}: {e}"
+            );
+        }
     }
 }

@@ -8,7 +8,12 @@
 //! - `promtool test rules` passes `packaging/prometheus/tests/`, which has
 //!   for every alert a case where it fires and one where it does not, and
 //!   fails on a rules file whose expressions were changed (so the tests
-//!   hold the expressions, not just their syntax).
+//!   hold the expressions, not just their syntax);
+//! - the Helm chart's PrometheusRule (`helm template` with the rules file
+//!   as values, helm as in `packaging.rs`) links where `mdiag alerts` does,
+//!   by default and under `prometheusRule.docsUrl`, each link to a page of
+//!   `docs/` (the check of `support/runbook_links.rs`); a docsUrl that is no
+//!   URL fails to render.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -19,6 +24,11 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, Output},
 };
+
+#[path = "support/helm.rs"]
+mod helm;
+#[path = "support/runbook_links.rs"]
+mod runbook_links;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -111,6 +121,21 @@ fn promtool_accepts_the_rules_in_every_form() {
     assert_eq!(alert_names(&spec), alerts);
 }
 
+#[test]
+fn a_docs_url_that_is_no_url_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mdiag"))
+        .args(["alerts", "--docs-url", "docs.example.org/mdiag"])
+        .output()
+        .unwrap();
+    let said = said(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("--docs-url") && said.contains("not an absolute URL"),
+        "{said}"
+    );
+    assert!(out.stdout.is_empty(), "{said}");
+}
+
 /// Each alert's cases in the test file: (fires somewhere, silent somewhere).
 fn cases(test_text: &str) -> std::collections::BTreeMap<String, (bool, bool)> {
     let mut cases = std::collections::BTreeMap::new();
@@ -201,4 +226,98 @@ fn promtool_unit_tests_catch_changed_expressions() {
             "the tests pass with {from:?} → {to:?}"
         );
     }
+}
+
+/// The `runbook_url` of each alert of a rules file's groups (parsed, so
+/// that the findings' shared annotations count once per alert), in order.
+fn alert_links(groups: &serde_json::Value) -> Vec<String> {
+    let mut links = Vec::new();
+    for group in groups.as_array().unwrap() {
+        for rule in group["rules"].as_array().unwrap() {
+            let link = rule["annotations"]["runbook_url"].as_str();
+            links.push(
+                link.unwrap_or_else(|| panic!("no runbook_url: {rule}"))
+                    .to_owned(),
+            );
+        }
+    }
+    links
+}
+
+/// The YAML documents of `text` as JSON values.
+fn yaml_docs(text: &str) -> Vec<serde_json::Value> {
+    serde_norway::Deserializer::from_str(text)
+        .map(|doc| <serde_json::Value as serde::Deserialize>::deserialize(doc).unwrap())
+        .collect()
+}
+
+/// The links of the PrometheusRule `helm template` renders with the rules
+/// file as values and `args`.
+fn helm_links(args: &[&str]) -> Vec<String> {
+    let rules = rules_file();
+    let mut all = vec![
+        "-f",
+        rules.to_str().unwrap(),
+        "--set",
+        "prometheusRule.enabled=true",
+    ];
+    all.extend(args);
+    let (ok, yaml) = helm::template(&all);
+    assert!(ok, "helm template {all:?}: {yaml}");
+    let docs = yaml_docs(&yaml);
+    let rule = docs.iter().find(|d| d["kind"] == "PrometheusRule");
+    alert_links(&rule.unwrap_or_else(|| panic!("no PrometheusRule: {yaml}"))["spec"]["groups"])
+}
+
+/// The links of `mdiag alerts`' rules under `docs_url`, one per alert.
+fn cli_links(docs_url: &str) -> Vec<String> {
+    let text = mdiag::alerts::rules(docs_url);
+    alert_links(&yaml_docs(&text)[0]["groups"])
+}
+
+/// Each of `links` is under `docs_url` and names a page of `docs/`.
+fn assert_pages_exist(links: &[String], docs_url: &str) {
+    let ids: Vec<String> = mdiag::rules::RuleSet::builtin()
+        .unwrap()
+        .rules()
+        .iter()
+        .map(|r| r.id().to_owned())
+        .collect();
+    let docs = repo().join("docs");
+    for link in links {
+        let page = link
+            .strip_prefix(&format!("{docs_url}/"))
+            .unwrap_or_else(|| panic!("{link} is not under {docs_url}"));
+        let problems = runbook_links::problems(page, &docs, &ids);
+        assert!(problems.is_empty(), "{link}: {problems:?}");
+    }
+}
+
+#[test]
+fn the_helm_chart_s_rules_link_to_pages_that_exist() {
+    use mdiag::alerts::{DEFAULT_DOCS_URL, RULES};
+    let alerts = alert_names(RULES).len();
+    // By default, the links of the rules file: the project's docs.
+    let given = helm_links(&[]);
+    assert_eq!(given.len(), alerts, "{given:?}");
+    assert_eq!(given, cli_links(DEFAULT_DOCS_URL));
+    assert_pages_exist(&given, DEFAULT_DOCS_URL);
+    // Under prometheusRule.docsUrl, where `mdiag alerts --docs-url` puts them.
+    let url = "https://docs.example.org/mdiag";
+    let moved = helm_links(&["--set", &format!("prometheusRule.docsUrl={url}/")]);
+    assert_eq!(moved.len(), alerts, "{moved:?}");
+    assert_eq!(moved, cli_links(url));
+    assert_pages_exist(&moved, url);
+    // A docsUrl that is no URL is refused.
+    let rules_path = rules_file();
+    let (ok, said) = helm::template(&[
+        "-f",
+        rules_path.to_str().unwrap(),
+        "--set",
+        "prometheusRule.enabled=true,prometheusRule.docsUrl=docs.example.org",
+    ]);
+    assert!(
+        !ok && said.contains("prometheusRule.docsUrl \"docs.example.org\" is not the absolute URL"),
+        "{said}"
+    );
 }

@@ -383,41 +383,12 @@ fn the_pod_keeps_the_systemd_unit_s_privileges_and_budget() {
 
 // ------------------------------------------------------------------ helm ----
 
-const CHART: &str = "packaging/helm/mdiag";
-
 #[path = "support/pki.rs"]
 mod support;
 
-/// helm as `cargo xtask setup` built it (`MDIAG_HELM`, else
-/// `target/helm/bin/helm`).
-fn helm() -> Command {
-    let bin = std::env::var_os("MDIAG_HELM")
-        .map_or_else(|| repo().join("target/helm/bin/helm"), PathBuf::from);
-    assert!(
-        bin.exists(),
-        "no {}: run `cargo xtask setup`",
-        bin.display()
-    );
-    let mut cmd = Command::new(bin);
-    cmd.current_dir(repo());
-    cmd
-}
-
-/// `helm template` of the chart with `args`: (succeeded, stdout + stderr).
-fn helm_template(args: &[&str]) -> (bool, String) {
-    let out = helm()
-        .args(["template", "mdiag", CHART, "--namespace", "mdiag"])
-        .args(["--kube-version", "1.28.0"])
-        .args(args)
-        .output()
-        .expect("run helm");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
+#[path = "support/helm.rs"]
+mod helm;
+use helm::{CHART, helm, template as helm_template};
 
 fn rendered(args: &[&str]) -> String {
     let (ok, yaml) = helm_template(args);
@@ -474,7 +445,7 @@ fn helm_chart_lints_and_every_rendering_passes_the_schemas() {
         "-f",
         path,
         "--set",
-        "prometheusRule.enabled=true,mongodb.uri=mongodb://u:p@mongod.example:27017",
+        "prometheusRule.enabled=true,prometheusRule.docsUrl=https://docs.example.org/mdiag,mongodb.uri=mongodb://u:p@mongod.example:27017",
         "--set",
         "priorityClassName=system-node-critical,podMonitor.labels.release=kps",
     ]);

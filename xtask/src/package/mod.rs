@@ -144,9 +144,10 @@ pub fn layout(arch: &Arch, bin: &Path) -> Result<Vec<Entry>> {
     Ok(files)
 }
 
-/// The pages the alert rules' `runbook_url`s name by default
-/// (`mdiag alerts`: `file:///usr/share/doc/mdiag/...`): `docs/agent.md` and
-/// every `docs/rules/*.md`, under `/usr/share/doc/mdiag`.
+/// The runbook pages, to read on the host: `docs/agent.md` (the unit's
+/// `Documentation=`) and every `docs/rules/*.md`, under `/usr/share/doc/mdiag`.
+/// The alert rules' `runbook_url`s name the same pages on the web (a
+/// `file://` link opens only on the host itself, not from Alertmanager).
 fn runbook_pages() -> Result<Vec<Entry>> {
     let doc = format!("/usr/share/doc/{NAME}");
     let mut files = vec![Entry::new(
