@@ -38,6 +38,8 @@ pub mod mongo;
 pub mod offload;
 pub mod privileges;
 pub mod probes;
+#[cfg(test)]
+mod readme_contract;
 pub mod record;
 pub mod recording;
 pub mod report;
