@@ -19,10 +19,26 @@
 //!
 //! The file is created with mode 0600 under its final name (an earlier file
 //! there is replaced), and every frame is `fdatasync`ed once written.
+//!
+//! A write that fails (the disk full, the file size limit, an I/O error)
+//! leaves no partial frame: the writer knows where its last whole frame
+//! ends and cuts the file back to there. Then, since a frame of five
+//! seconds of a busy host may be larger than the room left, it tries each
+//! of that frame's lines in a frame of its own, in order, keeping each one
+//! written and synced, cutting off the first that fails, and giving up
+//! there (a later, smaller slice would leave a gap in time). Unless every
+//! line was written so (then nothing is lost), the error is returned, and
+//! every later write returns it again without touching the file: `record`
+//! stops and says why. No end line is written after a failure: it would
+//! describe the whole run (its checks, its stop reason) while the file
+//! holds only some of its slices; the file then reads as "ended early
+//! after N slices", which is the truth. What was written before the
+//! failure is never lost. The writer writes to an [`Output`] so that tests
+//! can give it a file whose room runs out.
 
 use std::{
     fs::File,
-    io::Write,
+    io::{Seek, SeekFrom, Write},
     path::{Path, PathBuf},
 };
 
@@ -59,43 +75,90 @@ enum LineRef<'a> {
     End(&'a Recording),
 }
 
+/// Where a recording's frames go: a file (or, in tests, one whose room runs
+/// out). Frames are only appended, or cut back to the end of a whole one.
+pub trait Output: Write {
+    /// Waits until what was written is on the disk (`fdatasync`).
+    fn sync_data(&mut self) -> std::io::Result<()>;
+    /// Waits until the data and the file's metadata are on the disk.
+    fn sync_all(&mut self) -> std::io::Result<()>;
+    /// Cuts the output to its first `len` bytes; writes continue there.
+    fn cut_to(&mut self, len: u64) -> std::io::Result<()>;
+}
+
+impl Output for File {
+    fn sync_data(&mut self) -> std::io::Result<()> {
+        File::sync_data(self)
+    }
+
+    fn sync_all(&mut self) -> std::io::Result<()> {
+        File::sync_all(self)
+    }
+
+    fn cut_to(&mut self, len: u64) -> std::io::Result<()> {
+        self.set_len(len)?;
+        self.seek(SeekFrom::Start(len)).map(drop)
+    }
+}
+
 /// A recording file being written. Lines are buffered until [`Self::flush`]
 /// writes them as one frame.
 #[derive(Debug)]
-pub struct StreamWriter {
-    file: File,
+pub struct StreamWriter<O = File> {
+    out: O,
     path: PathBuf,
     /// JSON lines not yet in a frame.
     pending: Vec<u8>,
-    /// Slices written in frames so far.
+    /// Where each pending line ends in `pending`, and whether it is a slice.
+    lines: Vec<(usize, bool)>,
+    /// Slices written in whole frames so far.
     slices: u64,
-    /// Slices among the pending lines.
-    slices_pending: u64,
+    /// Where the last whole frame ends: the file's length, but for a frame
+    /// being written.
+    end: u64,
+    /// The write that failed: every later one fails with it, unwritten.
+    failed: Option<std::io::Error>,
+    /// A failed frame could not be cut off: nothing more is appended.
+    uncut: bool,
 }
 
 impl StreamWriter {
     /// Creates the file at `path` (mode 0600; an earlier file there is
     /// replaced) and writes `head`, the recording as known at its start
-    /// (its slices, if any, are not written), as the first frame.
+    /// (its slices, if any, are not written), as the first frame. A head
+    /// that cannot be written leaves no file.
     pub fn create(path: &Path, head: &Recording) -> Result<Self, RecordingError> {
         let file = create_private(path).map_err(|source| RecordingError::Write {
             path: path.to_owned(),
             source,
         })?;
-        let mut w = Self::on(file, path);
-        w.line(&LineRef::Head(&without_slices(head)))?;
+        Self::start(file, path, head).inspect_err(|_| {
+            let _ = std::fs::remove_file(path);
+        })
+    }
+}
+
+impl<O: Output> StreamWriter<O> {
+    /// A writer of `out`, empty, for `path`, with `head` written as its
+    /// first frame (see [`StreamWriter::create`]).
+    pub(crate) fn start(out: O, path: &Path, head: &Recording) -> Result<Self, RecordingError> {
+        let mut w = Self::on(out, path);
+        w.line(&LineRef::Head(&without_slices(head)), false)?;
         w.flush()?;
         Ok(w)
     }
 
-    /// A writer of the open, empty `file` at `path`.
-    fn on(file: File, path: &Path) -> Self {
+    /// A writer of `out`, empty, for `path`.
+    fn on(out: O, path: &Path) -> Self {
         Self {
-            file,
+            out,
             path: path.to_owned(),
             pending: Vec::new(),
+            lines: Vec::new(),
             slices: 0,
-            slices_pending: 0,
+            end: 0,
+            failed: None,
+            uncut: false,
         }
     }
 
@@ -104,42 +167,105 @@ impl StreamWriter {
         &self.path
     }
 
-    /// Slices written to the file so far (in flushed frames).
+    /// Slices written to the file so far (in whole frames, synced).
     pub fn slices_written(&self) -> u64 {
         self.slices
     }
 
     /// Adds a slice to the frame being filled.
     pub fn push_slice(&mut self, slice: &Slice) -> Result<(), RecordingError> {
-        self.line(&LineRef::Slice(slice))?;
-        self.slices_pending += 1;
-        Ok(())
+        self.line(&LineRef::Slice(slice), true)
     }
 
     /// Adds mongod's TCMalloc detail to the frame being filled.
     pub fn push_detail(&mut self, detail: &TcmallocDetail) -> Result<(), RecordingError> {
-        self.line(&LineRef::Detail(detail))
+        self.line(&LineRef::Detail(detail), false)
     }
 
     /// Writes the lines added since the last frame as one frame, and waits
-    /// until they are on the disk. Nothing to write: nothing done.
+    /// until they are on the disk. Nothing to write: nothing done. If that
+    /// fails, the lines are written each in a frame of its own as long as
+    /// they can be; unless all were, the error is returned (see the
+    /// header), and so is it by every later call, which writes nothing.
     pub fn flush(&mut self) -> Result<(), RecordingError> {
+        if let Some(e) = &self.failed {
+            return Err(self.write_error(again(e)));
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
-        let frame = compress(&self.pending).map_err(|e| self.write_error(e))?;
-        self.file
-            .write_all(&frame)
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| self.write_error(e))?;
+        let pending = std::mem::take(&mut self.pending);
+        let lines = std::mem::take(&mut self.lines);
+        let result = match self.frame(&pending) {
+            Ok(()) => {
+                self.slices += lines.iter().filter(|(_, slice)| *slice).count() as u64;
+                Ok(())
+            }
+            Err(_) if lines.len() > 1 && self.line_by_line(&pending, &lines) => Ok(()),
+            Err(e) => {
+                self.failed = Some(again(&e));
+                Err(self.write_error(e))
+            }
+        };
+        // The buffers are kept for the next frame.
+        self.pending = pending;
         self.pending.clear();
-        self.slices += std::mem::take(&mut self.slices_pending);
-        Ok(())
+        self.lines = lines;
+        self.lines.clear();
+        result
+    }
+
+    /// Writes `data` as one frame after the last whole one and syncs it. On
+    /// failure the file is cut back to the end of the last whole frame.
+    fn frame(&mut self, data: &[u8]) -> std::io::Result<()> {
+        let frame = compress(data)?;
+        match self
+            .out
+            .write_all(&frame)
+            .and_then(|()| self.out.sync_data())
+        {
+            Ok(()) => {
+                self.end += frame.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                match self.out.cut_to(self.end) {
+                    // Best effort: the next frame's sync makes the length
+                    // durable too, and the reader stops at a partial frame.
+                    Ok(()) => drop(self.out.sync_data()),
+                    Err(c) => {
+                        tracing::warn!(
+                            path = %self.path.display(),
+                            "cannot cut a partly written frame off the recording: {c}"
+                        );
+                        self.uncut = true;
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The lines of a frame that could not be written, in `data` up to the
+    /// ends in `lines`: each in a frame of its own, in order, up to the
+    /// first that cannot be written. True if all were written.
+    fn line_by_line(&mut self, data: &[u8], lines: &[(usize, bool)]) -> bool {
+        let mut start = 0;
+        for &(end, slice) in lines {
+            if self.uncut || self.frame(&data[start..end]).is_err() {
+                return false;
+            }
+            self.slices += u64::from(slice);
+            start = end;
+        }
+        true
     }
 
     /// Writes the end line (`end`: the final recording; its slices are not
     /// written, its mongod TCMalloc detail goes in detail lines before it),
-    /// the last frame, and makes the file's name durable.
+    /// the last frame, and makes the file's name durable. After a failed
+    /// write, nothing is written and that write's error is returned: the
+    /// file reads as ended early.
     pub fn finish(mut self, end: &Recording) -> Result<PathBuf, RecordingError> {
         self.write_end(end)?;
         sync_dir(&self.path);
@@ -148,21 +274,26 @@ impl StreamWriter {
 
     /// The detail lines and the end line of `end`, in the last frame, synced.
     fn write_end(&mut self, end: &Recording) -> Result<(), RecordingError> {
+        if let Some(e) = &self.failed {
+            return Err(self.write_error(again(e)));
+        }
         let mut end = without_slices(end);
         if let Some(m) = end.mongod.as_mut() {
             for d in std::mem::take(&mut m.tcmalloc_detail) {
                 self.push_detail(&d)?;
             }
         }
-        self.line(&LineRef::End(&end))?;
+        self.line(&LineRef::End(&end), false)?;
         self.flush()?;
-        self.file.sync_all().map_err(|e| self.write_error(e))
+        self.out.sync_all().map_err(|e| self.write_error(e))
     }
 
-    fn line(&mut self, line: &LineRef<'_>) -> Result<(), RecordingError> {
+    /// Adds `line` to the frame being filled.
+    fn line(&mut self, line: &LineRef<'_>, slice: bool) -> Result<(), RecordingError> {
         serde_json::to_writer(&mut self.pending, line)
             .map_err(|e| self.write_error(std::io::Error::other(e)))?;
         self.pending.push(b'\n');
+        self.lines.push((self.pending.len(), slice));
         Ok(())
     }
 
@@ -174,6 +305,14 @@ impl StreamWriter {
     }
 }
 
+/// The same error as `e`, again (its OS error number, else its kind and text).
+fn again(e: &std::io::Error) -> std::io::Error {
+    e.raw_os_error().map_or_else(
+        || std::io::Error::new(e.kind(), e.to_string()),
+        std::io::Error::from_raw_os_error,
+    )
+}
+
 /// Writes `recording` whole to `file` (created for `path`) in the stream
 /// layout: head, its slices (a frame per [`PER_FRAME`] of them), end.
 pub(crate) fn write_whole(
@@ -182,7 +321,7 @@ pub(crate) fn write_whole(
     file: File,
 ) -> Result<(), RecordingError> {
     let mut w = StreamWriter::on(file, path);
-    w.line(&LineRef::Head(&without_slices(recording)))?;
+    w.line(&LineRef::Head(&without_slices(recording)), false)?;
     for chunk in recording.slices.chunks(PER_FRAME) {
         for s in chunk {
             w.push_slice(s)?;

@@ -12,7 +12,7 @@ use super::{
 };
 
 /// `sample()` with `n` slices and two TCMalloc details.
-fn recording(n: u64) -> Recording {
+pub(super) fn recording(n: u64) -> Recording {
     let mut r = sample();
     let one = r.slices[0].clone();
     r.slices = (0..n)
