@@ -126,34 +126,80 @@ impl Drop for SmallDisk {
     }
 }
 
+/// The frames a host-wide recording writes on this host now, busy or not,
+/// measured by a short recording to a roomy disk: (its head frame's size,
+/// the size of its largest slice line alone in a frame, as `record` writes
+/// a frame: zstd level 3 with its checksum).
+fn host_wide_frame_sizes() -> (u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("measure.mdiag");
+    let (rec_child, rec_err) = start_record(&[
+        "--duration",
+        "4s",
+        "--host-wide",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let (status, _, stderr) = finish(rec_child, rec_err);
+    assert!(status.success(), "{stderr}");
+    let bytes = std::fs::read(&out).unwrap();
+    let head = zstd::zstd_safe::find_frame_compressed_size(&bytes).unwrap() as u64;
+    let text = zstd::decode_all(&bytes[..]).unwrap();
+    let mut c = zstd::bulk::Compressor::new(3).unwrap();
+    c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+        .unwrap();
+    let slice = text
+        .split_inclusive(|&b| b == b'\n')
+        .filter(|l| l.starts_with(b"{\"slice\""))
+        .map(|l| c.compress(l).unwrap().len() as u64)
+        .max()
+        .expect("the measuring recording has slices");
+    (head, slice)
+}
+
 #[test]
 fn a_full_disk_stops_the_recording_and_keeps_what_was_written() {
     let _serial = mdiag_tests::serial();
     require_root();
-    // Room for the head and a few frames of a host-wide recording.
-    let disk = SmallDisk::new(16 << 10);
+    // A disk with room for the head (a quarter to spare) and about four
+    // slices alone in a frame, as measured now on this host, busy or not:
+    // a frame of five seconds may or may not fit, and the slices of one
+    // that does not are written one per frame until one does not. (A
+    // constant size, tuned on a quiet host, held no slice on a busy one.)
+    // The kernel rounds the size up to whole pages.
+    let (head, slice) = host_wide_frame_sizes();
+    let room = head + head / 4 + 4 * slice;
+    let disk = SmallDisk::new(room);
     let out = disk.0.path().join("full.mdiag");
     let (rec_child, rec_err) = start_record(&[
         "--duration",
-        "10m",
+        "2m",
         "--host-wide",
         "-o",
         out.to_str().unwrap(),
     ]);
     let _reaper = Reaper(rec_child.id() as i32);
     let (status, _, stderr) = finish(rec_child, rec_err);
-    // Stopped by the full disk, long before the 10 minutes, and said why.
-    assert!(!status.success(), "{stderr}");
-    assert!(stderr.contains("No space left on device"), "{stderr}");
-    assert!(stderr.contains("mdiag explain"), "{stderr}");
+    let what = format!("a disk of {room} bytes (head {head}, slice {slice}): {stderr}");
+    // Written there (the head fitted), stopped by the full disk long before
+    // the 2 minutes, and said why.
+    assert!(!stderr.contains("instead"), "{what}");
+    assert!(!status.success(), "{what}");
+    assert!(stderr.contains("No space left on device"), "{what}");
+    assert!(stderr.contains("mdiag explain"), "{what}");
     crate::record_cli::assert_detached();
+    // No partial frame: every frame whole, each one's checksum good.
+    let bytes = std::fs::read(&out).unwrap();
+    zstd::decode_all(&bytes[..]).unwrap_or_else(|e| panic!("{what}: {e}"));
     let opened = open(&out).unwrap();
     let rec = &opened.recording;
     crate::physics::assert_physical(rec);
-    assert!(!rec.slices.is_empty());
-    assert!(
-        rec.stop_reason.starts_with("ended early"),
-        "{}",
-        rec.stop_reason
+    assert!(!rec.slices.is_empty(), "{what}");
+    eprintln!(
+        "a disk of {room} bytes (head {head}, slice {slice}) held {} bytes, {} slices",
+        bytes.len(),
+        rec.slices.len()
     );
+    let said = format!("ended early after {} slices", rec.slices.len());
+    assert!(rec.stop_reason.starts_with(&said), "{}", rec.stop_reason);
 }
