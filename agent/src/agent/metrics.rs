@@ -105,6 +105,8 @@ pub struct SelfView {
     /// Matching processes not watched at the last scan, by reason (every
     /// reason, zeros included; see [`super::skips`]).
     pub skipped: Vec<(&'static str, usize)>,
+    /// Reloads of `/metrics`' TLS files (empty without TLS from files).
+    pub web_tls: Vec<super::web_reload::ReloadCounts>,
 }
 
 /// The exposition of `view`.
@@ -238,6 +240,40 @@ fn self_metrics(e: &mut Exposition, a: &SelfView) {
     if let Some(f) = &a.fleet {
         fleet_metrics(e, f);
     }
+    if !a.web_tls.is_empty() {
+        web_tls_metrics(e, &a.web_tls);
+    }
+}
+
+fn web_tls_metrics(e: &mut Exposition, reloads: &[super::web_reload::ReloadCounts]) {
+    let rows = reloads
+        .iter()
+        .flat_map(|r| {
+            [("ok", r.ok), ("failed", r.failed)]
+                .map(|(result, n)| (labels(&[("files", r.files), ("result", result)]), n as f64))
+        })
+        .collect();
+    e.counter(
+        "web_tls_reloads",
+        "Changes of /metrics' TLS files (files: certificate, client_ca) read again: ok, or failed (the previous ones kept serving)",
+        None,
+        rows,
+    );
+    let failing = reloads
+        .iter()
+        .map(|r| {
+            (
+                labels(&[("files", r.files)]),
+                f64::from(u8::from(r.failing)),
+            )
+        })
+        .collect();
+    e.gauge(
+        "web_tls_reload_failed",
+        "1 while /metrics' TLS files on disk could not be used at their last change (the previous ones are served), else 0",
+        None,
+        failing,
+    );
 }
 
 fn fleet_metrics(e: &mut Exposition, f: &crate::fleet::sender::FleetStats) {

@@ -31,6 +31,7 @@ mod view;
 pub mod watch;
 pub mod web_auth;
 pub mod web_config;
+pub mod web_reload;
 pub mod web_tls;
 
 use std::path::{Path, PathBuf};

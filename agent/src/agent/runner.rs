@@ -750,7 +750,7 @@ impl Agent {
             &self.flight,
             self.windows,
             &self.config,
-            self.published.scrapes(),
+            &self.published,
         );
         v.findings = view::findings(&self.findings, &self.rules);
         v.agent.bpf_run_seconds = bpf_run;

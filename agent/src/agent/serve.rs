@@ -5,13 +5,15 @@
 //!
 //! With a web configuration file (`web_config.rs`) the same server speaks
 //! TLS (tokio-rustls) and asks for basic auth (`web_auth.rs`) on every path,
-//! as an exporter-toolkit exporter does.
+//! as an exporter-toolkit exporter does. Each connection takes the TLS
+//! configuration in effect then (`web_tls.rs`: certificate files and client
+//! CA are read again when they change).
 
 use std::{
     convert::Infallible,
     net::SocketAddr,
     sync::{
-        Arc, RwLock,
+        Arc, OnceLock, RwLock,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
@@ -24,6 +26,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::web_auth::{BasicAuth, CHALLENGE};
 use super::web_config::WebConfig;
+use super::web_reload::ReloadCounts;
+use super::web_tls::TlsSettings;
 
 /// A client that has not finished its TLS handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,11 +35,14 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// OpenMetrics text, as `prometheus-client` writes it.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// What the main loop publishes and the server reads.
+/// What the main loop publishes and the server reads; and what the server
+/// counts for the main loop's metrics.
 #[derive(Debug, Default)]
 pub struct Published {
     text: RwLock<String>,
     scrapes: AtomicU64,
+    /// The TLS settings served, for their reload counts.
+    tls: OnceLock<TlsSettings>,
 }
 
 impl Published {
@@ -51,6 +58,11 @@ impl Published {
 
     pub fn scrapes(&self) -> u64 {
         self.scrapes.load(Ordering::Relaxed)
+    }
+
+    /// Reloads of the TLS files so far (empty without TLS from files).
+    pub fn tls_reloads(&self) -> Vec<ReloadCounts> {
+        self.tls.get().map(TlsSettings::reloads).unwrap_or_default()
     }
 }
 
@@ -72,7 +84,7 @@ pub enum ServeError {
 
 /// What the web configuration file makes of the server.
 struct Web {
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<TlsSettings>,
     auth: Option<Arc<BasicAuth>>,
     headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
 }
@@ -107,10 +119,7 @@ impl Web {
             })
             .collect();
         Ok(Self {
-            tls: c
-                .tls
-                .as_ref()
-                .map(|t| tokio_rustls::TlsAcceptor::from(t.server.clone())),
+            tls: c.tls.clone(),
             auth,
             headers,
         })
@@ -126,6 +135,10 @@ pub fn start(
     web: Option<&WebConfig>,
 ) -> Result<SocketAddr, ServeError> {
     let web = Arc::new(Web::new(web)?);
+    if let Some(t) = &web.tls {
+        // Set once: a second server on the same Published keeps the first's.
+        let _ = published.tls.set(t.clone());
+    }
     let std_listener =
         std::net::TcpListener::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
     let local = std_listener
@@ -167,9 +180,10 @@ fn serve(std_listener: std::net::TcpListener, published: Arc<Published>, web: Ar
             let published = published.clone();
             let web = web.clone();
             tokio::spawn(async move {
-                match web.tls.clone() {
+                match web.tls.as_ref().map(TlsSettings::server) {
                     None => connection(stream, published, web).await,
-                    Some(acceptor) => {
+                    Some(server) => {
+                        let acceptor = tokio_rustls::TlsAcceptor::from(server);
                         match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
                         {
                             Ok(Ok(tls)) => connection(tls, published, web).await,

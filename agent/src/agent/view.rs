@@ -97,7 +97,7 @@ pub fn build(
     flight: &Flight,
     windows: u64,
     config: &AgentConfig,
-    scrapes: u64,
+    published: &super::serve::Published,
 ) -> View {
     let (arch, kernel) = crate::host::machine_and_release();
     View {
@@ -112,7 +112,7 @@ pub fn build(
         agent: SelfView {
             process: super::process::sample(),
             windows,
-            scrapes,
+            scrapes: published.scrapes(),
             bpf_run_seconds: None,
             alloc_budget_spent_ratio: watches
                 .iter()
@@ -124,6 +124,7 @@ pub fn build(
             max_series: config.max_series,
             fleet: None,
             skipped: Vec::new(),
+            web_tls: published.tls_reloads(),
         },
     }
 }
@@ -370,6 +371,10 @@ mod tests {
                 bpf_run_seconds: Some(1.0),
                 max_series: 10_000,
                 fleet: Some(Default::default()),
+                web_tls: vec![crate::agent::web_reload::ReloadCounts {
+                    files: "certificate",
+                    ..Default::default()
+                }],
                 ..SelfView::default()
             },
             ..View::default()

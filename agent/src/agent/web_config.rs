@@ -9,7 +9,9 @@
 //! rustls or mdiag does not do (`cipher_suites`, `curve_preferences`,
 //! `client_allowed_sans`, `rate_limit`, `http2: true`, client certificates
 //! accepted unverified) is an error naming the key, never silently dropped.
-//! Read once at start: certificates are not reloaded (restart the agent).
+//! This file is read once, at start (a change of it waits for a restart);
+//! the certificate, key and client CA files it names are read again when
+//! they change, as the toolkit does (`web_reload.rs`).
 
 use std::{
     collections::BTreeMap,
@@ -190,7 +192,8 @@ impl WebConfig {
             || "off (plain HTTP)".to_owned(),
             |t| {
                 format!(
-                    "on: certificate {}, key {}, versions {} to {}, client certificates: {}",
+                    "on: certificate {}, key {}, versions {} to {}, client certificates: {} \
+                     (files read again when they change)",
                     t.cert_source,
                     t.key_source,
                     t.min_version,

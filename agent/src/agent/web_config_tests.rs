@@ -41,7 +41,7 @@ fn a_whole_file_parses_with_files_relative_to_it() {
     assert_eq!(tls.client_auth, ClientAuth::RequireAndVerify);
     assert_eq!((tls.min_version, tls.max_version), ("TLS13", "TLS13"));
     assert!(tls.cert_source.ends_with("server.crt"), "{tls:?}");
-    assert_eq!(tls.server.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    assert_eq!(tls.server().alpn_protocols, vec![b"http/1.1".to_vec()]);
     assert_eq!(c.users.keys().collect::<Vec<_>>(), ["prometheus"]);
     assert_eq!(c.headers, [("X-Frame-Options".into(), "deny".into())]);
     assert!(c.authenticates());
