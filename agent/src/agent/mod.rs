@@ -38,6 +38,11 @@ use std::path::{Path, PathBuf};
 
 pub use runner::run;
 
+/// Certificates for the tests of the web configuration and its reloads.
+#[cfg(test)]
+#[path = "../../tests/support/pki.rs"]
+mod pki;
+
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {

@@ -4,9 +4,7 @@
 use std::path::Path;
 
 use super::*;
-
-#[path = "../../tests/support/pki.rs"]
-mod pki;
+use crate::agent::pki;
 
 /// A directory with a server certificate for localhost (`server.crt`,
 /// `server.key`) and the CA that signed it (`ca.crt`).

@@ -15,10 +15,7 @@ use std::{
 use rustls::pki_types::pem::PemObject;
 
 use super::*;
-use crate::agent::web_config::WebConfig;
-
-#[path = "../../tests/support/pki.rs"]
-mod pki;
+use crate::agent::{pki, web_config::WebConfig};
 
 const SECOND: Duration = Duration::from_secs(1);
 

@@ -1,6 +1,7 @@
 //! Certificates made in tests (rcgen, ring): a CA, certificates it signs,
 //! and the files a TLS Secret or a web config names. Shared by the unit
-//! tests of `agent/web_config.rs` and the integration tests
+//! tests of `agent/web_config.rs` and `agent/web_reload.rs` (declared once,
+//! in `agent/mod.rs`) and the integration tests
 //! (`metrics_tls.rs`, `packaging.rs`) and the root suite
 //! (`tests/root/metrics_tls.rs`) through `#[path]`.
 #![allow(
