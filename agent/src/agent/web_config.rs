@@ -191,9 +191,13 @@ impl WebConfig {
         let tls = self.tls.as_ref().map_or_else(
             || "off (plain HTTP)".to_owned(),
             |t| {
+                let reload = if t.reloads().is_empty() {
+                    ""
+                } else {
+                    " (files read again when they change)"
+                };
                 format!(
-                    "on: certificate {}, key {}, versions {} to {}, client certificates: {} \
-                     (files read again when they change)",
+                    "on: certificate {}, key {}, versions {} to {}, client certificates: {}{reload}",
                     t.cert_source,
                     t.key_source,
                     t.min_version,

@@ -46,7 +46,9 @@ fn a_whole_file_parses_with_files_relative_to_it() {
     // What check-config prints names the files and users, never the hash.
     let shown = format!("{}{c:?}", c.summary());
     assert!(
-        shown.contains("server.crt") && shown.contains("prometheus"),
+        shown.contains("server.crt")
+            && shown.contains("prometheus")
+            && shown.contains("read again when they change"),
         "{shown}"
     );
     assert!(
