@@ -9,18 +9,19 @@
 //! order: the file exists, it is zstd, its first frame decompresses, it is
 //! JSON, it is an mdiag recording, its version is one this build reads, and
 //! only then its exact shape, so that each kind of bad input gets its own
-//! clear error; a stream file cut or damaged after its head reads up to its
-//! last complete frame (`recording/read.rs`).
+//! clear error; a stream file cut after its head reads up to its last
+//! complete frame, one damaged after its head reads without the damaged
+//! frames (`recording/read.rs`).
 
 use std::{
     fs::File,
-    io::{BufReader, Read},
+    io::Read,
     path::{Path, PathBuf},
 };
 
 use chrono::{DateTime, Utc};
 
-use super::frames::{Frames, Next};
+use super::frames::{Frames, MAGIC};
 use super::model::{FORMAT_NAME, FORMAT_VERSION, Recording};
 pub use super::read::Opened;
 
@@ -28,7 +29,6 @@ pub use super::read::Opened;
 pub const EXTENSION: &str = "mdiag";
 /// Largest decompressed recording we accept (a guard against zip bombs).
 const MAX_DECOMPRESSED: u64 = 4 << 30;
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 /// How the first line of a version 2 (stream) recording starts.
 const STREAM_START: &[u8] = b"{\"head\":";
 
@@ -109,7 +109,7 @@ pub fn open_within(path: &Path, budget: usize) -> Result<Opened, RecordingError>
             Err(e) => return Err(RecordingError::read(path, e)),
         }
     }
-    if got < magic.len() || magic != ZSTD_MAGIC {
+    if got < magic.len() || magic != MAGIC {
         return Err(RecordingError::NotARecording {
             path: path.to_owned(),
             why: if got == 0 {
@@ -120,23 +120,9 @@ pub fn open_within(path: &Path, budget: usize) -> Result<Opened, RecordingError>
         });
     }
     let file = File::open(path).map_err(|e| RecordingError::read(path, e))?;
-    let mut frames = Frames::new(BufReader::new(file), MAX_DECOMPRESSED)
-        .map_err(|e| RecordingError::read(path, e))?;
-    let first = match frames.next().map_err(|e| RecordingError::read(path, e))? {
-        Next::Frame(data) => data,
-        Next::End => {
-            return Err(RecordingError::Corrupt {
-                path: path.to_owned(),
-                why: "it holds no frame".into(),
-            });
-        }
-        Next::Cut { why, .. } => {
-            return Err(RecordingError::Corrupt {
-                path: path.to_owned(),
-                why: format!("its first frame is incomplete: {why}"),
-            });
-        }
-    };
+    let mut frames =
+        Frames::new(file, MAX_DECOMPRESSED).map_err(|e| RecordingError::read(path, e))?;
+    let first = super::read::first_frame(path, &mut frames)?;
     if first.starts_with(STREAM_START) {
         super::read::read_stream(path, first, frames, budget)
     } else {

@@ -29,6 +29,8 @@ pub use stream::StreamWriter;
 pub use window::{Mergeable, MongodWindow, SectionMs, Window, merge_window};
 
 #[cfg(test)]
+mod damage_tests;
+#[cfg(test)]
 mod stream_full_tests;
 #[cfg(test)]
 mod stream_tests;

@@ -7,11 +7,23 @@
 //! slices past [`super::keep::KEEP_BYTES`] ([`Keeper`]), and keeps the newest
 //! [`DETAIL_KEEP`] TCMalloc details. A file that ends without its end line
 //! (killed, crashed, disk full, or still being written) gives the recording
-//! up to its last complete frame, its `stop_reason` saying so.
+//! up to its last complete frame, its `stop_reason` saying so. A damaged
+//! frame in the middle costs only its own seconds: the reader goes on at the
+//! next intact frame (`recording/frames.rs`), and the `stop_reason` and the
+//! notes say which seconds are missing, where the damage is and how many
+//! bytes were skipped (damage, not a killed writer).
+//!
+//! Why: on a 30 s recording of a real mongod, one flipped bit in the middle
+//! ended the report at slice 10, dropping the 20 good seconds after it and
+//! blaming a crash that did not happen (`recording/damage_tests.rs` flips
+//! bits all over a realistic recording).
 
-use std::{io::Read, path::Path};
+use std::{
+    io::{Read, Seek},
+    path::Path,
+};
 
-use super::frames::{Frames, Next};
+use super::frames::{Fault, Frames, Next};
 use super::io::{RecordingError, check_header, shape_error, unknown_field};
 use super::keep::{Keeper, json_size};
 use super::model::Recording;
@@ -26,17 +38,56 @@ pub const DETAIL_KEEP: usize = 64;
 #[derive(Debug)]
 pub struct Opened {
     pub recording: Recording,
-    /// What the user should know: the file ended early, slices merged.
+    /// What the user should know: the file ended early, was damaged, slices
+    /// merged.
     pub notes: Vec<String>,
 }
 
+/// Why a stream ended without its end line.
+enum Early {
+    /// The frames end cleanly, the last without the end line.
+    NoEnd,
+    /// From byte `at` to the end of the file (`skipped` bytes), no frame.
+    Cut { at: u64, skipped: u64, fault: Fault },
+}
+
+/// The content of the first frame of the file at `path`: the head of a
+/// version 2 file, the whole document of a version 1 file. Without it
+/// nothing can be read: a damaged or incomplete one is an error.
+pub(crate) fn first_frame<R: Read + Seek>(
+    path: &Path,
+    frames: &mut Frames<R>,
+) -> Result<Vec<u8>, RecordingError> {
+    let next = frames.next().map_err(|source| RecordingError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let why = match next {
+        Next::Frame(data) => return Ok(data),
+        Next::End => "it holds no frame".to_owned(),
+        Next::Cut {
+            fault: Fault::Incomplete,
+            ..
+        } => "its first frame is incomplete: the file ends inside it".to_owned(),
+        Next::Cut { fault, .. } | Next::Damaged { fault, .. } => format!(
+            "its first frame is damaged ({fault}); it holds the recording's head (its format \
+             version, host, target and probes), without which nothing after it can be read"
+        ),
+    };
+    Err(RecordingError::Corrupt {
+        path: path.to_owned(),
+        why,
+    })
+}
+
 /// Reads the lines of a version 2 file whose first frame is `first`.
-pub(crate) fn read_stream<R: Read>(
+pub(crate) fn read_stream<R: Read + Seek>(
     path: &Path,
     first: Vec<u8>,
     mut frames: Frames<R>,
     budget: usize,
 ) -> Result<Opened, RecordingError> {
+    frames.expect(stream_lines);
     let mut state = State::new(path, budget);
     let mut frame = first;
     let ended = loop {
@@ -44,16 +95,88 @@ pub(crate) fn read_stream<R: Read>(
         if state.end.is_some() {
             break None;
         }
+        frame = Vec::new();
         match frames.next().map_err(|e| RecordingError::Read {
             path: path.to_owned(),
             source: e,
         })? {
             Next::Frame(f) => frame = f,
-            Next::End => break Some("the file has no end line".to_owned()),
-            Next::Cut { at, why } => break Some(format!("{why} at byte {at}")),
+            // The intact frame after the damage comes next.
+            Next::Damaged { at, skipped, fault } => state.damaged(at, skipped, fault),
+            Next::End => break Some(Early::NoEnd),
+            Next::Cut { at, skipped, fault } => break Some(Early::Cut { at, skipped, fault }),
         }
     };
     state.finish(ended)
+}
+
+/// Whether a frame found past damage holds stream lines after the head:
+/// each one parses as a line this build knows, and none is a head.
+fn stream_lines(data: &[u8]) -> bool {
+    data.split(|&b| b == b'\n').filter(|l| !l.is_empty()).all(
+        |l| matches!(serde_json::from_slice::<Line>(l), Ok(line) if !matches!(line, Line::Head(_))),
+    )
+}
+
+/// A stretch of the file skipped as damaged, and the time it held.
+#[derive(Debug)]
+struct Gap {
+    at: u64,
+    skipped: u64,
+    fault: Fault,
+    /// Where the last slice before it ends (ms after the start; 0 before any).
+    from_ms: u64,
+    /// Where the first slice after it starts, once read.
+    to_ms: Option<u64>,
+}
+
+impl Gap {
+    /// "seconds 10–15 missing: damaged data at byte N of FILE (M bytes
+    /// skipped: why)", FILE being `of`; `end_ms`, when known, is where the
+    /// recording ends.
+    fn describe(&self, end_ms: Option<u64>, of: &str) -> String {
+        let what = format!(
+            "damaged data at byte {} of {of} ({} bytes skipped: {})",
+            self.at, self.skipped, self.fault
+        );
+        match self.to_ms.or(end_ms) {
+            Some(to) if to <= self.from_ms => format!("{what}; no slice is missing"),
+            Some(to) => format!(
+                "seconds {}–{} missing: {what}",
+                seconds(self.from_ms),
+                seconds(to)
+            ),
+            None => format!("seconds from {} on missing: {what}", seconds(self.from_ms)),
+        }
+    }
+}
+
+/// Why a stream ended without its end line, in words.
+fn early_why(early: &Early) -> String {
+    const WRITER: &str =
+        "mdiag record was killed, crashed or ran out of disk, or is still recording";
+    match early {
+        Early::NoEnd => format!("the file has no end line; {WRITER}"),
+        Early::Cut {
+            at,
+            fault: Fault::Incomplete,
+            ..
+        } => format!("the file ends inside a frame at byte {at}; {WRITER}"),
+        Early::Cut { at, skipped, fault } => format!(
+            "the file is damaged from byte {at} to its end ({skipped} bytes: {fault}) and no \
+             intact frame follows: its last seconds cannot be read"
+        ),
+    }
+}
+
+/// Milliseconds as seconds, to a tenth ("10", "10.5").
+fn seconds(ms: u64) -> String {
+    let tenths = (ms + 50) / 100;
+    if tenths.is_multiple_of(10) {
+        format!("{}", tenths / 10)
+    } else {
+        format!("{}.{}", tenths / 10, tenths % 10)
+    }
 }
 
 /// What has been read so far.
@@ -69,6 +192,10 @@ struct State<'a> {
     cpu_stacks: ProfileBuilder,
     offcpu_stacks: ProfileBuilder,
     offcpu_sampled_one_in: u32,
+    /// Stretches skipped as damaged, in file order.
+    gaps: Vec<Gap>,
+    /// Where the last slice read ends (ms after the start; 0 before any).
+    last_end_ms: u64,
 }
 
 impl<'a> State<'a> {
@@ -83,7 +210,20 @@ impl<'a> State<'a> {
             cpu_stacks: ProfileBuilder::default(),
             offcpu_stacks: ProfileBuilder::default(),
             offcpu_sampled_one_in: 0,
+            gaps: Vec::new(),
+            last_end_ms: 0,
         }
+    }
+
+    /// `skipped` bytes from `at` were skipped as damaged (`fault`).
+    fn damaged(&mut self, at: u64, skipped: u64, fault: Fault) {
+        self.gaps.push(Gap {
+            at,
+            skipped,
+            fault,
+            from_ms: self.last_end_ms,
+            to_ms: None,
+        });
     }
 
     /// The lines of one complete frame.
@@ -105,6 +245,12 @@ impl<'a> State<'a> {
         match parsed {
             Line::Head(_) => return Err(self.corrupt("a second head line".into())),
             Line::Slice(mut s) => {
+                for gap in self.gaps.iter_mut().filter(|g| g.to_ms.is_none()) {
+                    gap.to_ms = Some(s.start_ms);
+                }
+                self.last_end_ms = self
+                    .last_end_ms
+                    .max(s.start_ms.saturating_add(s.duration_ms));
                 // Stacks are summed now, before the slice is kept or merged.
                 let mut took_stacks = false;
                 if let Some(perf) = s.perf.as_mut() {
@@ -159,30 +305,39 @@ impl<'a> State<'a> {
     }
 
     /// The recording: the end line's (or, without one, the head's), with
-    /// the slices and details kept.
-    fn finish(self, ended_early: Option<String>) -> Result<Opened, RecordingError> {
-        let Some(head) = self.head else {
+    /// the slices and details kept, and what was missing said.
+    fn finish(mut self, early: Option<Early>) -> Result<Opened, RecordingError> {
+        let Some(head) = self.head.take() else {
             return Err(self.corrupt("no head line".into()));
         };
         let mut notes = Vec::new();
         let group = self.slices.group();
         let pushed = self.slices.pushed();
-        let slices = self.slices.finish();
-        let mut recording = match (self.end, ended_early) {
-            (Some(end), _) => end,
-            (None, why) => {
-                let why = why.unwrap_or_default();
+        let (mut recording, end_ms) = match (self.end.take(), early) {
+            (Some(end), _) => {
+                let ms = (end.ended_at - end.started_at).num_milliseconds().max(0);
+                (end, Some(ms as u64))
+            }
+            (None, early) => {
                 let mut r = head;
-                let ms: u64 = slices.iter().map(|s| s.duration_ms).sum();
-                r.ended_at = r.started_at + chrono::Duration::milliseconds(ms as i64);
+                r.ended_at = r.started_at + chrono::Duration::milliseconds(self.last_end_ms as i64);
                 r.stop_reason = format!(
-                    "ended early after {pushed} slices: {why}; mdiag record was killed, crashed \
-                     or ran out of disk, or is still recording"
+                    "ended early after {pushed} slices: {}",
+                    early.map_or_else(|| early_why(&Early::NoEnd), |e| early_why(&e))
                 );
                 notes.push(format!("{}: {}", self.path.display(), r.stop_reason));
-                r
+                (r, None)
             }
         };
+        for gap in &self.gaps {
+            recording.stop_reason = format!(
+                "{}; {}",
+                recording.stop_reason,
+                gap.describe(end_ms, "the file")
+            );
+            notes.push(gap.describe(end_ms, &self.path.display().to_string()));
+        }
+        let slices = self.slices.finish();
         if group > 1 {
             notes.push(format!(
                 "{}: {pushed} slices merged into {}-second slices to keep memory bounded \

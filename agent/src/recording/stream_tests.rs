@@ -1,6 +1,6 @@
 //! The stream layout (format version 2) end to end: written as `record`
-//! writes it, cut at every byte, damaged, from a newer mdiag, and past the
-//! reader's memory budget.
+//! writes it, cut at every byte, damaged (more in `damage_tests.rs`), from a
+//! newer mdiag, and past the reader's memory budget.
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -169,7 +169,7 @@ fn a_file_cut_at_any_byte_reads_up_to_its_last_complete_frame() {
 }
 
 #[test]
-fn a_damaged_frame_ends_the_recording_there() {
+fn a_damaged_frame_costs_only_its_own_slices() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.mdiag");
     let r = recording(12);
@@ -181,12 +181,25 @@ fn a_damaged_frame_ends_the_recording_there() {
     bytes[mid + 1] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
     let o = open(&path).unwrap();
-    assert!(o.recording.slices.len() < 12);
-    assert_eq!(o.recording.slices[..], r.slices[..o.recording.slices.len()]);
+    // One frame of four slices lost, the others read, in order.
+    let got = &o.recording.slices;
+    assert_eq!(got.len(), 8);
+    let lost = got
+        .iter()
+        .zip(&r.slices)
+        .position(|(a, b)| a != b)
+        .unwrap_or(8);
+    assert_eq!(lost % 4, 0);
+    assert_eq!(got[..lost], r.slices[..lost]);
+    assert_eq!(got[lost..], r.slices[lost + 4..]);
+    let reason = &o.recording.stop_reason;
     assert!(
-        o.recording.stop_reason.contains("damaged"),
-        "{}",
-        o.recording.stop_reason
+        reason.starts_with(&format!(
+            "duration; seconds {}–{} missing: damaged data at byte",
+            lost,
+            lost + 4
+        )),
+        "{reason}"
     );
 }
 
