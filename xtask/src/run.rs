@@ -34,6 +34,8 @@ pub fn build_for_tests() -> Result<TestBuild> {
         .args([
             "build",
             "--workspace",
+            "--exclude",
+            NOT_FOR_THE_HOST,
             "--bins",
             "--tests",
             "--message-format=json-render-diagnostics",
@@ -47,6 +49,15 @@ pub fn build_for_tests() -> Result<TestBuild> {
         root_suite,
     })
 }
+
+/// The workspace member never built for the host by a tier that links:
+/// the eBPF crate, whose binary is also called `mdiag` (the object
+/// aya-build names after it). Built for the host it is an empty program,
+/// and cargo puts it at `target/debug/mdiag` too ("output filename
+/// collision"): whichever links last is the `mdiag` the root suite runs,
+/// and a change to the eBPF code alone made it the empty one (every test
+/// that starts mdiag failed: "exited before logging", status 0).
+pub const NOT_FOR_THE_HOST: &str = "mdiag-ebpf";
 
 /// The executable of mdiag-tests' `root` test target, from cargo's JSON
 /// messages.
@@ -111,6 +122,20 @@ pub fn run(release: bool, args: &[OsString]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_crate_kept_off_the_host_is_the_ebpf_one_whose_binary_shares_mdiags_name() {
+        let manifest = |p: &str| {
+            std::fs::read_to_string(crate::cmd::workspace_root().join(p))
+                .unwrap()
+                .parse::<toml::Table>()
+                .unwrap()
+        };
+        let ebpf = manifest("ebpf/mdiag-ebpf/Cargo.toml");
+        assert_eq!(ebpf["package"]["name"].as_str(), Some(NOT_FOR_THE_HOST));
+        let bin = ebpf["bin"].as_array().unwrap()[0]["name"].as_str();
+        assert_eq!(bin, Some("mdiag"), "the reason for the exclusion is gone");
+    }
 
     #[test]
     fn the_root_suite_is_found_among_cargos_messages() {
