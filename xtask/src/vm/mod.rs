@@ -136,6 +136,11 @@ pub struct VmArgs {
     /// not-applicable or any.
     #[arg(long = "expect", value_name = "FAMILY=NEED", value_parser = parse_expect)]
     expect: Vec<(String, Need)>,
+    /// Kernels booted at once. 1 (the test tier's) until two at once have
+    /// passed a whole CI run: each x86_64 boot is one host thread, but the
+    /// guests' own timings have not been tried with another QEMU beside.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    boots_at_once: u32,
 }
 
 /// `--bin`: `ARCH=PATH`, or a `PATH` for the host's architecture.
@@ -193,9 +198,9 @@ pub fn vm_matrix(args: &VmArgs) -> Result<()> {
         initrds.insert(guest.name, initrd);
     }
     // Kernels fetched one after the other (one apt state), then booted
-    // [`BOOTS_AT_ONCE`] at a time, longest first: a boot is one QEMU, CPU-bound
-    // on one host thread for x86_64 (`thread=single`) and mostly waiting on
-    // the guest's own sleeps otherwise, so two overlap on two CPUs.
+    // `--boots-at-once` at a time, mongod's line first: a boot is one QEMU,
+    // CPU-bound on one host thread for x86_64 (`thread=single`), so two
+    // overlap on two CPUs.
     let mut jobs: Vec<Job> = Vec::new();
     let mut summary: Vec<(&str, Vec<String>, Duration)> = Vec::new();
     for line in lines {
@@ -221,7 +226,8 @@ pub fn vm_matrix(args: &VmArgs) -> Result<()> {
         }
     }
     jobs.sort_by_key(|j| std::cmp::Reverse(j.line.mongod));
-    for (job, result, took) in boot_all(&jobs, &dir, &args.expect) {
+    let at_once = args.boots_at_once as usize;
+    for (job, result, took) in boot_all(&jobs, &dir, &args.expect, at_once) {
         let failures = match result {
             Ok(v) => {
                 v.print();
@@ -391,9 +397,6 @@ fn check_kernel(job: &Job, dir: &Path, overrides: &[(String, Need)]) -> Result<V
     Ok(verdict)
 }
 
-/// Kernels booted at once (see [`vm_matrix`]).
-const BOOTS_AT_ONCE: usize = 2;
-
 /// One kernel line ready to boot.
 struct Job {
     line: &'static Line,
@@ -403,17 +406,18 @@ struct Job {
     initrd: PathBuf,
 }
 
-/// Boots every job, [`BOOTS_AT_ONCE`] at a time in their order; returns each
-/// with its verdict and how long it took, in the order they finished.
+/// Boots every job, `at_once` at a time in their order; returns each with
+/// its verdict and how long it took, in the order they finished.
 fn boot_all<'a>(
     jobs: &'a [Job],
     dir: &Path,
     overrides: &[(String, Need)],
+    at_once: usize,
 ) -> Vec<(&'a Job, Result<Verdict>, Duration)> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
-        for _ in 0..BOOTS_AT_ONCE.min(jobs.len()) {
+        for _ in 0..at_once.clamp(1, jobs.len().max(1)) {
             scope.spawn(|| {
                 while let Some(job) =
                     jobs.get(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
