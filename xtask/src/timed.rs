@@ -62,6 +62,9 @@ struct Timed {
 #[derive(Default)]
 struct Clock {
     current: Option<(String, Instant)>,
+    /// A test whose `test NAME ... ` line ended before its result: what
+    /// the test or its children printed came in between.
+    waiting: Option<String>,
     binaries: Vec<Timed>,
     tests: Vec<Timed>,
 }
@@ -82,7 +85,16 @@ impl Clock {
                 });
             }
         } else if let Some(timed) = test_time(t) {
+            self.waiting = None;
             self.tests.push(timed);
+        } else if let Some((name, _)) = t.strip_prefix("test ").and_then(|r| r.split_once(" ...")) {
+            self.waiting = Some(name.to_owned());
+        } else if let Some(name) = self.waiting.take() {
+            // `ok <1.234s>` on a line of its own, or after the test's output.
+            match test_time(&format!("test {name} ... {t}")) {
+                Some(timed) => self.tests.push(timed),
+                None => self.waiting = Some(name),
+            }
         }
     }
 
@@ -209,6 +221,25 @@ mod tests {
         assert!(s[1].contains("cli-99"), "{s:?}");
         assert!(s[2].starts_with("2 tests, 12.5 s"), "{s:?}");
         assert!(s[3].contains("slow"), "{s:?}");
+    }
+
+    #[test]
+    fn a_test_whose_output_came_between_its_name_and_result_is_timed() {
+        let now = Instant::now();
+        let mut c = Clock::default();
+        c.line("test readahead::a ...", now);
+        c.line("blockdev: cannot open /dev/vda (cross-check skipped)", now);
+        c.line("ok <9.428s>", now);
+        c.line("test b ... ok <1.000s>", now);
+        // The output on the test's own line.
+        c.line("test c ... mdiag: warning: slow", now);
+        c.line("ok <2.500s>", now);
+        let names: Vec<(&str, u128)> = c
+            .tests
+            .iter()
+            .map(|t| (t.name.as_str(), t.took.as_millis()))
+            .collect();
+        assert_eq!(names, [("readahead::a", 9428), ("b", 1000), ("c", 2500)]);
     }
 
     #[test]
