@@ -30,6 +30,9 @@ use serde_json::Value;
 
 /// Complete chunks begun under load that the test waits for.
 const CHUNKS_UNDER_LOAD: usize = 3;
+/// Samples among those chunks that the test waits for (a chunk closes at 10
+/// samples, or sooner on a schema change).
+const SAMPLES_UNDER_LOAD: usize = CHUNKS_UNDER_LOAD * 10;
 
 fn ftdc_options() -> Options {
     let set = |p: &str| ["--setParameter".to_owned(), p.to_owned()];
@@ -85,7 +88,7 @@ fn export_of_real_mongod_ftdc_equals_an_independent_decoder() {
     compare(&truth, &exported, "the directory");
     let under_load = truth.iter().filter(|s| s.t >= load_start_ms).count();
     assert!(
-        under_load >= CHUNKS_UNDER_LOAD * 10,
+        under_load >= SAMPLES_UNDER_LOAD,
         "only {under_load} samples under load"
     );
     // The load shows in the FTDC (so the samples are of a busy server).
@@ -122,33 +125,52 @@ fn now_ms() -> i64 {
 }
 
 /// Waits until the archive files hold `CHUNKS_UNDER_LOAD` metric chunks
-/// begun after `since_ms` and metrics.interim exists.
+/// begun after `since_ms`, with at least `SAMPLES_UNDER_LOAD` samples among
+/// them, and metrics.interim exists. Chunks are counted by samples too: a
+/// schema change (a metric appearing under load, the set becoming primary)
+/// closes a chunk before its 10th sample.
 fn wait_for_chunks(dir: &Path, since_ms: i64, limit: Duration) {
     let deadline = Instant::now() + limit;
     loop {
-        let (chunks, interim) = chunks_since(dir, since_ms);
-        if chunks >= CHUNKS_UNDER_LOAD && interim {
+        let seen = chunks_since(dir, since_ms);
+        if seen.chunks >= CHUNKS_UNDER_LOAD && seen.samples >= SAMPLES_UNDER_LOAD && seen.interim {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "after {limit:?}, {} has {chunks} chunks begun under load (want \
-             {CHUNKS_UNDER_LOAD}), metrics.interim present: {interim}",
-            dir.display()
+            "after {limit:?}, {} has {} chunks begun under load with {} samples (want \
+             {CHUNKS_UNDER_LOAD} and {SAMPLES_UNDER_LOAD}), metrics.interim present: {}",
+            dir.display(),
+            seen.chunks,
+            seen.samples,
+            seen.interim
         );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
-/// (metric chunks whose `_id` is at or after `since_ms`, whether
-/// metrics.interim exists), read with the bson crate.
-fn chunks_since(dir: &Path, since_ms: i64) -> (usize, bool) {
-    let mut chunks = 0;
-    let mut interim = false;
+/// What the archive files of a `diagnostic.data` hold so far.
+struct Seen {
+    /// Metric chunks whose `_id` is at or after the time asked about.
+    chunks: usize,
+    /// The samples of those chunks.
+    samples: usize,
+    /// Whether metrics.interim exists.
+    interim: bool,
+}
+
+/// The metric chunks begun at or after `since_ms` and their samples, read
+/// with the bson and flate2 crates.
+fn chunks_since(dir: &Path, since_ms: i64) -> Seen {
+    let mut seen = Seen {
+        chunks: 0,
+        samples: 0,
+        interim: false,
+    };
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name == "metrics.interim" {
-            interim = true;
+            seen.interim = true;
             continue;
         }
         if !name.starts_with("metrics.") || name.ends_with(".temp") {
@@ -161,11 +183,41 @@ fn chunks_since(dir: &Path, since_ms: i64) -> (usize, bool) {
         while let Ok(doc) = bson::Document::from_reader(&mut rest) {
             let begun = doc.get_datetime("_id").map_or(0, |d| d.timestamp_millis());
             if doc.get_i32("type").ok() == Some(1) && begun >= since_ms {
-                chunks += 1;
+                seen.chunks += 1;
+                seen.samples += doc
+                    .get_binary_generic("data")
+                    .map_or(0, |d| chunk_samples(d));
             }
         }
     }
-    (chunks, interim)
+    seen
+}
+
+/// Samples in one metric chunk's `data`: a little-endian u32 length, then
+/// zlib of (the reference document, u32 metric count, u32 delta count, ...);
+/// the reference is a sample, each delta row another. 0 if it cannot be read
+/// (a chunk being written is counted on the next look).
+fn chunk_samples(data: &[u8]) -> usize {
+    use std::io::Read;
+    let Some(zlib) = data.get(4..) else {
+        return 0;
+    };
+    let mut plain = Vec::new();
+    if flate2::read::ZlibDecoder::new(zlib)
+        .read_to_end(&mut plain)
+        .is_err()
+    {
+        return 0;
+    }
+    let mut rest = &plain[..];
+    if bson::Document::from_reader(&mut rest).is_err() {
+        return 0;
+    }
+    let Some(deltas) = rest.get(4..8) else {
+        return 0;
+    };
+    let deltas = u32::from_le_bytes([deltas[0], deltas[1], deltas[2], deltas[3]]);
+    1 + deltas as usize
 }
 
 /// Copies the `metrics.*` files of `from` into `to`; their new paths.
