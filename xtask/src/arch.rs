@@ -177,9 +177,9 @@ impl Arch {
 
     /// Sets what cargo needs to build for this architecture on `cmd` (a
     /// `cargo build`/`test` being assembled): `--target`, the linker, the
-    /// runner for `cargo test`, its own target directory, and build-std
-    /// where needed.
-    pub fn cargo_args(&self, cmd: &mut Cmd) -> Result<()> {
+    /// runner for `cargo test`, its own target directory, the optimisation
+    /// `debug` asks for, and build-std where needed.
+    pub fn cargo_args(&self, cmd: &mut Cmd, debug: Debug) -> Result<()> {
         if self.is_host() {
             return Ok(());
         }
@@ -191,11 +191,9 @@ impl Arch {
         if let (Some(qemu), Some(root)) = (self.qemu_user, self.sysroot) {
             cmd.env(self.cargo_target_env("RUNNER"), format!("{qemu} -L {root}"));
         }
-        // Foreign debug builds (and their tests) run under emulation
-        // (qemu-user, QEMU's TCG), where unoptimised code is tens of times
-        // slower than here: level 1 keeps debug assertions and costs little
-        // more to compile. Release builds are not affected.
-        cmd.env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
+        if debug == Debug::ForUnitTests {
+            cmd.env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
+        }
         if self.build_std {
             // `test` too, although only `cargo test` needs it: cargo makes
             // every crate depend on each std crate it builds, so a `cargo
@@ -232,34 +230,50 @@ impl Arch {
     }
 }
 
-/// `cargo build -p mdiag` for `arch`; returns the binary. The host's debug
-/// build is the test tiers' ([`crate::run::build_for_tests`]), so the cross
-/// tier compares the binary the root tier tested.
-pub fn build(arch: &Arch, release: bool) -> Result<PathBuf> {
-    if arch.is_host() && !release {
+/// What a foreign debug build is for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Debug {
+    /// The binary the cross and vm tiers run: the dev profile as the host's
+    /// debug build has it (opt-level 0, the package overrides of the
+    /// workspace's Cargo.toml). Measured for aarch64 on the 2-vCPU CI
+    /// machine: 3.4 min (5.7 min of CPU), against 6.0 (10.6) at opt-level
+    /// 1; its heaviest cross case, `explain` of ten minutes of FTDC, takes
+    /// 2.9 s under qemu-user, and the x86_64 debug binary built the same
+    /// way already passes its boots under QEMU's TCG.
+    Plain,
+    /// Built with the library's unit tests, which run for many minutes
+    /// under qemu-user (`cargo xtask cross-check`): opt-level 1, and the
+    /// big-endian build selects [`DEV_FEATURES_TARGETS`] so that the tests
+    /// reuse its dependencies.
+    ForUnitTests,
+}
+
+/// `cargo build -p mdiag` (debug) for `arch`; returns the binary. The
+/// host's is the test tiers' ([`crate::run::build_for_tests`]), so the
+/// cross tier compares the binary the root tier tested.
+pub fn build(arch: &Arch, debug: Debug) -> Result<PathBuf> {
+    if arch.is_host() {
         return crate::run::build_for_tests().map(|b| b.mdiag);
     }
     arch.prepare()
         .with_context(|| format!("preparing to build for {}", arch.name))?;
     let mut cmd = Cmd::cargo();
     cmd.args(["build", "-p", "mdiag"]);
-    if release {
-        cmd.arg("--release");
-    } else if arch.big_endian {
+    if debug == Debug::ForUnitTests && arch.big_endian {
         cmd.args(DEV_FEATURES_TARGETS);
     }
-    arch.cargo_args(&mut cmd)?;
+    arch.cargo_args(&mut cmd, debug)?;
     cmd.run()?;
-    Ok(arch.out_dir(release)?.join("mdiag"))
+    Ok(arch.out_dir(false)?.join("mdiag"))
 }
 
-/// The big-endian architecture's debug build also selects one small test
-/// target: with a test selected, cargo resolves the dependencies' features
-/// as `cargo test` does (dev-dependencies such as hyper's client and insta
-/// add some), so `cargo xtask cross-check`'s `cargo test -p mdiag --lib`
-/// for it reuses this build's dependencies and compiles mdiag's tests alone
-/// (3.6 min at opt-level 1), instead of 40 crates more (8 min in all). The
-/// binary is the same program.
+/// The big-endian architecture's build for its unit tests also selects one
+/// small test target: with a test selected, cargo resolves the
+/// dependencies' features as `cargo test` does (dev-dependencies such as
+/// hyper's client and insta add some), so `cargo xtask cross-check`'s
+/// `cargo test -p mdiag --lib` for it reuses this build's dependencies and
+/// compiles mdiag's tests alone (3.6 min at opt-level 1), instead of 40
+/// crates more (8 min in all). The binary is the same program.
 const DEV_FEATURES_TARGETS: &[&str] = &["--bins", "--test", "journal"];
 
 #[cfg(test)]
@@ -314,16 +328,24 @@ mod tests {
             target.join("build-s390x/s390x-unknown-linux-gnu/debug")
         );
         let mut cmd = Cmd::new("cargo");
-        s390x.cargo_args(&mut cmd).unwrap();
+        s390x.cargo_args(&mut cmd, Debug::Plain).unwrap();
         let line = cmd.to_string();
         assert!(line.contains("RUSTC_BOOTSTRAP=1"), "{line}");
         assert!(line.contains("-Zbuild-std=std,panic_abort,test"), "{line}");
         let mut cmd = Cmd::new("cargo");
-        parse_arch("aarch64").unwrap().cargo_args(&mut cmd).unwrap();
+        parse_arch("aarch64")
+            .unwrap()
+            .cargo_args(&mut cmd, Debug::Plain)
+            .unwrap();
         let line = cmd.to_string();
         assert!(
             line.contains("build-aarch64") && !line.contains("RUSTC_BOOTSTRAP"),
             "{line}"
         );
+        assert!(!line.contains("OPT_LEVEL"), "{line}");
+        let mut cmd = Cmd::new("cargo");
+        s390x.cargo_args(&mut cmd, Debug::ForUnitTests).unwrap();
+        let line = cmd.to_string();
+        assert!(line.contains("CARGO_PROFILE_DEV_OPT_LEVEL=1"), "{line}");
     }
 }

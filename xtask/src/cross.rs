@@ -26,7 +26,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 use crate::{
-    arch::{ARCHES, Arch, build, host},
+    arch::{ARCHES, Arch, Debug, build, host},
     cmd::{Cmd, is_root, target_dir, workspace_root},
     say,
 };
@@ -317,7 +317,13 @@ pub fn cross(unit_tests: UnitTests) -> Result<()> {
     let started = Instant::now();
     let mut bins = Vec::new();
     for arch in ARCHES {
-        bins.push((arch, build(arch, false)?));
+        // Built for the unit tests when they run (one set of
+        // dependencies for both), else as the vm tier runs them.
+        let debug = match unit_tests {
+            UnitTests::Run => Debug::ForUnitTests,
+            UnitTests::Skip => Debug::Plain,
+        };
+        bins.push((arch, build(arch, debug)?));
     }
     let dir = target_dir()?.join("cross");
     fs::create_dir_all(&dir)?;
@@ -419,7 +425,7 @@ fn big_endian_unit_tests() -> Result<Cmd> {
     let arch = big_endian()?;
     let mut cmd = Cmd::cargo();
     cmd.args(["test", "-p", "mdiag", "--lib"]);
-    arch.cargo_args(&mut cmd)?;
+    arch.cargo_args(&mut cmd, Debug::ForUnitTests)?;
     Ok(cmd)
 }
 

@@ -206,7 +206,7 @@ fn main() -> ExitCode {
             let bin = if release {
                 release::build(arch)?
             } else {
-                arch::build(arch, false)?
+                arch::build(arch, arch::Debug::Plain)?
             };
             say!("built {}", bin.display());
             Ok(())

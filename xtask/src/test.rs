@@ -169,6 +169,10 @@ fn vm() -> Result<()> {
     crate::vm::vm_matrix(&cli.vm)
 }
 
+/// The summary's line for the time spent waiting for the head start
+/// (`prebuild.rs`) before the first tier that needs it.
+const HEAD_START: &str = "(head start)";
+
 enum Outcome {
     Passed(Duration),
     Failed(Duration),
@@ -203,6 +207,7 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
     tiers.sort();
     tiers.dedup();
 
+    let run_start = Instant::now();
     let mut done: Vec<(&str, Outcome)> = Vec::new();
     let mut failure = None;
     if !skip_setup {
@@ -230,7 +235,11 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
             if crate::prebuild::needs(tier)
                 && let Some(p) = prebuild.take()
             {
+                // Its own line in the summary: the time waited for the
+                // head start is part of the run's, not of any tier's.
+                let start = Instant::now();
                 p.finish();
+                done.push((HEAD_START, Outcome::Passed(start.elapsed())));
             }
             say!("tier {}: starting", tier.name());
             let start = Instant::now();
@@ -266,6 +275,12 @@ pub fn test(tiers: &[Tier], skip_setup: bool) -> Result<()> {
     {
         say!("  {:<12} not run", tier.name());
     }
+    say!(
+        "  {:<12} {:<7} {:>7.1}s",
+        "in all",
+        "",
+        run_start.elapsed().as_secs_f64()
+    );
     failure.map_or(Ok(()), Err)
 }
 
