@@ -191,8 +191,16 @@ impl Arch {
         if let (Some(qemu), Some(root)) = (self.qemu_user, self.sysroot) {
             cmd.env(self.cargo_target_env("RUNNER"), format!("{qemu} -L {root}"));
         }
-        if debug == Debug::ForUnitTests {
-            cmd.env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
+        match debug {
+            Debug::ForUnitTests => {
+                cmd.env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
+            }
+            Debug::Plain => {
+                for package in EMULATED_HOT {
+                    cmd.arg("--config")
+                        .arg(format!("profile.dev.package.{package}.opt-level=1"));
+                }
+            }
         }
         if self.build_std {
             // `test` too, although only `cargo test` needs it: cargo makes
@@ -235,11 +243,13 @@ impl Arch {
 pub enum Debug {
     /// The binary the cross and vm tiers run: the dev profile as the host's
     /// debug build has it (opt-level 0, the package overrides of the
-    /// workspace's Cargo.toml). Measured for aarch64 on the 2-vCPU CI
-    /// machine: 3.4 min (5.7 min of CPU), against 6.0 (10.6) at opt-level
-    /// 1; its heaviest cross case, `explain` of ten minutes of FTDC, takes
-    /// 2.9 s under qemu-user, and the x86_64 debug binary built the same
-    /// way already passes its boots under QEMU's TCG.
+    /// workspace's Cargo.toml). Measured on the 2-vCPU CI machine: aarch64
+    /// builds in 3.4 min (5.7 min of CPU) against 6.0 (10.6) at opt-level
+    /// 1, aarch64 and s390x together in 7.2 min against about 17; the
+    /// cross tier's 39 cases then took 3.1 min under qemu-user instead of
+    /// 0.4 (an `explain` about 6 s on s390x), so the few dependencies
+    /// where that time goes are still optimised ([`EMULATED_HOT`]). The
+    /// x86_64 debug binary, built the same way, passes its boots under TCG.
     Plain,
     /// Built with the library's unit tests, which run for many minutes
     /// under qemu-user (`cargo xtask cross-check`): opt-level 1, and the
@@ -247,6 +257,21 @@ pub enum Debug {
     /// reuse its dependencies.
     ForUnitTests,
 }
+
+/// The dependencies a [`Debug::Plain`] foreign build still optimises (level
+/// 1): where an `explain` under qemu-user spends its time unoptimised (the
+/// rules' TOML and CEL parsers, JSON, zstd's C). Measured on aarch64: an
+/// `explain` of a golden recording 2.6 s without them, 1.5 s with.
+const EMULATED_HOT: &[&str] = &[
+    "winnow",
+    "toml_parser",
+    "toml_edit",
+    "toml",
+    "antlr4rust",
+    "cel",
+    "serde_json",
+    "zstd-sys",
+];
 
 /// `cargo build -p mdiag` (debug) for `arch`; returns the binary. The
 /// host's is the test tiers' ([`crate::run::build_for_tests`]), so the
@@ -343,6 +368,10 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("OPT_LEVEL"), "{line}");
+        assert!(
+            line.contains("profile.dev.package.cel.opt-level=1"),
+            "{line}"
+        );
         let mut cmd = Cmd::new("cargo");
         s390x.cargo_args(&mut cmd, Debug::ForUnitTests).unwrap();
         let line = cmd.to_string();

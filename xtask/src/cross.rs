@@ -222,6 +222,44 @@ fn record_here(bin: &Path, dir: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(out))
 }
 
+/// Runner threads per architecture in [`cross`].
+const RUNNERS: usize = 2;
+
+/// Each architecture's runs back in case order, from its [`RUNNERS`]
+/// threads' results (in `ARCHES` order, thread `i` holding cases `i`,
+/// `i + RUNNERS`, …).
+fn interleave(results: Vec<(&Arch, Result<Vec<Run>>)>) -> Result<Vec<(&Arch, Vec<Run>)>> {
+    let mut out: Vec<(&Arch, Vec<Run>)> = Vec::new();
+    let mut parts: Vec<std::vec::IntoIter<Run>> = Vec::new();
+    let mut results = results.into_iter().peekable();
+    while let Some((arch, first)) = results.next() {
+        parts.clear();
+        parts.push(first?.into_iter());
+        while let Some((next, _)) = results.peek()
+            && *next == arch
+        {
+            if let Some((_, runs)) = results.next() {
+                parts.push(runs?.into_iter());
+            }
+        }
+        let mut runs = Vec::new();
+        'cases: loop {
+            for part in &mut parts {
+                match part.next() {
+                    Some(run) => runs.push(run),
+                    None => break 'cases,
+                }
+            }
+        }
+        // A runner can hold one case more than those after it.
+        for part in &mut parts {
+            runs.extend(part.by_ref());
+        }
+        out.push((arch, runs));
+    }
+    Ok(out)
+}
+
 /// The result of one case on one architecture.
 #[derive(Debug, PartialEq, Eq)]
 struct Run {
@@ -336,11 +374,14 @@ pub fn cross(unit_tests: UnitTests) -> Result<()> {
         ARCHES.iter().map(|a| a.name).collect::<Vec<_>>().join(", "),
         started.elapsed().as_secs()
     );
-    // One thread per architecture: qemu-user runs one guest thread at a time.
+    // Two threads per architecture, each running every other case: an
+    // emulated case is one CPU-bound qemu-user process, and the host's
+    // finish at once, so this keeps both CPUs of a small host busy.
     let results: Vec<(&Arch, Result<Vec<Run>>)> = std::thread::scope(|s| {
         let handles: Vec<_> = bins
             .iter()
-            .map(|(arch, bin)| {
+            .flat_map(|(arch, bin)| (0..RUNNERS).map(move |first| (*arch, bin, first)))
+            .map(|(arch, bin, first)| {
                 let cases = &cases;
                 let out_dir = dir.join(arch.name);
                 s.spawn(move || {
@@ -349,13 +390,15 @@ pub fn cross(unit_tests: UnitTests) -> Result<()> {
                         .and_then(|()| {
                             cases
                                 .iter()
+                                .skip(first)
+                                .step_by(RUNNERS)
                                 .map(|c| {
                                     run_case(arch, bin, c, &out_dir)
                                         .with_context(|| format!("{} on {}", c.name, arch.name))
                                 })
-                                .collect()
+                                .collect::<Result<Vec<Run>>>()
                         });
-                    (*arch, runs)
+                    (arch, runs)
                 })
             })
             .collect();
@@ -367,10 +410,7 @@ pub fn cross(unit_tests: UnitTests) -> Result<()> {
             })
             .collect()
     });
-    let mut runs_by_arch = Vec::new();
-    for (arch, runs) in results {
-        runs_by_arch.push((arch, runs?));
-    }
+    let runs_by_arch = interleave(results)?;
     let (_, host_runs) = &runs_by_arch[0];
     let mut failures = Vec::new();
     for (arch, runs) in &runs_by_arch[1..] {
@@ -545,6 +585,31 @@ fn lib_test_executable(messages: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_architectures_runs_come_back_in_case_order() {
+        let run = |n: i32| Run {
+            status: Some(n),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        };
+        let (x86, arm) = (host(), &ARCHES[1]);
+        // Five cases over two runners: 0 2 4 and 1 3.
+        let results = vec![
+            (x86, Ok(vec![run(0), run(2), run(4)])),
+            (x86, Ok(vec![run(1), run(3)])),
+            (arm, Ok(vec![run(0), run(2), run(4)])),
+            (arm, Ok(vec![run(1), run(3)])),
+        ];
+        let back = interleave(results).unwrap();
+        assert_eq!(back.len(), 2);
+        for (arch, runs) in &back {
+            let order: Vec<Option<i32>> = runs.iter().map(|r| r.status).collect();
+            assert_eq!(order, [0, 1, 2, 3, 4].map(Some), "{}", arch.name);
+        }
+        let failed = vec![(x86, Ok(vec![run(0)])), (x86, Err(anyhow::anyhow!("boom")))];
+        assert!(interleave(failed).is_err());
+    }
 
     #[test]
     fn the_library_test_executable_is_found_among_cargos_messages() {

@@ -91,17 +91,12 @@ fn zig() -> Result<PathBuf> {
 }
 
 /// cargo-zigbuild, pinned, installed when missing or another version.
+/// What is installed comes from `cargo install --list` (`cargo zigbuild
+/// --version` is refused by cargo-zigbuild's subcommand parser, which made
+/// every build run `cargo install` again, reaching crates.io each time).
 fn zigbuild() -> Result<()> {
-    let have = Cmd::cargo()
-        .args(["zigbuild", "--version"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-    if have
-        .as_deref()
-        .is_some_and(|v| v.split_whitespace().any(|w| w == ZIGBUILD_VERSION))
-    {
+    let listed = Cmd::cargo().args(["install", "--list"]).stdout()?;
+    if zigbuild_installed(&listed) {
         return Ok(());
     }
     say!("release: installing cargo-zigbuild {ZIGBUILD_VERSION}");
@@ -114,6 +109,13 @@ fn zigbuild() -> Result<()> {
             ZIGBUILD_VERSION,
         ])
         .run()
+}
+
+/// Whether `cargo install --list` output lists the pinned cargo-zigbuild.
+fn zigbuild_installed(listed: &str) -> bool {
+    listed
+        .lines()
+        .any(|l| l.trim_end() == format!("cargo-zigbuild v{ZIGBUILD_VERSION}:"))
 }
 
 /// Fails when `bin` needs a glibc symbol version newer than the baseline.
@@ -163,6 +165,18 @@ fn newer_than_baseline(readelf: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pinned_zigbuild_is_found_in_cargos_list() {
+        let listed = format!(
+            "bpf-linker v0.13.0:\n    bpf-linker\ncargo-zigbuild v{ZIGBUILD_VERSION}:\n    cargo-zigbuild\n"
+        );
+        assert!(zigbuild_installed(&listed));
+        assert!(!zigbuild_installed(
+            "cargo-zigbuild v0.1.0:\n    cargo-zigbuild\n"
+        ));
+        assert!(!zigbuild_installed(""));
+    }
 
     #[test]
     fn versions_newer_than_the_baseline_are_found() {
