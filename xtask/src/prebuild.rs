@@ -122,25 +122,35 @@ impl Prebuild {
         }
     }
 
-    /// Waits for the child and says how it ended; its failure is not this
-    /// tier's (see the module's comment).
-    pub fn finish(mut self) {
+    /// Waits for the child and says how it ended; whether it built
+    /// everything. Its failure is not this tier's (see the module's
+    /// comment).
+    pub fn finish(mut self) -> bool {
         let waited = Instant::now();
         let Some(mut child) = self.child.take() else {
-            return;
+            return false;
         };
         match child.wait() {
-            Ok(status) if status.success() => say!(
-                "prebuild: done {} s after it started (waited {} s for it; log {})",
-                self.started.elapsed().as_secs(),
-                waited.elapsed().as_secs(),
-                self.log.display()
-            ),
-            Ok(status) => say!(
-                "prebuild: failed ({status}); the later tiers build in turn (log {})",
-                self.log.display()
-            ),
-            Err(e) => say!("prebuild: could not be waited for ({e})"),
+            Ok(status) if status.success() => {
+                say!(
+                    "prebuild: done {} s after it started (waited {} s for it; log {})",
+                    self.started.elapsed().as_secs(),
+                    waited.elapsed().as_secs(),
+                    self.log.display()
+                );
+                true
+            }
+            Ok(status) => {
+                say!(
+                    "prebuild: failed ({status}); the later tiers build in turn (log {})",
+                    self.log.display()
+                );
+                false
+            }
+            Err(e) => {
+                say!("prebuild: could not be waited for ({e})");
+                false
+            }
         }
     }
 }
