@@ -179,7 +179,7 @@ impl Arch {
     /// `cargo build`/`test` being assembled): `--target`, the linker, the
     /// runner for `cargo test`, its own target directory, the optimisation
     /// `debug` asks for, and build-std where needed.
-    pub fn cargo_args(&self, cmd: &mut Cmd, debug: Debug) -> Result<()> {
+    pub fn cargo_args(&self, cmd: &mut Cmd, debug: DebugBuild) -> Result<()> {
         if self.is_host() {
             return Ok(());
         }
@@ -192,10 +192,10 @@ impl Arch {
             cmd.env(self.cargo_target_env("RUNNER"), format!("{qemu} -L {root}"));
         }
         match debug {
-            Debug::ForUnitTests => {
+            DebugBuild::ForUnitTests => {
                 cmd.env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
             }
-            Debug::Plain => {
+            DebugBuild::Plain => {
                 for package in EMULATED_HOT {
                     cmd.arg("--config")
                         .arg(format!("profile.dev.package.{package}.opt-level=1"));
@@ -240,7 +240,7 @@ impl Arch {
 
 /// What a foreign debug build is for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Debug {
+pub enum DebugBuild {
     /// The binary the cross and vm tiers run: the dev profile as the host's
     /// debug build has it (opt-level 0, the package overrides of the
     /// workspace's Cargo.toml). Measured on the 2-vCPU CI machine: aarch64
@@ -258,7 +258,7 @@ pub enum Debug {
     ForUnitTests,
 }
 
-/// The dependencies a [`Debug::Plain`] foreign build still optimises (level
+/// The dependencies a [`DebugBuild::Plain`] foreign build still optimises (level
 /// 1): where an `explain` under qemu-user spends its time unoptimised (the
 /// rules' TOML and CEL parsers, JSON, zstd's C). Measured on aarch64: an
 /// `explain` of a golden recording 2.6 s without them, 1.5 s with.
@@ -276,7 +276,7 @@ const EMULATED_HOT: &[&str] = &[
 /// `cargo build -p mdiag` (debug) for `arch`; returns the binary. The
 /// host's is the test tiers' ([`crate::run::build_for_tests`]), so the
 /// cross tier compares the binary the root tier tested.
-pub fn build(arch: &Arch, debug: Debug) -> Result<PathBuf> {
+pub fn build(arch: &Arch, debug: DebugBuild) -> Result<PathBuf> {
     if arch.is_host() {
         return crate::run::build_for_tests().map(|b| b.mdiag);
     }
@@ -284,7 +284,7 @@ pub fn build(arch: &Arch, debug: Debug) -> Result<PathBuf> {
         .with_context(|| format!("preparing to build for {}", arch.name))?;
     let mut cmd = Cmd::cargo();
     cmd.args(["build", "-p", "mdiag"]);
-    if debug == Debug::ForUnitTests && arch.big_endian {
+    if debug == DebugBuild::ForUnitTests && arch.big_endian {
         cmd.args(DEV_FEATURES_TARGETS);
     }
     arch.cargo_args(&mut cmd, debug)?;
@@ -353,14 +353,14 @@ mod tests {
             target.join("build-s390x/s390x-unknown-linux-gnu/debug")
         );
         let mut cmd = Cmd::new("cargo");
-        s390x.cargo_args(&mut cmd, Debug::Plain).unwrap();
+        s390x.cargo_args(&mut cmd, DebugBuild::Plain).unwrap();
         let line = cmd.to_string();
         assert!(line.contains("RUSTC_BOOTSTRAP=1"), "{line}");
         assert!(line.contains("-Zbuild-std=std,panic_abort,test"), "{line}");
         let mut cmd = Cmd::new("cargo");
         parse_arch("aarch64")
             .unwrap()
-            .cargo_args(&mut cmd, Debug::Plain)
+            .cargo_args(&mut cmd, DebugBuild::Plain)
             .unwrap();
         let line = cmd.to_string();
         assert!(
@@ -373,7 +373,9 @@ mod tests {
             "{line}"
         );
         let mut cmd = Cmd::new("cargo");
-        s390x.cargo_args(&mut cmd, Debug::ForUnitTests).unwrap();
+        s390x
+            .cargo_args(&mut cmd, DebugBuild::ForUnitTests)
+            .unwrap();
         let line = cmd.to_string();
         assert!(line.contains("CARGO_PROFILE_DEV_OPT_LEVEL=1"), "{line}");
     }

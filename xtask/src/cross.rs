@@ -26,7 +26,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 use crate::{
-    arch::{ARCHES, Arch, Debug, build, host},
+    arch::{ARCHES, Arch, DebugBuild, build, host},
     cmd::{Cmd, is_root, target_dir, workspace_root},
     say,
 };
@@ -225,39 +225,73 @@ fn record_here(bin: &Path, dir: &Path) -> Result<Option<PathBuf>> {
 /// Runner threads per architecture in [`cross`].
 const RUNNERS: usize = 2;
 
-/// Each architecture's runs back in case order, from its [`RUNNERS`]
-/// threads' results (in `ARCHES` order, thread `i` holding cases `i`,
-/// `i + RUNNERS`, …).
-fn interleave(results: Vec<(&Arch, Result<Vec<Run>>)>) -> Result<Vec<(&Arch, Vec<Run>)>> {
-    let mut out: Vec<(&Arch, Vec<Run>)> = Vec::new();
-    let mut parts: Vec<std::vec::IntoIter<Run>> = Vec::new();
-    let mut results = results.into_iter().peekable();
-    while let Some((arch, first)) = results.next() {
-        parts.clear();
-        parts.push(first?.into_iter());
-        while let Some((next, _)) = results.peek()
-            && *next == arch
-        {
-            if let Some((_, runs)) = results.next() {
-                parts.push(runs?.into_iter());
-            }
+/// One runner thread's runs, each with its case's index.
+type IndexedRuns = Result<Vec<(usize, Run)>>;
+
+/// Each architecture's runs in case order (architectures in the order they
+/// first come), from its runner threads' results: each run with its case's
+/// index.
+fn in_case_order(results: Vec<(&Arch, IndexedRuns)>) -> Result<Vec<(&Arch, Vec<Run>)>> {
+    let mut by_arch: Vec<(&Arch, Vec<(usize, Run)>)> = Vec::new();
+    for (arch, runs) in results {
+        let runs = runs?;
+        match by_arch.iter_mut().find(|(a, _)| *a == arch) {
+            Some((_, all)) => all.extend(runs),
+            None => by_arch.push((arch, runs)),
         }
-        let mut runs = Vec::new();
-        'cases: loop {
-            for part in &mut parts {
-                match part.next() {
-                    Some(run) => runs.push(run),
-                    None => break 'cases,
-                }
-            }
-        }
-        // A runner can hold one case more than those after it.
-        for part in &mut parts {
-            runs.extend(part.by_ref());
-        }
-        out.push((arch, runs));
     }
-    Ok(out)
+    Ok(by_arch
+        .into_iter()
+        .map(|(arch, mut runs)| {
+            runs.sort_by_key(|(i, _)| *i);
+            (arch, runs.into_iter().map(|(_, run)| run).collect())
+        })
+        .collect())
+}
+
+/// Every case on every architecture, [`RUNNERS`] threads per architecture,
+/// each running every other case: an emulated case is one CPU-bound
+/// qemu-user process, and the host's finish at once, so this keeps both
+/// CPUs of a small host busy.
+fn run_all(
+    bins: &[(&'static Arch, PathBuf)],
+    cases: &[Case],
+    dir: &Path,
+) -> Vec<(&'static Arch, IndexedRuns)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = bins
+            .iter()
+            .flat_map(|(arch, bin)| (0..RUNNERS).map(move |first| (*arch, bin, first)))
+            .map(|(arch, bin, first)| {
+                let out_dir = dir.join(arch.name);
+                s.spawn(move || {
+                    let runs = fs::create_dir_all(&out_dir)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|()| {
+                            cases
+                                .iter()
+                                .enumerate()
+                                .skip(first)
+                                .step_by(RUNNERS)
+                                .map(|(i, c)| {
+                                    run_case(arch, bin, c, &out_dir)
+                                        .map(|run| (i, run))
+                                        .with_context(|| format!("{} on {}", c.name, arch.name))
+                                })
+                                .collect::<IndexedRuns>()
+                        });
+                    (arch, runs)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| (host(), Err(anyhow::anyhow!("a runner thread panicked"))))
+            })
+            .collect()
+    })
 }
 
 /// The result of one case on one architecture.
@@ -358,8 +392,8 @@ pub fn cross(unit_tests: UnitTests) -> Result<()> {
         // Built for the unit tests when they run (one set of
         // dependencies for both), else as the vm tier runs them.
         let debug = match unit_tests {
-            UnitTests::Run => Debug::ForUnitTests,
-            UnitTests::Skip => Debug::Plain,
+            UnitTests::Run => DebugBuild::ForUnitTests,
+            UnitTests::Skip => DebugBuild::Plain,
         };
         bins.push((arch, build(arch, debug)?));
     }
@@ -374,43 +408,7 @@ pub fn cross(unit_tests: UnitTests) -> Result<()> {
         ARCHES.iter().map(|a| a.name).collect::<Vec<_>>().join(", "),
         started.elapsed().as_secs()
     );
-    // Two threads per architecture, each running every other case: an
-    // emulated case is one CPU-bound qemu-user process, and the host's
-    // finish at once, so this keeps both CPUs of a small host busy.
-    let results: Vec<(&Arch, Result<Vec<Run>>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = bins
-            .iter()
-            .flat_map(|(arch, bin)| (0..RUNNERS).map(move |first| (*arch, bin, first)))
-            .map(|(arch, bin, first)| {
-                let cases = &cases;
-                let out_dir = dir.join(arch.name);
-                s.spawn(move || {
-                    let runs = fs::create_dir_all(&out_dir)
-                        .map_err(anyhow::Error::from)
-                        .and_then(|()| {
-                            cases
-                                .iter()
-                                .skip(first)
-                                .step_by(RUNNERS)
-                                .map(|c| {
-                                    run_case(arch, bin, c, &out_dir)
-                                        .with_context(|| format!("{} on {}", c.name, arch.name))
-                                })
-                                .collect::<Result<Vec<Run>>>()
-                        });
-                    (arch, runs)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| (host(), Err(anyhow::anyhow!("a runner thread panicked"))))
-            })
-            .collect()
-    });
-    let runs_by_arch = interleave(results)?;
+    let runs_by_arch = in_case_order(run_all(&bins, &cases, &dir))?;
     let (_, host_runs) = &runs_by_arch[0];
     let mut failures = Vec::new();
     for (arch, runs) in &runs_by_arch[1..] {
@@ -465,7 +463,7 @@ fn big_endian_unit_tests() -> Result<Cmd> {
     let arch = big_endian()?;
     let mut cmd = Cmd::cargo();
     cmd.args(["test", "-p", "mdiag", "--lib"]);
-    arch.cargo_args(&mut cmd, Debug::ForUnitTests)?;
+    arch.cargo_args(&mut cmd, DebugBuild::ForUnitTests)?;
     Ok(cmd)
 }
 
@@ -596,19 +594,22 @@ mod tests {
         let (x86, arm) = (host(), &ARCHES[1]);
         // Five cases over two runners: 0 2 4 and 1 3.
         let results = vec![
-            (x86, Ok(vec![run(0), run(2), run(4)])),
-            (x86, Ok(vec![run(1), run(3)])),
-            (arm, Ok(vec![run(0), run(2), run(4)])),
-            (arm, Ok(vec![run(1), run(3)])),
+            (x86, Ok(vec![(0, run(0)), (2, run(2)), (4, run(4))])),
+            (x86, Ok(vec![(1, run(1)), (3, run(3))])),
+            (arm, Ok(vec![(0, run(0)), (2, run(2)), (4, run(4))])),
+            (arm, Ok(vec![(1, run(1)), (3, run(3))])),
         ];
-        let back = interleave(results).unwrap();
+        let back = in_case_order(results).unwrap();
         assert_eq!(back.len(), 2);
         for (arch, runs) in &back {
             let order: Vec<Option<i32>> = runs.iter().map(|r| r.status).collect();
             assert_eq!(order, [0, 1, 2, 3, 4].map(Some), "{}", arch.name);
         }
-        let failed = vec![(x86, Ok(vec![run(0)])), (x86, Err(anyhow::anyhow!("boom")))];
-        assert!(interleave(failed).is_err());
+        let failed = vec![
+            (x86, Ok(vec![(0, run(0))])),
+            (x86, Err(anyhow::anyhow!("boom"))),
+        ];
+        assert!(in_case_order(failed).is_err());
     }
 
     #[test]

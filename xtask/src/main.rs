@@ -206,7 +206,7 @@ fn main() -> ExitCode {
             let bin = if release {
                 release::build(arch)?
             } else {
-                arch::build(arch, arch::Debug::Plain)?
+                arch::build(arch, arch::DebugBuild::Plain)?
             };
             say!("built {}", bin.display());
             Ok(())

@@ -86,7 +86,7 @@ pub fn build(parts: &[Part]) -> Result<()> {
         match part {
             Part::Cross => {
                 for arch in ARCHES.iter().filter(|a| !a.is_host()) {
-                    arch::build(arch, arch::Debug::Plain)?;
+                    arch::build(arch, arch::DebugBuild::Plain)?;
                 }
             }
             Part::Release => {

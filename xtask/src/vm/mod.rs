@@ -336,7 +336,7 @@ fn mdiag_binary(guest: &Guest, bins: &[(&str, PathBuf)]) -> Result<PathBuf> {
         None if arch.is_host() => target_dir()?.join("debug/mdiag"),
         None => {
             say!("vm-matrix {}: building mdiag for it (debug)", guest.name);
-            arch::build(arch, arch::Debug::Plain)?
+            arch::build(arch, arch::DebugBuild::Plain)?
         }
     };
     fs::canonicalize(&bin).with_context(|| {
