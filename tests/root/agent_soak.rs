@@ -199,6 +199,9 @@ fn the_agent_keeps_its_memory_fds_and_programs_through_restarts_and_thread_churn
 /// 140 MB symbol table, one thread per connection), with a probe budget so
 /// small that the per-event programs are detached and attached again many
 /// times: memory, file descriptors and programs stay flat.
+/// Operations a second of each of the soak's two connections.
+const RATE: u32 = 300;
+
 #[test]
 fn the_agent_on_a_real_mongod_keeps_its_memory_fds_and_programs_through_the_duty_cycle() {
     let _serial = mdiag_tests::serial();
@@ -208,7 +211,9 @@ fn the_agent_on_a_real_mongod_keeps_its_memory_fds_and_programs_through_the_duty
         name: Some(NAME.into()),
         ..Default::default()
     });
-    let load = mdiag_tests::mongod::Load::start(&server.uri(), 2);
+    // Paced (2 × 300 operations a second): requests for the probes to
+    // see, without taking every CPU for the soak's two minutes.
+    let load = mdiag_tests::mongod::Load::paced(&server.uri(), 2, RATE);
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("mdiag.toml");
     // probe_budget 0.0005: a fraction of what the programs cost on this
@@ -235,12 +240,21 @@ fn the_agent_on_a_real_mongod_keeps_its_memory_fds_and_programs_through_the_duty
     let pid = agent.child.id();
     let cycles = 10;
     let mut samples = Vec::new();
+    // 100 ms samples with the switch program attached, of all, and how
+    // often it was attached again after being detached (the kernel's own
+    // account of the agent's links).
+    let (mut on, mut all, mut reattached, mut was) = (0u32, 0u32, 0u32, true);
     let t0 = Instant::now();
     for _ in 0..cycles {
         let cycle = Instant::now();
         let (mut rss, mut fds, mut progs) = (u64::MAX, usize::MAX, usize::MAX);
         while cycle.elapsed() < Duration::from_secs(10) {
             agent.drain_for(Duration::from_millis(100));
+            let attached = mdiag_tests::agent::holds_sched_switch_link(pid);
+            all += 1;
+            on += u32::from(attached);
+            reattached += u32::from(attached && !was);
+            was = attached;
             let (r, f) = footprint(pid);
             rss = rss.min(r);
             fds = fds.min(f);
@@ -248,10 +262,25 @@ fn the_agent_on_a_real_mongod_keeps_its_memory_fds_and_programs_through_the_duty
         }
         samples.push((t0.elapsed().as_secs_f64(), rss, fds, progs));
     }
-    let (seconds, _) = load.finish();
+    let (seconds, total) = load.finish();
     let (status, log) = agent.stop();
     assert!(status.success(), "{log}");
     assert!(!seconds.is_empty(), "the load reported no second");
+    // The load served what it was paced to (mongod kept up), by its own count.
+    let ops_per_sec = total["ops_per_sec"].as_f64().unwrap_or(0.0);
+    assert!(
+        ops_per_sec >= 0.5 * f64::from(2 * RATE),
+        "the load ran {ops_per_sec:.0} operations a second: {total}"
+    );
+    // The per-event programs were detached and attached again (the duty
+    // cycle this soak is about), by the kernel's account of the links.
+    eprintln!(
+        "load: {total}; switch program attached in {on} of {all} samples, {reattached} times again"
+    );
+    assert!(
+        reattached >= 5 && on < all,
+        "the duty cycle did not run: attached in {on} of {all} samples, {reattached} times again:\n{log}"
+    );
     assert_eq!(
         log.matches(&format!("watching {NAME}")).count(),
         1,

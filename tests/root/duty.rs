@@ -38,23 +38,6 @@ fn config(dir: &Path, budget: &str) -> std::path::PathBuf {
     path
 }
 
-/// Whether process `pid` holds a BPF link on the `sched_switch` raw
-/// tracepoint now (the kernel's own account of its file descriptors).
-fn holds_sched_switch_link(pid: u32) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
-        return false;
-    };
-    fds.flatten().any(|fd| {
-        std::fs::read_to_string(fd.path()).is_ok_and(|info| {
-            info.lines()
-                .any(|l| l.starts_with("link_type:") && l.contains("raw_tracepoint"))
-                && info
-                    .lines()
-                    .any(|l| l.starts_with("tp_name:") && l.trim_end().ends_with("sched_switch"))
-        })
-    })
-}
-
 /// Runs the agent with `budget` on a loaded mongod; returns the share of
 /// 100 ms samples with the switch program attached, and the coverage the
 /// agent reported for its last window.
@@ -83,7 +66,7 @@ fn attached_share(budget: &str) -> (f64, f64, String) {
             "never watched {id}:\n{}",
             agent.log
         );
-        let attached = holds_sched_switch_link(pid);
+        let attached = mdiag_tests::agent::holds_sched_switch_link(pid);
         if end.is_none() && agent.log.contains(&watching) {
             end = Some(Instant::now() + SAMPLING);
         }

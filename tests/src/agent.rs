@@ -194,3 +194,20 @@ pub fn sample(text: &str, series: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// Whether process `pid` holds a BPF link on the `sched_switch` raw
+/// tracepoint now (the kernel's own account of its file descriptors).
+pub fn holds_sched_switch_link(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_to_string(fd.path()).is_ok_and(|info| {
+            info.lines()
+                .any(|l| l.starts_with("link_type:") && l.contains("raw_tracepoint"))
+                && info
+                    .lines()
+                    .any(|l| l.starts_with("tp_name:") && l.trim_end().ends_with("sched_switch"))
+        })
+    })
+}

@@ -427,6 +427,16 @@ impl Load {
     /// Starts `threads` connections of load on `uri` until [`Self::finish`];
     /// returns once every connection is made.
     pub fn start(uri: &str, threads: usize) -> Self {
+        Self::spawn(uri, threads, None)
+    }
+
+    /// [`Self::start`] with each connection paced to `rate` operations a
+    /// second: a load that leaves CPU time to the rest of the host.
+    pub fn paced(uri: &str, threads: usize, rate: u32) -> Self {
+        Self::spawn(uri, threads, Some(rate))
+    }
+
+    fn spawn(uri: &str, threads: usize, rate: Option<u32>) -> Self {
         let mut cmd = Command::new(load_binary());
         cmd.args([
             "--uri",
@@ -435,6 +445,9 @@ impl Load {
             &threads.to_string(),
             "--until-stdin",
         ]);
+        if let Some(rate) = rate {
+            cmd.args(["--rate", &rate.to_string()]);
+        }
         let (mut child, out) = crate::spawn_ready(&mut cmd);
         let stdin = child.stdin.take();
         Load { child, stdin, out }

@@ -13,7 +13,14 @@
 //! counted and the first one is printed on stderr; the load goes on.
 //!
 //! Usage: `mdiag-mongoload --uri mongodb://127.0.0.1:PORT [--threads 4]
-//! [--secs 20 | --until-stdin] [--db mdiag_load] [--doc-bytes 100] [--drop-first]`.
+//! [--secs 20 | --until-stdin] [--db mdiag_load] [--doc-bytes 100] [--drop-first]
+//! [--rate OPS]`.
+//!
+//! `--rate OPS` paces each connection to OPS operations a second (an open
+//! schedule: an operation late by more than one interval is not made up
+//! for); without it each connection loops as fast as mongod answers, which
+//! takes every CPU of a small host. A test that needs a load, not a
+//! saturated host, paces it and leaves CPU time to the rest of the machine.
 //!
 //! `--drop-first` drops `<db>.docs` before the run: the aggregate reads the
 //! documents of 50 keys, more of them the more runs inserted before, so runs
@@ -44,6 +51,8 @@ struct Args {
     db: String,
     doc_bytes: usize,
     drop_first: bool,
+    /// Operations a second per connection; `None`: as fast as it can.
+    rate: Option<f64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -54,6 +63,7 @@ fn parse_args() -> Result<Args, String> {
         db: "mdiag_load".into(),
         doc_bytes: 100,
         drop_first: false,
+        rate: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -66,6 +76,7 @@ fn parse_args() -> Result<Args, String> {
             "--drop-first" => args.drop_first = true,
             "--db" => args.db = value("--db")?,
             "--doc-bytes" => args.doc_bytes = parse(&value("--doc-bytes")?)?,
+            "--rate" => args.rate = Some(parse(&value("--rate")?)?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -74,6 +85,9 @@ fn parse_args() -> Result<Args, String> {
     }
     if args.threads == 0 {
         return Err("--threads must be at least 1".into());
+    }
+    if args.rate.is_some_and(|r: f64| !(r.is_finite() && r > 0.0)) {
+        return Err("--rate must be a positive number of operations a second".into());
     }
     Ok(args)
 }
@@ -238,6 +252,7 @@ fn worker(
     go: Arc<std::sync::Barrier>,
 ) -> std::thread::JoinHandle<()> {
     let (uri, db, doc_bytes) = (args.uri.clone(), args.db.clone(), args.doc_bytes);
+    let interval = args.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     std::thread::spawn(move || {
         let rt = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -262,7 +277,15 @@ fn worker(
         let pad = "x".repeat(doc_bytes);
         let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         rt.block_on(async {
+            let mut next = Instant::now();
             while !shared.stop.load(Ordering::Relaxed) {
+                if let Some(interval) = interval {
+                    let now = Instant::now();
+                    if next > now {
+                        tokio::time::sleep(next - now).await;
+                    }
+                    next = next.max(now) + interval;
+                }
                 // xorshift: a cheap, reproducible key sequence per worker.
                 x ^= x << 13;
                 x ^= x >> 7;
