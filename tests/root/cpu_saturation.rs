@@ -397,3 +397,138 @@ fn a_target_with_more_spinning_threads_than_cpus_gets_a_cpu_finding() {
         assert!(saturation.is_some());
     }
 }
+
+/// The nice value of every thread of `pid`, by tid (field 19 of
+/// /proc/PID/task/TID/stat, counted after the command name's `)`).
+fn thread_nices(pid: u32) -> BTreeMap<u32, i64> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("read the spinner's tasks")
+        .filter_map(|e| {
+            let tid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+            let after = stat.rsplit_once(')')?.1;
+            Some((tid, after.split_whitespace().nth(16)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `sched.cpu_saturation`'s fix, verify and revert as `sh` runs them, with
+/// the facts a finding would give them: the busiest other process's pid
+/// and its recorded (main thread's) nice value.
+fn saturation_fix(pid: u32) -> (Vec<String>, Vec<String>, String) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../rules/sched-cpu-saturation.toml"
+    );
+    let rule: toml::Table = std::fs::read_to_string(path)
+        .expect("read the rule")
+        .parse()
+        .expect("parse the rule");
+    let fix = rule["fix"].as_table().expect("[fix]");
+    let render = |s: &str| {
+        s.replace("{{cpu.top_other_pid}}", &pid.to_string())
+            .replace("{{cpu.top_other_nice}}", "0")
+    };
+    let list = |key: &str| -> Vec<String> {
+        fix[key]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|c| render(c.as_str().expect("a string")))
+            .collect()
+    };
+    // The verify's command is the first `…` of its text.
+    let verify = render(fix["verify"].as_str().expect("verify"));
+    let command = verify
+        .split('`')
+        .nth(1)
+        .expect("a command between backticks")
+        .replace("\\\n", "")
+        .to_owned();
+    (list("commands"), list("revert"), command)
+}
+
+fn sh(script: &str) -> std::process::Output {
+    Command::new("sh")
+        .args(["-c", script])
+        .output()
+        .expect("run sh")
+}
+
+/// A nice value belongs to a thread: the saturation fix must reach every
+/// thread of a multithreaded process (a JVM, a backup tool, another
+/// mongod), its verify must check every thread, and its revert must give
+/// each thread back the value it had, one thread's different from the rest.
+#[test]
+fn the_saturation_fix_reaches_every_thread_and_its_revert_restores_each() {
+    let _serial = mdiag_tests::serial();
+    require_root();
+    let mut child = Command::new(SPIN)
+        .args(["--threads", "4", "--spin-ms", "1", "--wait-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start mdiag-spin");
+    let pid = child.id();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    // Killed when dropped, also when an assertion fails.
+    let _spinner = Spinners(vec![child]);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let before = thread_nices(pid);
+    assert_eq!(
+        before.len(),
+        5,
+        "main thread and 4 parked threads: {before:?}"
+    );
+    // One thread already runs at nice 5: the revert must give it 5 back.
+    let odd = *before.keys().last().unwrap();
+    assert!(
+        sh(&format!("renice --priority 5 -p {odd}"))
+            .status
+            .success()
+    );
+    let before = thread_nices(pid);
+    assert_eq!(before[&odd], 5);
+
+    let (commands, revert, verify) = saturation_fix(pid);
+    // The verify fails before the fix: four threads are not at 19.
+    let v = sh(&verify);
+    assert!(!v.status.success(), "{v:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&v.stdout).trim(),
+        "5 threads not at nice 19"
+    );
+    for round in 0..2 {
+        for c in &commands {
+            let o = sh(c);
+            assert!(o.status.success(), "round {round}: {c}: {o:?}");
+        }
+        let after = thread_nices(pid);
+        assert!(after.values().all(|n| *n == 19), "round {round}: {after:?}");
+        let v = sh(&verify);
+        assert!(v.status.success(), "{v:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&v.stdout).trim(),
+            "0 threads not at nice 19"
+        );
+    }
+    for c in &revert {
+        let o = sh(c);
+        assert!(o.status.success(), "{c}: {o:?}");
+    }
+    assert_eq!(thread_nices(pid), before, "each thread's own value back");
+    let left: Vec<_> = std::fs::read_dir("/run/mdiag")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("renice-{pid}-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "state files left: {left:?}");
+}

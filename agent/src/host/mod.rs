@@ -13,6 +13,7 @@ mod cpu_usage;
 mod dbpath;
 mod glibc;
 mod memory;
+mod neighbours;
 mod net;
 mod process;
 mod storage;

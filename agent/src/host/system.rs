@@ -1,8 +1,9 @@
 //! Host-wide settings a MongoDB support engineer checks first: the kernel's
 //! file, pid and thread limits, whether the clock is synchronised (the
 //! kernel's own STA_UNSYNC flag from adjtimex(2), and the time services
-//! running), the tuned profile and what it sets for THP and readahead, and
-//! every mongod of the host with the WiredTiger cache it was given.
+//! running), the tuned profile and what it sets for THP and readahead,
+//! every mongod of the host with the WiredTiger cache it was given, and
+//! what else shares the host (`neighbours.rs`).
 //!
 //! Every reader takes a root path ("/" in production, a fake tree in tests)
 //! and leaves a fact `None` when it cannot read it; adjtimex is asked of the
@@ -30,6 +31,7 @@ const MAX_INCLUDES: usize = 8;
 /// The host's settings under `root`; adjtimex of this kernel when `root` is "/".
 pub fn system_facts(root: &Path) -> SystemFacts {
     let comms = process_names(root);
+    let (other_anon, largest_others) = super::neighbours::other_anon_memory(root);
     let clock = (root == Path::new("/"))
         .then(|| clock_facts(&comms))
         .flatten();
@@ -50,6 +52,9 @@ pub fn system_facts(root: &Path) -> SystemFacts {
                 .map(|(pid, _)| mongod_process(root, *pid))
                 .collect(),
         ),
+        other_anon_bytes: Some(other_anon),
+        largest_others: Some(largest_others),
+        kubernetes_node: Some(super::neighbours::kubernetes_node(root)),
     }
 }
 

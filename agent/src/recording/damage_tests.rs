@@ -150,6 +150,17 @@ fn check_flip(w: &Written, i: usize) -> Option<usize> {
         assert!(o.notes.is_empty(), "byte {i}: {:?}", o.notes);
         return None;
     }
+    // A flip zstd's decoder does not see (a window descriptor made larger,
+    // a bit of an entropy table's description that no code uses): the
+    // frame decodes to what was written, so nothing is lost. The caller
+    // bounds how often that may happen.
+    if let Ok(o) = flipped(w, i)
+        && o.notes.is_empty()
+        && o.recording.stop_reason == "duration"
+        && o.recording.slices == w.slices
+    {
+        return None;
+    }
     match flipped(w, i) {
         Err(e) => {
             // Only the head's damage is refused, clearly and by name.
@@ -230,13 +241,22 @@ fn one_flipped_bit_anywhere_costs_only_its_own_frame() {
     offsets.sort_unstable();
     offsets.dedup();
     let mut lost = vec![0; w.starts.len() - 1];
+    let mut harmless = Vec::new();
+    let tried = offsets.len();
     for i in offsets {
-        if let Some(frame) = check_flip(&w, i) {
-            lost[frame] += 1;
+        match check_flip(&w, i) {
+            Some(frame) => lost[frame] += 1,
+            None => harmless.push(i),
         }
     }
-    // Every frame, the head and the end included, was lost to some flip.
+    // Every frame, the head and the end included, was lost to some flip,
+    // and few flips changed nothing (the decoder ignores few bits).
     assert!(lost.iter().all(|&n| n > 0), "{lost:?}");
+    assert!(
+        harmless.len() * 20 <= tried,
+        "{} of {tried} flips changed nothing: {harmless:?}",
+        harmless.len()
+    );
 }
 
 #[test]

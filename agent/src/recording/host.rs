@@ -98,6 +98,24 @@ pub struct SystemFacts {
     pub tuned: Option<TunedFacts>,
     /// Every process named mongod on the host.
     pub mongods: Option<Vec<MongodProcess>>,
+    /// The anonymous resident memory (`RssAnon`) of every other process,
+    /// summed: what swap would hold for the software beside mongod.
+    pub other_anon_bytes: Option<u64>,
+    /// The largest of those processes, largest first (three at most).
+    pub largest_others: Option<Vec<ProcessMemory>>,
+    /// A kubelet runs on the host or its configuration is in place.
+    pub kubernetes_node: Option<bool>,
+}
+
+/// A process other than mongod and its anonymous resident memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProcessMemory {
+    pub pid: u32,
+    /// Its name, as /proc/PID/status gives it.
+    pub comm: String,
+    /// `RssAnon`, bytes.
+    pub anon_bytes: u64,
 }
 
 /// The kernel's clock discipline (adjtimex(2)) and the time services running.

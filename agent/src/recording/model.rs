@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 // re-exported so that `recording::model::X` keeps naming them.
 pub use super::host::{
     CgroupFacts, CgroupV1Limits, ClockFacts, CpuTopology, DbPathFacts, HostFacts, MemoryFacts,
-    MongodProcess, NetFacts, NetInterface, NumaNode, ProcessFacts, ResourceLimit, RxQueue,
-    StorageFacts, SysfsChoice, SystemFacts, ThpFacts, TunedFacts, VmSysctls,
+    MongodProcess, NetFacts, NetInterface, NumaNode, ProcessFacts, ProcessMemory, ResourceLimit,
+    RxQueue, StorageFacts, SysfsChoice, SystemFacts, ThpFacts, TunedFacts, VmSysctls,
 };
 pub use super::host_cpu::{HostCpuUsage, ProcessCpu};
 pub use crate::family::alloc::section::{

@@ -357,6 +357,14 @@ pub(crate) fn baseline_system() -> crate::recording::SystemFacts {
             cache_from: "default".into(),
             memory_limit_bytes: None,
         }]),
+        // mongod has the host to itself: sshd, an exporter, mdiag.
+        other_anon_bytes: Some(300 << 20),
+        largest_others: Some(vec![crate::recording::ProcessMemory {
+            pid: 2000,
+            comm: "sshd".into(),
+            anon_bytes: 8 << 20,
+        }]),
+        kubernetes_node: Some(false),
     }
 }
 

@@ -226,6 +226,14 @@ fn example_system() -> crate::recording::SystemFacts {
                 memory_limit_bytes: Some(8 << 30),
             },
         ]),
+        // A dedicated host: sshd, an exporter and mdiag beside mongod.
+        other_anon_bytes: Some(400 << 20),
+        largest_others: Some(vec![crate::recording::ProcessMemory {
+            pid: 900,
+            comm: "node_exporter".into(),
+            anon_bytes: 60 << 20,
+        }]),
+        kubernetes_node: Some(false),
     }
 }
 

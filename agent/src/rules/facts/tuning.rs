@@ -347,6 +347,58 @@ fn system_facts(rec: &Recording, put: &mut dyn FnMut(&str, Option<FactValue>)) {
     if let Some(mongods) = &sys.mongods {
         mongod_instances(rec, mongods, put);
     }
+    neighbour_facts(rec, sys, put);
+}
+
+/// What shares the host with mongod (`host/neighbours.rs`): the share of
+/// memory the other processes hold anonymously (what swap would hold for
+/// them), the largest of them, and whether this is a Kubernetes node (a
+/// kubelet, its configuration, or a target in a `kubepods` cgroup).
+fn neighbour_facts(
+    rec: &Recording,
+    sys: &crate::recording::SystemFacts,
+    put: &mut dyn FnMut(&str, Option<FactValue>),
+) {
+    let total = rec.host.memory.as_ref().and_then(|m| m.mem_total_bytes);
+    put("other_anon_gib", gib(sys.other_anon_bytes));
+    put(
+        "other_anon_share",
+        sys.other_anon_bytes
+            .zip(total.filter(|t| *t > 0))
+            .map(|(o, t)| float(o as f64 / t as f64)),
+    );
+    put(
+        "largest_others",
+        sys.largest_others.as_ref().map(|l| {
+            text(
+                l.iter()
+                    .map(|p| {
+                        format!(
+                            "{} (pid {}) {:.1} GiB",
+                            p.comm,
+                            p.pid,
+                            p.anon_bytes as f64 / GIB
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        }),
+    );
+    let in_kubepods = rec
+        .host
+        .target_process
+        .as_ref()
+        .and_then(|p| p.cgroup.as_ref())
+        .and_then(|c| c.path.as_deref())
+        .is_some_and(|p| p.contains("kubepods"));
+    put(
+        "kubernetes_node",
+        match sys.kubernetes_node {
+            Some(k) => Some(FactValue::Bool(k || in_kubepods)),
+            None => in_kubepods.then_some(FactValue::Bool(true)),
+        },
+    );
 }
 
 /// `mongod_instances`, the sum of their WiredTiger caches (each the size it

@@ -329,16 +329,7 @@ fn clock_swap_tuned_and_several_mongod() {
     assert_eq!(f.fix.revert, ["timedatectl set-ntp false"]);
     passed(&baseline(), "host.clock_sync");
 
-    let mut noswap = baseline();
-    tuning(&mut noswap).swap_total_bytes = Some(0);
-    let f = fired(&noswap, "host.swap");
-    // 64 GiB: an 8 GiB swap file.
-    assert!(
-        fix_has(&f, "fallocate -l 8G /swapfile.mdiag"),
-        "{:?}",
-        f.fix.commands
-    );
-    passed(&baseline(), "host.swap");
+    swap_only_where_other_software_shares_the_host();
 
     // tuned's throughput-performance: THP always and a readahead, on a
     // mongod 8 host (MongoDB advises THP always there): the readahead fires.
@@ -380,4 +371,102 @@ fn clock_swap_tuned_and_several_mongod() {
         m.cache_from = "config file /etc/mongod.conf".into();
     }
     passed(&two, "host.several_mongod");
+}
+
+/// MongoDB's production notes allow no swap on a host mongod has to itself
+/// and ask for swap where other software shares it; a Kubernetes node gets
+/// no swap advice (its kubelet refuses to start with swap on).
+fn swap_only_where_other_software_shares_the_host() {
+    // Near miss: a dedicated host without swap (the notes' second strategy).
+    let mut dedicated = baseline();
+    tuning(&mut dedicated).swap_total_bytes = Some(0);
+    passed(&dedicated, "host.swap");
+
+    // A JVM of 16 GiB and a backup of 4 GiB beside mongod on 64 GiB.
+    let mut shared = dedicated.clone();
+    system(&mut shared).other_anon_bytes = Some(20 << 30);
+    system(&mut shared).largest_others = Some(vec![
+        crate::recording::ProcessMemory {
+            pid: 4242,
+            comm: "java".into(),
+            anon_bytes: 16 << 30,
+        },
+        crate::recording::ProcessMemory {
+            pid: 4300,
+            comm: "backup".into(),
+            anon_bytes: 4 << 30,
+        },
+    ]);
+    let f = fired(&shared, "host.swap");
+    assert!((num(&f, "their share of memory") - 20.0 / 64.0).abs() < 1e-9);
+    assert_eq!(
+        txt(&f, "the largest of them"),
+        "java (pid 4242) 16.0 GiB, backup (pid 4300) 4.0 GiB"
+    );
+    // 64 GiB: an 8 GiB swap file, and swapping only under pressure.
+    assert!(
+        fix_has(&f, "fallocate -l 8G /swapfile.mdiag"),
+        "{:?}",
+        f.fix.commands
+    );
+    assert!(fix_has(&f, "vm.swappiness = 1"), "{:?}", f.fix.commands);
+    assert!(
+        f.fix
+            .revert
+            .iter()
+            .any(|r| r.ends_with("sysctl -w vm.swappiness=1")),
+        "{:?}",
+        f.fix.revert
+    );
+    assert!(
+        !f.summary.contains("ask for swap to be assigned"),
+        "{}",
+        f.summary
+    );
+
+    // Near miss: the same host is a Kubernetes node, told by a kubelet or
+    // by the target's kubepods cgroup; nothing anywhere suggests swap.
+    let mut node = shared.clone();
+    system(&mut node).kubernetes_node = Some(true);
+    passed(&node, "host.swap");
+    let mut pod = shared.clone();
+    pod.host
+        .target_process
+        .as_mut()
+        .unwrap()
+        .cgroup
+        .get_or_insert_with(Default::default)
+        .path = Some("/kubepods.slice/kubepods-burstable.slice/cri-containerd-1.scope".into());
+    passed(&pod, "host.swap");
+    for rec in [&node, &pod] {
+        let r = report(rec);
+        assert!(
+            !r.findings
+                .iter()
+                .any(|f| f.fix.commands.iter().any(|c| c.contains("swapon"))),
+            "swap suggested on a Kubernetes node"
+        );
+    }
+
+    // Near miss: swapping disabled on purpose (swappiness 0, no swap).
+    let mut disabled = shared.clone();
+    tuning(&mut disabled).vm.swappiness = Some(0);
+    passed(&disabled, "host.swap");
+
+    // Near miss: swap assigned (the notes' first strategy).
+    let mut with_swap = shared.clone();
+    tuning(&mut with_swap).swap_total_bytes = Some(8 << 30);
+    passed(&with_swap, "host.swap");
+
+    // An older recording, without the neighbours' memory, cannot tell:
+    // not assessed, never a guess.
+    let mut older = dedicated;
+    system(&mut older).other_anon_bytes = None;
+    let r = report(&older);
+    let n = r
+        .not_assessed
+        .iter()
+        .find(|n| n.rule_id == "host.swap")
+        .expect("host.swap not assessed");
+    assert!(n.reason.contains("other_anon_share"), "{}", n.reason);
 }
