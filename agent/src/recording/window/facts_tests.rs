@@ -66,6 +66,11 @@ const DIFFER: &[(&str, &str)] = &[
     ("replication.lag_max_s", "a maximum over samples"),
     ("replication.lagging_member", "taken from the worst sample"),
     (
+        "replication.lag_sustained_*",
+        "held over a window of samples",
+    ),
+    ("replication.primary_write_gap_s", "a step between samples"),
+    (
         "replication.oplog_write_bytes_per_s",
         "a rate needs two samples",
     ),

@@ -261,14 +261,11 @@ fn process_facts(rec: &Recording, put: &mut dyn FnMut(&str, Option<FactValue>)) 
 pub const MEMLOCK_MIN_PAGES: u64 = 16;
 /// MongoDB's recommended processes / threads limit (the ulimit page's `-u`).
 pub const NPROC_RECOMMENDED: u64 = 64_000;
-/// Kernel-wide task limits below which the recommended per-user limit of
-/// 64000 processes / threads cannot be reached.
-pub const KERNEL_TASKS_WANTED: u64 = 64_000;
 /// The largest pid_max of 64-bit kernels (PID_MAX_LIMIT), what systemd sets.
 pub const PID_MAX_LIMIT: u64 = 4_194_304;
-/// fs.file-max below which the host cannot give the recommended 64000 open
-/// files to mongod and still have handles for everything else: twice that.
-pub const FILE_MAX_WANTED: u64 = 128_000;
+/// fs.file-max of MongoDB's operations checklist ("for large systems, …
+/// a good starting point").
+pub const FILE_MAX_WANTED: u64 = 98_000;
 
 /// The LimitNPROC= value a fix writes: the recommended 64000, or the
 /// target's current soft limit when that is higher ("infinity" when
@@ -295,13 +292,22 @@ fn system_facts(rec: &Recording, put: &mut dyn FnMut(&str, Option<FactValue>)) {
         "suggested_pid_max",
         sys.pid_max.map(|v| int(v.max(PID_MAX_LIMIT))),
     );
+    // threads-max is the kernel's own, from RAM (an eighth of it for the
+    // threads' structures): raised only to twice the tasks running, when
+    // the host is that close to it. file-max: MongoDB's figure, or twice
+    // the handles in use.
     put(
         "suggested_threads_max",
-        sys.threads_max.map(|v| int(v.max(KERNEL_TASKS_WANTED * 2))),
+        sys.threads_max
+            .map(|v| int(v.max(sys.tasks.unwrap_or(0).saturating_mul(2)))),
     );
     put(
         "suggested_file_max",
-        sys.file_max.map(|v| int(v.max(FILE_MAX_WANTED * 8))),
+        sys.file_max.map(|v| {
+            int(v
+                .max(FILE_MAX_WANTED)
+                .max(sys.file_handles.unwrap_or(0).saturating_mul(2)))
+        }),
     );
     if let Some(c) = &sys.clock {
         put(

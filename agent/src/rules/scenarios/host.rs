@@ -259,20 +259,20 @@ fn memlock_and_processes_limits_never_lower_a_higher_value() {
     });
     let f = fired(&low, "host.processes_limit");
     assert!(fix_has(&f, "LimitNPROC=64000"), "{:?}", f.fix.commands);
-    // Above 64000 but under half the open files (mongod's own check): the
-    // fix keeps the current, higher value.
+    // Near miss: 64000 processes under a million open files. mongod 4.4
+    // and later have no processes-to-files check (only 4.2 and older
+    // warned below half): nothing to say.
     let mut half = baseline();
     let p = half.host.target_process.as_mut().unwrap();
     p.max_open_files = Some(ResourceLimit {
-        soft: Some(200_000),
-        hard: Some(200_000),
+        soft: Some(1_048_576),
+        hard: Some(1_048_576),
     });
     p.max_processes = Some(ResourceLimit {
-        soft: Some(80_000),
-        hard: Some(80_000),
+        soft: Some(64_000),
+        hard: Some(64_000),
     });
-    let f = fired(&half, "host.processes_limit");
-    assert!(fix_has(&f, "LimitNPROC=80000"), "{:?}", f.fix.commands);
+    passed(&half, "host.processes_limit");
     // The open-files fix writes the same, never lowering LimitNPROC.
     let p = half.host.target_process.as_mut().unwrap();
     p.max_open_files = Some(ResourceLimit {
@@ -307,14 +307,27 @@ fn kernel_task_limits_and_their_revert() {
     assert!(f.fix.revert[0].ends_with(
         "sysctl -w kernel.pid_max=32768 kernel.threads-max=513000 fs.file-max=9223372036854775807"
     ));
-    // A host close to its task limit.
+    // A host close to its task limit: threads-max to twice the tasks.
     let mut busy = baseline();
-    system(&mut busy).threads_max = Some(100_000);
-    system(&mut busy).tasks = Some(90_000);
-    fired(&busy, "host.kernel_task_limits");
-    // Near miss: the same host with few tasks.
-    system(&mut busy).tasks = Some(9_000);
+    system(&mut busy).threads_max = Some(63_000);
+    system(&mut busy).tasks = Some(58_000);
+    let f = fired(&busy, "host.kernel_task_limits");
+    assert!(
+        fix_has(&f, "kernel.threads-max = 116000"),
+        "{:?}",
+        f.fix.commands
+    );
+    // Near miss: the same 8 GiB host (the kernel's threads-max from its
+    // RAM, below MongoDB's 64000 "for large systems") with few tasks.
+    system(&mut busy).tasks = Some(600);
     passed(&busy, "host.kernel_task_limits");
+    // file-max below MongoDB's 98000: to 98000.
+    let mut files = baseline();
+    system(&mut files).file_max = Some(50_000);
+    let f = fired(&files, "host.kernel_task_limits");
+    assert!(fix_has(&f, "fs.file-max = 98000"), "{:?}", f.fix.commands);
+    system(&mut files).file_max = Some(98_000);
+    passed(&files, "host.kernel_task_limits");
 }
 
 #[test]
@@ -328,6 +341,20 @@ fn clock_swap_tuned_and_several_mongod() {
     assert_eq!(txt(&f, "time services running"), "none found");
     assert_eq!(f.fix.revert, ["timedatectl set-ntp false"]);
     passed(&baseline(), "host.clock_sync");
+    // chronyd without rtcsync keeps STA_UNSYNC set while synchronised, and
+    // writes its real maximum error (here 17.3 ms): no finding.
+    let mut chrony = baseline();
+    let clock = system(&mut chrony).clock.as_mut().unwrap();
+    clock.unsynchronised = true;
+    clock.state = 5;
+    clock.max_error_us = 17_300;
+    clock.services = vec!["chronyd".into()];
+    passed(&chrony, "host.clock_sync");
+    // chronyd running but not synchronised: chrony's 16 s, a finding that
+    // names it.
+    system(&mut chrony).clock.as_mut().unwrap().max_error_us = 16_000_000;
+    let f = fired(&chrony, "host.clock_sync");
+    assert_eq!(txt(&f, "time services running"), "chronyd");
 
     swap_only_where_other_software_shares_the_host();
 

@@ -233,6 +233,55 @@ fn mongod_rules_do_not_apply_to_another_process() {
     }
 }
 
+/// Rules whose text names mongod but that are not restricted to a mongod
+/// target, each with why that is right.
+const ABOUT_ANY_TARGET: &[(&str, &str)] = &[
+    (
+        "host.several_mongod",
+        "about every mongod the host runs, whatever process was recorded",
+    ),
+    (
+        "sched.cpu_oversubscribed",
+        "the recorded process's CPU wait; mongod is named as the usual target",
+    ),
+    (
+        "sched.cpu_saturation",
+        "the recorded process's run-queue wait, host-wide too; it says \"mongod's, when it is the target\"",
+    ),
+    (
+        "sched.wakeup_preemption",
+        "the recorded process's threads, or the host's busy tasks host-wide",
+    ),
+];
+
+/// Fact groups that only a mongod gives (its own serverStatus, FTDC,
+/// replica-set status, system metrics) or that follow its WiredTiger
+/// threads: a rule reading them is about a mongod whatever the target.
+const MONGOD_GROUPS: &[&str] = &["mongod", "replication", "system", "contention"];
+
+#[test]
+fn every_rule_that_speaks_of_mongod_applies_to_a_mongod() {
+    let rules = RuleSet::builtin().unwrap();
+    for rule in rules.rules() {
+        let def = &rule.def;
+        let text = format!("{} {}", def.title, def.summary).to_lowercase();
+        if !text.contains("mongod") {
+            continue;
+        }
+        let restricted = def.applies_to.target.as_deref() == Some("mongod");
+        let reads_mongod = def
+            .requires
+            .iter()
+            .any(|g| MONGOD_GROUPS.contains(&g.as_str()));
+        let allowed = ABOUT_ANY_TARGET.iter().any(|(id, _)| *id == rule.id());
+        assert!(
+            restricted || reads_mongod || allowed,
+            "{} speaks of mongod but applies to any target: add `target = \"mongod\"`",
+            rule.id()
+        );
+    }
+}
+
 #[test]
 fn every_mongosh_of_a_fix_reaches_the_recorded_server() {
     // In every builtin rule, each `mongosh` is followed by the server's

@@ -15,7 +15,9 @@ fn lag_fires_on_a_secondary_far_behind_and_not_on_a_close_one() {
         s
     });
     let f = fired(&rec, "replication.lag");
-    assert_eq!(num(&f, "replication lag, worst (s)"), 30.0);
+    assert_eq!(num(&f, "replication lag held over 30 s"), 30.0);
+    assert_eq!(num(&f, "replication lag, worst single sample"), 30.0);
+    assert_eq!(txt(&f, "member that held it"), "db2.example:27017");
     assert_eq!(txt(&f, "most lagging member"), "db2.example:27017");
     assert!(f.fix.commands.is_empty(), "{:?}", f.fix.commands);
     let mongosh = format!(
@@ -35,6 +37,35 @@ fn lag_fires_on_a_secondary_far_behind_and_not_on_a_close_one() {
         s
     });
     passed(&idle, "replication.lag");
+    // Near miss: an idle set whose primary writes only its 10 s no-op; a
+    // secondary has it one sample later, so one sample shows 10 s behind
+    // (the worst single sample, which fired before).
+    let mut noop = baseline();
+    set_repl(&mut noop, |i| {
+        let mut s = healthy_repl(i);
+        let t0 = 1_700_000_000_000;
+        let at = |i: i64| t0 + if i >= 5 { 10_000 } else { 0 };
+        s.members[0].optime_ms = Some(at(i));
+        s.members[1].optime_ms = Some(at(i));
+        s.members[2].optime_ms = Some(at(if i == 5 { 4 } else { i }));
+        s
+    });
+    let r = report(&noop);
+    assert!(
+        r.passed.iter().any(|p| p.rule_id == "replication.lag"),
+        "{:?}",
+        r.findings
+    );
+    // Near miss: steady writes, one sample 12 s late.
+    let mut spike = baseline();
+    set_repl(&mut spike, |i| {
+        let mut s = healthy_repl(i);
+        if i == 4 {
+            s.members[2].optime_ms = s.members[0].optime_ms.map(|t| t - 12_000);
+        }
+        s
+    });
+    passed(&spike, "replication.lag");
 }
 
 #[test]

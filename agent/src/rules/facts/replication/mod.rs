@@ -12,6 +12,8 @@
 //! recorded, no entry times), so the rule is not assessed rather than
 //! judged on a guess.
 
+mod sustained;
+
 use super::{FactGroup, FactValue, float, int, text};
 use crate::mongo::repl::state_name;
 use crate::recording::Recording;
@@ -106,6 +108,15 @@ pub fn replication_facts(rec: &Recording) -> Result<FactGroup, String> {
     put("lag_max_s", Some(float(lag_max.0)));
     put("lag_last_s", Some(float(lag_last)));
     put("lagging_member", Some(text(lag_max.1)));
+    // The lag that held over a window, and the primary's longest pause
+    // between writes (`sustained.rs`): 0 when nothing lagged or moved.
+    let (held, held_by) = sustained::sustained_lag(&samples).unwrap_or_default();
+    put("lag_sustained_s", Some(float(held)));
+    put("lag_sustained_member", Some(text(held_by)));
+    put(
+        "primary_write_gap_s",
+        Some(float(sustained::primary_write_gap(&samples).unwrap_or(0.0))),
+    );
 
     // The member recorded, for commands: host and port of `self`.
     let me = samples
