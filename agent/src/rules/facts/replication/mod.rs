@@ -81,12 +81,7 @@ pub fn replication_facts(rec: &Recording) -> Result<FactGroup, String> {
     let mut lag_max = (0.0_f64, String::new());
     let mut lag_last = 0.0_f64;
     for (i, (_, s)) in samples.iter().enumerate() {
-        let Some(primary) = s
-            .members
-            .iter()
-            .find(|m| m.state == Some(1))
-            .and_then(|m| m.optime_ms)
-        else {
+        let Some(primary) = sustained::primary_optime(s) else {
             continue;
         };
         let lags = s

@@ -26,12 +26,7 @@ pub fn sustained_lag(samples: &[(u64, &ReplSample)]) -> Option<(f64, String)> {
     // Each secondary's lags, in sample order: (time, seconds behind).
     let mut series: BTreeMap<String, Vec<(u64, f64)>> = BTreeMap::new();
     for (t, s) in samples {
-        let Some(primary) = s
-            .members
-            .iter()
-            .find(|m| m.state == Some(1))
-            .and_then(|m| m.optime_ms)
-        else {
+        let Some(primary) = primary_optime(s) else {
             continue;
         };
         for m in s.members.iter().filter(|m| m.state == Some(2)) {
@@ -47,6 +42,14 @@ pub fn sustained_lag(samples: &[(u64, &ReplSample)]) -> Option<(f64, String)> {
         .into_iter()
         .filter_map(|(label, lags)| Some((held(&lags, window)?, label)))
         .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// The optime of the sample's primary (state 1), ms; `None` without one.
+pub fn primary_optime(s: &ReplSample) -> Option<i64> {
+    s.members
+        .iter()
+        .find(|m| m.state == Some(1))
+        .and_then(|m| m.optime_ms)
 }
 
 /// The largest, over windows of `window` ms starting at each sample that
@@ -72,12 +75,7 @@ fn held(lags: &[(u64, f64)], window: u64) -> Option<f64> {
 pub fn primary_write_gap(samples: &[(u64, &ReplSample)]) -> Option<f64> {
     let mut optimes: Vec<i64> = samples
         .iter()
-        .filter_map(|(_, s)| {
-            s.members
-                .iter()
-                .find(|m| m.state == Some(1))
-                .and_then(|m| m.optime_ms)
-        })
+        .filter_map(|(_, s)| primary_optime(s))
         .collect();
     optimes.sort_unstable();
     optimes.dedup();
