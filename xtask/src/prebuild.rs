@@ -19,11 +19,11 @@
 //!
 //! The builds run at once (see [`build`]) in a child `cargo xtask prebuild`
 //! (its own process group, so it is stopped whole if an earlier tier fails)
-//! with their output in `<target>/prebuild.log`. They are only a head start: each later tier
-//! builds what it needs as before, a no-op once the child has built it with
-//! the same commands ([`build`] calls the tiers' own functions), and a
-//! failed head start only costs its time: the tier that needs the build
-//! fails on it with the compiler's output in place.
+//! with their output in `<target>/prebuild.log`. They are only a head
+//! start: each later tier builds what it needs as before, a no-op once the
+//! child has built it with the same commands ([`build`] calls the tiers'
+//! own functions), and a failed head start only costs its time: the tier
+//! that needs the build fails on it with the compiler's output in place.
 use std::{
     fs::File,
     os::unix::process::CommandExt,
