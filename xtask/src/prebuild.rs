@@ -17,13 +17,13 @@
 //! (`arch.rs`) and the release binary in `target/release`, so cargo's
 //! per-directory locks never make a tier wait for this build.
 //!
-//! The builds run at once (see [`build`]) in a child `cargo xtask prebuild`
-//! (its own process group, so it is stopped whole if an earlier tier fails)
-//! with their output in `<target>/prebuild.log`. They are only a head
-//! start: each later tier builds what it needs as before, a no-op once the
-//! child has built it with the same commands ([`build`] calls the tiers'
-//! own functions), and a failed head start only costs its time: the tier
-//! that needs the build fails on it with the compiler's output in place.
+//! The builds run as a child `cargo xtask prebuild` (its own process group,
+//! so it is stopped whole if an earlier tier fails) with its output in
+//! `<target>/prebuild.log`. They are only a head start: each later tier
+//! builds what it needs as before, a no-op once the child has built it with
+//! the same commands ([`build`] calls the tiers' own functions), and a
+//! failed head start only costs its time: the tier that needs the build
+//! fails on it with the compiler's output in place.
 use std::{
     fs::File,
     os::unix::process::CommandExt,
@@ -79,59 +79,22 @@ pub fn parts_for(tiers: &[Tier]) -> Vec<Part> {
     parts
 }
 
-/// One cargo build of a part: a foreign architecture's debug binary or the
-/// host's release binary.
-#[derive(Clone, Copy)]
-enum Job {
-    Debug(&'static arch::Arch),
-    Release,
-}
-
-/// The builds of `parts`, in their order.
-fn jobs(parts: &[Part]) -> Vec<Job> {
-    let mut jobs = Vec::new();
+/// `cargo xtask prebuild`: builds `parts`, in order, failing at the first
+/// that fails.
+pub fn build(parts: &[Part]) -> Result<()> {
     for part in parts {
         match part {
-            Part::Cross => jobs.extend(ARCHES.iter().filter(|a| !a.is_host()).map(Job::Debug)),
-            Part::Release => jobs.push(Job::Release),
+            Part::Cross => {
+                for arch in ARCHES.iter().filter(|a| !a.is_host()) {
+                    arch::build(arch, arch::DebugBuild::Plain)?;
+                }
+            }
+            Part::Release => {
+                crate::release::build(arch::host())?;
+            }
         }
     }
-    jobs
-}
-
-/// `cargo xtask prebuild`: builds `parts`, every build at once, after
-/// installing what they need one at a time (rustup and pip do not lock
-/// against themselves). Why at once: a build ends in a long run of one
-/// crate on one CPU (the release build's `mongodb` then `mdiag`, 225 of its
-/// 375 s), and in sequence each such tail left the other CPU to the root
-/// suite's idle moments or to nothing once the suite had ended.
-pub fn build(parts: &[Part]) -> Result<()> {
-    let jobs = jobs(parts);
-    for job in &jobs {
-        match job {
-            Job::Debug(arch) => arch.prepare(),
-            Job::Release => crate::release::prepare(),
-        }?;
-    }
-    let results: Vec<Result<()>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .map(|&job| {
-                s.spawn(move || match job {
-                    Job::Debug(arch) => arch::build(arch, arch::DebugBuild::Plain).map(drop),
-                    Job::Release => crate::release::build(arch::host()).map(drop),
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a prebuild thread panicked")))
-            })
-            .collect()
-    });
-    results.into_iter().collect()
+    Ok(())
 }
 
 /// The running child, killed with its process group if dropped unfinished.

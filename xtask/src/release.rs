@@ -29,14 +29,6 @@ pub const GLIBC_BASELINE: (u32, u32) = (2, 17);
 const ZIGLANG: &str = "ziglang==0.17.1";
 const ZIGBUILD_VERSION: &str = "0.24.1";
 
-/// Installs what [`build`] needs for any architecture (zig and
-/// cargo-zigbuild), so that builds started at once do not install them at
-/// once.
-pub fn prepare() -> Result<()> {
-    zig()?;
-    zigbuild()
-}
-
 /// `cargo zigbuild --release -p mdiag` for `arch`; returns the binary (in
 /// `<target>/<triple>/release/`) after checking its glibc needs.
 pub fn build(arch: &Arch) -> Result<PathBuf> {
