@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use super::{read_trimmed, sorted_names, under};
+use super::{sorted_names, under};
 use crate::recording::ProcessMemory;
 
 /// How many of the largest other processes are kept as evidence.
@@ -56,16 +56,12 @@ fn process_memory(root: &Path, pid: u32) -> Option<ProcessMemory> {
     })
 }
 
-/// Whether the host is a Kubernetes node: a process named kubelet runs, or
-/// the kubelet's configuration file is in its usual place.
-pub fn kubernetes_node(root: &Path) -> bool {
+/// Whether the host is a Kubernetes node: a process named kubelet runs
+/// (`comms`: every process's (pid, comm), as `system.rs` read them), or the
+/// kubelet's configuration file is in its usual place.
+pub fn kubernetes_node(root: &Path, comms: &[(u32, String)]) -> bool {
     under(root, "/var/lib/kubelet/config.yaml").exists()
-        || sorted_names(&under(root, "/proc"))
-            .into_iter()
-            .filter(|n| n.parse::<u32>().is_ok())
-            .any(|pid| {
-                read_trimmed(under(root, format!("/proc/{pid}/comm"))).as_deref() == Some("kubelet")
-            })
+        || comms.iter().any(|(_, c)| c == "kubelet")
 }
 
 #[cfg(test)]
@@ -107,15 +103,16 @@ mod tests {
     fn a_kubelet_process_or_its_configuration_makes_a_kubernetes_node() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        process(root, 1, "init", Some(1_000));
-        assert!(!kubernetes_node(root));
-        process(root, 77, "kubelet", Some(90_000));
-        assert!(kubernetes_node(root));
+        let init = (1, "init".to_owned());
+        assert!(!kubernetes_node(root, std::slice::from_ref(&init)));
+        assert!(kubernetes_node(
+            root,
+            &[init.clone(), (77, "kubelet".into())]
+        ));
 
-        let other = tempfile::tempdir().unwrap();
-        let conf = other.path().join("var/lib/kubelet");
+        let conf = root.join("var/lib/kubelet");
         std::fs::create_dir_all(&conf).unwrap();
         std::fs::write(conf.join("config.yaml"), "failSwapOn: true\n").unwrap();
-        assert!(kubernetes_node(other.path()));
+        assert!(kubernetes_node(root, &[init]));
     }
 }

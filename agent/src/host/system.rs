@@ -54,7 +54,7 @@ pub fn system_facts(root: &Path) -> SystemFacts {
         ),
         other_anon_bytes: Some(other_anon),
         largest_others: Some(largest_others),
-        kubernetes_node: Some(super::neighbours::kubernetes_node(root)),
+        kubernetes_node: Some(super::neighbours::kubernetes_node(root, &comms)),
     }
 }
 

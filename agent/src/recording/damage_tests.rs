@@ -154,14 +154,15 @@ fn check_flip(w: &Written, i: usize) -> Option<usize> {
     // a bit of an entropy table's description that no code uses): the
     // frame decodes to what was written, so nothing is lost. The caller
     // bounds how often that may happen.
-    if let Ok(o) = flipped(w, i)
+    let read = flipped(w, i);
+    if let Ok(o) = &read
         && o.notes.is_empty()
         && o.recording.stop_reason == "duration"
         && o.recording.slices == w.slices
     {
         return None;
     }
-    match flipped(w, i) {
+    match read {
         Err(e) => {
             // Only the head's damage is refused, clearly and by name.
             assert_eq!(frame, 0, "byte {i} (frame {frame}): {e}");

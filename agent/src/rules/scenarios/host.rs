@@ -2,7 +2,7 @@
 //! overcommit, max_map_count and TCP keepalive; each fires with its evidence
 //! and has near misses.
 
-use super::{fired, fix_has, num, passed, report, tuning, txt};
+use super::{fired, fix_has, not_assessed, num, passed, report, tuning, txt};
 use crate::recording::model::{DbPathFacts, NumaNode, ResourceLimit};
 use crate::recording::rseq::Verdict;
 use crate::rules::facts::storage::example_storage;
@@ -489,11 +489,6 @@ fn swap_only_where_other_software_shares_the_host() {
     // not assessed, never a guess.
     let mut older = dedicated;
     system(&mut older).other_anon_bytes = None;
-    let r = report(&older);
-    let n = r
-        .not_assessed
-        .iter()
-        .find(|n| n.rule_id == "host.swap")
-        .expect("host.swap not assessed");
-    assert!(n.reason.contains("other_anon_share"), "{}", n.reason);
+    let reason = not_assessed(&older, "host.swap");
+    assert!(reason.contains("other_anon_share"), "{reason}");
 }

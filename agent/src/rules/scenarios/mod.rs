@@ -72,6 +72,17 @@ fn not_applicable(rec: &Recording, id: &str) -> String {
         .clone()
 }
 
+/// Why rule `id` was not assessed on `rec` (it must not have been).
+fn not_assessed(rec: &Recording, id: &str) -> String {
+    let r = report(rec);
+    r.not_assessed
+        .iter()
+        .find(|n| n.rule_id == id)
+        .unwrap_or_else(|| panic!("{id} should be not assessed: {:?}", r.not_assessed))
+        .reason
+        .clone()
+}
+
 /// Some fix command contains `needle`.
 fn fix_has(f: &Finding, needle: &str) -> bool {
     f.fix.commands.iter().any(|c| c.contains(needle))
@@ -130,13 +141,8 @@ fn baseline_assesses_every_rule_and_fires_none() {
 fn unknown_settings_are_not_assessed_never_guessed() {
     let mut rec = baseline();
     tuning(&mut rec).vm.swappiness = None;
-    let r = report(&rec);
-    let n = r
-        .not_assessed
-        .iter()
-        .find(|n| n.rule_id == "host.swappiness")
-        .expect("not assessed");
-    assert!(n.reason.contains("swappiness"), "{}", n.reason);
+    let reason = not_assessed(&rec, "host.swappiness");
+    assert!(reason.contains("swappiness"), "{reason}");
     rec.host.memory = None;
     let r = report(&rec);
     assert!(
