@@ -46,15 +46,24 @@ pub struct SearchedGraph {
 /// Opens the HTML report `html` in Chromium with a probe added to each
 /// flame graph's document (a sandboxed `srcdoc` iframe): once the graph has
 /// loaded, it searches `term` through inferno's own `search_prompt` and
-/// posts what the match counter then says to the page, which lists it. So a
+/// writes what the match counter then says into a list in the page. So a
 /// graph counts only if Chromium parsed the iframe, ran inferno's script
 /// and drew the frames the search matched.
+///
+/// No time budget: the write is synchronous, in the iframe's load handler,
+/// and the page's load event waits for every iframe's, after which Chromium
+/// dumps the DOM. (Posting messages to the page instead lost graphs on a
+/// busy host: one posted before the page's listener existed, or arriving
+/// from the iframe's own process after the dump.) Writing into the page
+/// needs its origin, so the test adds `allow-same-origin` to the sandbox;
+/// the documents stay `about:srcdoc`, as a reader's are.
 pub fn search_flame_graphs(html: &str, term: &str, dir: &Path) -> Vec<SearchedGraph> {
     let probe = format!(
         "<script>window.addEventListener('load',function(){{\
          window.prompt=function(){{return '{term}'}};search_prompt();\
-         parent.postMessage('mdiag-flame|'+document.title+'|'+(typeof total_samples)+'|'+\
-         matchedtxt.firstChild.nodeValue,'*')}})</script>"
+         parent.document.getElementById('mdiag-flame-log').textContent+=\
+         'mdiag-flame|'+document.title+'|'+(typeof total_samples)+'|'+\
+         matchedtxt.firstChild.nodeValue+'\\n'}})</script>"
     );
     // The iframes' documents are escaped into their `srcdoc` attributes.
     let escaped = probe
@@ -62,18 +71,21 @@ pub fn search_flame_graphs(html: &str, term: &str, dir: &Path) -> Vec<SearchedGr
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;");
-    let html = html.replace("&lt;/body&gt;", &format!("{escaped}&lt;/body&gt;"));
-    let listener = "<pre id=\"mdiag-flame-log\"></pre><script>window.addEventListener('message',\
-                    function(e){document.getElementById('mdiag-flame-log').textContent+=e.data+'\\n'})\
-                    </script></body>";
-    let html = html.replacen("</body>", listener, 1);
+    let sandbox = "sandbox=\"allow-scripts allow-modals\"";
+    let frames = html.matches(sandbox).count();
+    let html = html
+        .replace("&lt;/body&gt;", &format!("{escaped}&lt;/body&gt;"))
+        .replace(
+            sandbox,
+            "sandbox=\"allow-scripts allow-modals allow-same-origin\"",
+        );
+    // The list comes before every iframe, so it exists when they load.
+    let body = html.find("<body>").expect("the report has a <body>") + "<body>".len();
+    let mut html = html;
+    html.insert_str(body, "<pre id=\"mdiag-flame-log\"></pre>");
     let page = dir.join("report-searched.html");
     std::fs::write(&page, html).unwrap();
-    let out = browser(&[
-        "--virtual-time-budget=10000",
-        "--dump-dom",
-        &format!("file://{}", page.display()),
-    ]);
+    let out = browser(&["--dump-dom", &format!("file://{}", page.display())]);
     assert!(
         out.status.success(),
         "{}",
@@ -85,23 +97,35 @@ pub fn search_flame_graphs(html: &str, term: &str, dir: &Path) -> Vec<SearchedGr
         .nth(1)
         .and_then(|s| s.split("</pre>").next())
         .unwrap_or_default();
-    log.lines()
+    let graphs: Vec<SearchedGraph> = log
+        .lines()
         .filter_map(|l| {
             let mut f = l.strip_prefix("mdiag-flame|")?.split('|');
             let title = f.next()?.replace("&amp;", "&");
             let scripted = f.next()? == "number";
-            let matched_pct = f
-                .next()?
-                .trim()
-                .strip_prefix("Matched: ")?
-                .trim_end_matches('%')
-                .parse()
-                .ok()?;
+            // inferno leaves the counter empty when nothing matched.
+            let matched_pct = match f.next()?.trim() {
+                "" => 0.0,
+                m => m
+                    .strip_prefix("Matched: ")?
+                    .trim_end_matches('%')
+                    .parse()
+                    .ok()?,
+            };
             Some(SearchedGraph {
                 title,
                 scripted,
                 matched_pct,
             })
         })
-        .collect()
+        .collect();
+    // Every graph's probe ran to its end (one whose script threw wrote
+    // nothing).
+    assert_eq!(
+        graphs.len(),
+        frames,
+        "{frames} flame graphs in the report, {} searched: {graphs:#?}\nthe page's list:\n{log}",
+        graphs.len()
+    );
+    graphs
 }

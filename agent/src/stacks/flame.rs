@@ -538,24 +538,33 @@ mod tests {
         // the document has loaded (inferno's `init` runs on the SVG's load,
         // before), search the way the Search button does, with `prompt`
         // answering `term` (a headless browser would wait on a real one),
-        // and post what the button and the match counter then say.
+        // and write what the button and the match counter then say into the
+        // page's log. The write is synchronous, so the page's own load
+        // event, which waits for every iframe's, finds every line written,
+        // and Chromium dumps the DOM only after it: no time budget, nothing
+        // left to chance on a busy host. Writing into the page needs its
+        // origin (`allow-same-origin`, test only); the document is still
+        // `about:srcdoc`, whose `replaceState` the shim must tame.
         let probe = |html: &str, term: &str| {
             let script = format!(
                 "<script>window.addEventListener('load',function(){{\
                  window.prompt=function(){{return '{term}'}};search_prompt();\
-                 parent.postMessage(document.title+'|'+(typeof total_samples)+'|'+\
-                 searchbtn.firstChild.nodeValue+'|'+matchedtxt.firstChild.nodeValue,'*')}})\
-                 </script>"
+                 parent.document.getElementById('log').textContent+=document.title+'|'+\
+                 (typeof total_samples)+'|'+searchbtn.firstChild.nodeValue+'|'+\
+                 matchedtxt.firstChild.nodeValue+'\\n'}})</script>"
             );
             html.replace(
                 "&lt;/body&gt;",
                 &format!("{}&lt;/body&gt;", escape_attr(&script)),
             )
+            .replace(
+                "sandbox=\"allow-scripts allow-modals\"",
+                "sandbox=\"allow-scripts allow-modals allow-same-origin\"",
+            )
         };
         let page = format!(
-            "<!DOCTYPE html><html><head><title>flames</title></head><body>{}{}\
-             <pre id=\"log\"></pre><script>window.addEventListener('message',function(e){{\
-             document.getElementById('log').textContent+=e.data+'\\n'}})</script></body></html>",
+            "<!DOCTYPE html><html><head><title>flames</title></head><body>\
+             <pre id=\"log\"></pre>{}{}</body></html>",
             probe(&on, "wt_row"),
             probe(&off, "futex"),
         );
@@ -569,7 +578,6 @@ mod tests {
                 "--disable-gpu",
                 "--disable-dev-shm-usage",
                 "--no-first-run",
-                "--virtual-time-budget=5000",
                 "--dump-dom",
             ])
             .arg(format!("file://{}", path.display()))
