@@ -11,7 +11,11 @@
 //!
 //! [`top_findings_summary`] gives the few lines `mdiag record` prints at the end.
 
-use crate::findings::{EvidenceItem, Finding, Fix, FixFile, Impact, MissingEvidence, Reference};
+use crate::findings::{
+    ChecklistLine, EvidenceItem, Finding, Fix, FixFile, Impact, MissingEvidence, Reference,
+    RuleClass,
+};
+use crate::mongo::startup::{self, StartupWarning};
 use crate::recording::Window;
 use crate::recording::model::{FORMAT_NAME, FORMAT_VERSION, Recording};
 use crate::report::{
@@ -62,6 +66,7 @@ pub fn explain(
     let whole = recording.window();
     let facts = Facts::derive_from(recording, &whole);
     let ctx = eval::context(&facts, None);
+    let warnings = startup_warnings(recording);
     let mut findings = Vec::new();
     let mut not_assessed = Vec::new();
     let mut not_applicable = Vec::new();
@@ -88,7 +93,7 @@ pub fn explain(
                         .is_some_and(|h| eval::eval_bool(h, &ctx) == Ok(true)),
                 }),
                 Ok(true) => match evidence(rule, &ctx) {
-                    Ok(items) => findings.push(finding(rule, items, &arch, &facts)),
+                    Ok(items) => findings.push(finding(rule, items, &arch, &facts, &warnings)),
                     Err((_, e)) => {
                         not_assessed.push(note(format!("the rule could not be evaluated: {e}")))
                     }
@@ -96,6 +101,7 @@ pub fn explain(
             },
         }
     }
+    let (mut findings, checklist) = split_checklist(findings);
     ranking::rank(&mut findings);
     let recorded_config = recording
         .mongod
@@ -123,6 +129,8 @@ pub fn explain(
             count: rules.len(),
         },
         findings,
+        checklist,
+        startup_warnings: shown_startup_warnings(recording, &warnings),
         not_assessed,
         not_applicable,
         passed,
@@ -182,8 +190,75 @@ fn missing(rule: &Rule, facts: &Facts) -> Vec<MissingEvidence> {
         .collect()
 }
 
-fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str, facts: &Facts) -> Finding {
+/// The fired rules as (findings, checklist items): the checklist is listed
+/// apart, most severe first, never ranked among the findings.
+fn split_checklist(fired: Vec<Finding>) -> (Vec<Finding>, Vec<Finding>) {
+    let (mut checklist, findings): (Vec<Finding>, Vec<Finding>) = fired
+        .into_iter()
+        .partition(|f| f.class == RuleClass::Checklist);
+    checklist.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.rule_id.cmp(&b.rule_id)));
+    (findings, checklist)
+}
+
+/// The report's `startup_warnings`: each as a reader wants it, or `None`
+/// when the recording holds none read (FTDC, no live mongod, older files).
+fn shown_startup_warnings(
+    recording: &Recording,
+    warnings: &[StartupWarning],
+) -> Option<Vec<String>> {
+    recording
+        .mongod
+        .as_ref()
+        .and_then(|m| m.info.as_ref())
+        .and_then(|i| i.startup_warnings.as_ref())
+        .map(|_| warnings.iter().map(|w| w.text.clone()).collect())
+}
+
+/// mongod's startup warnings as the recording kept them, parsed.
+fn startup_warnings(recording: &Recording) -> Vec<StartupWarning> {
+    recording
+        .mongod
+        .as_ref()
+        .and_then(|m| m.info.as_ref())
+        .and_then(|i| i.startup_warnings.as_ref())
+        .map(|lines| lines.iter().filter_map(|l| startup::parse(l)).collect())
+        .unwrap_or_default()
+}
+
+/// A checklist rule's line: its setting, the value its evidence shows, what
+/// the notes say.
+fn checklist_line(rule: &Rule, evidence: &[EvidenceItem]) -> Option<ChecklistLine> {
+    let spec = rule.def.checklist.as_ref()?;
+    Some(ChecklistLine {
+        setting: spec.setting.clone(),
+        value: evidence
+            .iter()
+            .find(|e| e.label == spec.value)
+            .map_or_else(|| "not recorded".to_owned(), |e| e.value.to_string()),
+        notes: spec.notes.trim().to_owned(),
+    })
+}
+
+/// mongod's own startup warnings with the ids `rule` names.
+fn mongod_warns(rule: &Rule, warnings: &[StartupWarning]) -> Vec<String> {
+    warnings
+        .iter()
+        .filter(|w| {
+            w.id.is_some_and(|id| rule.def.startup_warnings.contains(&id))
+        })
+        .map(|w| w.text.clone())
+        .collect()
+}
+
+fn finding(
+    rule: &Rule,
+    evidence: Vec<EvidenceItem>,
+    arch: &str,
+    facts: &Facts,
+    warnings: &[StartupWarning],
+) -> Finding {
     let def = &rule.def;
+    let checklist = checklist_line(rule, &evidence);
     let score = ranking::score(def.impact.score, def.confidence, rule.arch_priors(), arch);
     Finding {
         rule_id: def.id.clone(),
@@ -238,6 +313,9 @@ fn finding(rule: &Rule, evidence: Vec<EvidenceItem>, arch: &str, facts: &Facts) 
             })
             .collect(),
         missing: missing(rule, facts),
+        class: def.class,
+        mongod_warns: mongod_warns(rule, warnings),
+        checklist,
     }
 }
 
@@ -328,7 +406,9 @@ pub fn top_findings_summary(report: &Report, n: usize) -> Vec<String> {
         return Vec::new();
     }
     if report.findings.is_empty() {
-        return vec![no_findings_line(report)];
+        let mut lines = vec![no_findings_line(report)];
+        lines.extend(crate::report::overview::checklist_count(report));
+        return lines;
     }
     let mut lines: Vec<String> = report
         .findings
@@ -347,6 +427,7 @@ pub fn top_findings_summary(report: &Report, n: usize) -> Vec<String> {
     {
         last.push_str(&format!(" (+{more} more)"));
     }
+    lines.extend(crate::report::overview::checklist_count(report));
     lines
 }
 
@@ -386,7 +467,7 @@ fn no_findings_line(report: &Report) -> String {
             plural(rest.len(), "other reason", "other reasons")
         ),
     };
-    let checked = report.passed.len();
+    let checked = report.passed.len() + report.checklist.len();
     if checked == 0 && !report.not_assessed.is_empty() {
         return format!("No findings, but no rule could be assessed: {first_reason}");
     }

@@ -41,6 +41,40 @@ impl fmt::Display for Severity {
     }
 }
 
+/// What a fired rule is: a finding (measured cost or risk for this target)
+/// or a checklist item (a setting that differs from MongoDB's production
+/// notes, with no measured cost). See `rules/README.md`.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleClass {
+    #[default]
+    Finding,
+    Checklist,
+}
+
+impl RuleClass {
+    /// The lowercase name used in rule files, the JSON report and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleClass::Finding => "finding",
+            RuleClass::Checklist => "checklist",
+        }
+    }
+}
+
+/// A checklist item's one line, filled from the recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChecklistLine {
+    /// The setting (`vm.swappiness`).
+    pub setting: String,
+    /// Its value on this host, as the evidence shows it.
+    pub value: String,
+    /// What MongoDB's production notes ask for.
+    pub notes: String,
+}
+
 /// A rule that fired.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
@@ -71,6 +105,17 @@ pub struct Finding {
     /// report version 1; absent from reports of older builds.)
     #[serde(default)]
     pub missing: Vec<MissingEvidence>,
+    /// Finding or checklist item (absent from older reports: a finding).
+    #[serde(default)]
+    pub class: RuleClass,
+    /// mongod's own startup warnings that say the same (the ids the rule
+    /// names), message and attributes verbatim; empty when mongod gave
+    /// none, or they were not read.
+    #[serde(default)]
+    pub mongod_warns: Vec<String>,
+    /// A checklist item's one line; `None` for a finding.
+    #[serde(default)]
+    pub checklist: Option<ChecklistLine>,
 }
 
 /// An optional evidence group that a finding was made without.

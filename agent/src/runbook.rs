@@ -46,6 +46,32 @@ fn write_page(s: &mut String, r: &RuleFile, file: &str) -> std::fmt::Result {
         backticked(&r.requires),
         applies(&r.applies_to)
     )?;
+    match (&r.class, &r.checklist) {
+        (crate::findings::RuleClass::Checklist, Some(c)) => writeln!(
+            s,
+            "A **checklist item**: a setting that differs from MongoDB's production notes, \
+             with no measured cost; reported after the findings, one line, never ranked among \
+             them. Setting: {}; the notes ask for: {}.\n",
+            c.setting.trim(),
+            c.notes.trim()
+        )?,
+        _ => writeln!(
+            s,
+            "A **finding**: a measured cost or risk for the target, ranked by its score.\n"
+        )?,
+    }
+    if !r.startup_warnings.is_empty() {
+        let ids: Vec<String> = r
+            .startup_warnings
+            .iter()
+            .map(|id| format!("`{id}`"))
+            .collect();
+        writeln!(
+            s,
+            "mongod warns about the same at startup (log id {}); the report says so beside it.\n",
+            ids.join(", ")
+        )?;
+    }
     writeln!(s, "## What\n\n{}\n", r.summary.trim())?;
     writeln!(s, "## When it fires\n")?;
     writeln!(s, "```\n{}\n```\n", r.condition.get_ref().trim())?;

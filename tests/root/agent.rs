@@ -104,9 +104,8 @@ fn a_planted_problem_fires_resolves_and_leaves_a_flight_recording() {
     let (status, ctype, text) = http_get(&addr, "/metrics");
     assert!(status.contains("200"), "{status}");
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
-    let firing = format!(
-        "mdiag_finding_state{{rule=\"{RULE}\",target=\"host\",severity=\"low\",state=\"firing\"}}"
-    );
+    let firing =
+        format!("mdiag_checklist_item{{rule=\"{RULE}\",target=\"host\",state=\"firing\"}}");
     assert_eq!(sample(&text, &firing), Some(1.0), "{text}");
     assert_host_sched_attached(&text);
     let share = sample(
@@ -214,8 +213,8 @@ fn a_planted_problem_fires_resolves_and_leaves_a_flight_recording() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["findings"][0]["rule_id"], RULE, "{report:#}");
-    let evidence = report["findings"][0]["evidence"].to_string();
+    assert_eq!(report["checklist"][0]["rule_id"], RULE, "{report:#}");
+    let evidence = report["checklist"][0]["evidence"].to_string();
     assert!(evidence.contains("7200"), "{evidence}");
 }
 
@@ -392,9 +391,8 @@ fn a_target_seen_before_it_listens_is_known_by_its_port_once_it_does() {
     assert!(took < Duration::from_secs(12), "{took:?}\n{}", agent.log);
     // The same episode goes on under the new name: firing, with no new
     // pending line for it.
-    let firing = format!(
-        "mdiag_finding_state{{rule=\"{RULE}\",target=\"{id}\",severity=\"low\",state=\"firing\"}}"
-    );
+    let firing =
+        format!("mdiag_checklist_item{{rule=\"{RULE}\",target=\"{id}\",state=\"firing\"}}");
     let deadline = std::time::Instant::now() + w;
     loop {
         let (_, _, text) = http_get(&addr, "/metrics");

@@ -280,10 +280,10 @@ fn wait_state(agent: &mut Agent, addr: &str, id: &str, state: &str, w: Duration)
     }
 }
 
-/// The state `mdiag_finding_state` gives the planted finding on `id`.
+/// The state `mdiag_checklist_item` gives the planted checklist item on
+/// `id` (TCP keepalive is a setting, exported apart from findings).
 fn finding_state(text: &str, id: &str) -> Option<String> {
-    let prefix =
-        format!("mdiag_finding_state{{rule=\"{RULE}\",target=\"{id}\",severity=\"low\",state=\"");
+    let prefix = format!("mdiag_checklist_item{{rule=\"{RULE}\",target=\"{id}\",state=\"");
     text.lines()
         .filter(|l| value(l) == Some(1.0))
         .find_map(|l| {

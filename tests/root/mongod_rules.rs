@@ -45,8 +45,14 @@ fn explain(rec: &std::path::Path) -> serde_json::Value {
 }
 
 /// The list ("findings", "passed", ...) holding `id`, and its entry.
-fn where_is(report: &serde_json::Value, id: &str) -> (String, serde_json::Value) {
-    for list in ["findings", "passed", "not_assessed", "not_applicable"] {
+pub(crate) fn where_is(report: &serde_json::Value, id: &str) -> (String, serde_json::Value) {
+    for list in [
+        "findings",
+        "checklist",
+        "passed",
+        "not_assessed",
+        "not_applicable",
+    ] {
         if let Some(e) = report[list]
             .as_array()
             .unwrap()

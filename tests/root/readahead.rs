@@ -80,22 +80,12 @@ impl Drop for Readahead {
     }
 }
 
-/// Where `host.readahead` ended in `explain`'s JSON for `rec`: "findings", "passed", ...
+/// Where `host.readahead` ended in `explain`'s JSON for `rec`: "checklist", "passed", ...
 fn readahead_list(rec: &Path) -> (String, serde_json::Value) {
     let out = run_mdiag(&["explain", rec.to_str().unwrap(), "--format", "json"]);
     assert!(out.status.success(), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for list in ["findings", "passed", "not_assessed", "not_applicable"] {
-        if let Some(entry) = v[list]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["rule_id"] == "host.readahead")
-        {
-            return (list.to_owned(), entry.clone());
-        }
-    }
-    panic!("host.readahead in no list: {v}");
+    crate::mongod_rules::where_is(&v, "host.readahead")
 }
 
 #[test]
@@ -157,7 +147,7 @@ fn readahead_of_the_wiredtiger_home_disk_matches_sysfs_and_the_rule_follows_it()
         assert_eq!(s.read_ahead_kb, Some(truth), "{s:?}");
 
         let (list, entry) = readahead_list(&file);
-        let expected = if truth > 16 { "findings" } else { "passed" };
+        let expected = if truth > 16 { "checklist" } else { "passed" };
         assert_eq!(list, expected, "read_ahead_kb {truth}: {entry}");
         if truth > 16 {
             let ev = &entry["evidence"];
@@ -231,5 +221,5 @@ fn spawned_wiredtiger_target_gets_its_data_directory_once_it_opened_it() {
     assert_eq!(s.device.as_deref(), Some(majmin.as_str()));
     assert_eq!(s.read_ahead_kb, Some(truth));
     let (list, _) = readahead_list(&file);
-    assert_eq!(list, if truth > 16 { "findings" } else { "passed" });
+    assert_eq!(list, if truth > 16 { "checklist" } else { "passed" });
 }

@@ -66,10 +66,15 @@ pub fn observations(report: &Report) -> Vec<Seen> {
         summary: String::new(),
         obs,
     };
-    let held = report.findings.iter().map(|f| Seen {
-        summary: f.summary.clone(),
-        ..seen(&f.rule_id, &f.title, Observation::Above)
-    });
+    // Checklist items are tracked like findings (and exported apart).
+    let held = report
+        .findings
+        .iter()
+        .chain(&report.checklist)
+        .map(|f| Seen {
+            summary: f.summary.clone(),
+            ..seen(&f.rule_id, &f.title, Observation::Above)
+        });
     let clean = report.passed.iter().map(|p| {
         let obs = if p.in_band {
             Observation::InBand

@@ -8,6 +8,7 @@
 //! `mdiag_target_info` (which also says the member's `rs_state`: a new
 //! state replaces the row, the registry being built afresh each time). Per-CPU data arrives as max / imbalance figures.
 
+use crate::findings::RuleClass;
 use prometheus_client::registry::Unit;
 
 use super::exposition::Namespace;
@@ -36,6 +37,9 @@ pub struct FindingView {
     pub severity: &'static str,
     /// The lifecycle state's name.
     pub state: &'static str,
+    /// Finding or checklist item: the two are exported apart, so alerts
+    /// route findings, not configuration hygiene.
+    pub class: crate::findings::RuleClass,
 }
 
 /// One watched target.
@@ -323,13 +327,14 @@ fn fleet_metrics(e: &mut Exposition, f: &crate::fleet::sender::FleetStats) {
 }
 
 /// `mdiag_finding_state{rule,target,severity,state}` = 1 for each tracked
-/// finding's current state: one series per finding (a change replaces it;
+/// finding's current state (checklist items: [`checklist`]): one series per finding (a change replaces it;
 /// a rule has one severity), so the series stay within the limit however
 /// many rules a host trips, and an alert routes on `severity` without a join.
 fn findings(e: &mut Exposition, view: &View) {
     let rows = view
         .findings
         .iter()
+        .filter(|f| f.class == RuleClass::Finding)
         .map(|f| {
             (
                 labels(&[
@@ -345,6 +350,32 @@ fn findings(e: &mut Exposition, view: &View) {
     e.gauge(
         "finding_state",
         "Each tracked finding's current state (pending, firing, resolved, stale, flapping)",
+        None,
+        rows,
+    );
+    checklist(e, view);
+}
+
+/// `mdiag_checklist_item{rule,target,state}` = 1 for each tracked checklist
+/// item (a setting that differs from MongoDB's production notes, with no
+/// measured cost): apart from `mdiag_finding_state`, so that the alerts,
+/// which read that one, page on findings and never on hygiene, while a
+/// dashboard can still list what differs on each host.
+fn checklist(e: &mut Exposition, view: &View) {
+    let rows = view
+        .findings
+        .iter()
+        .filter(|f| f.class == RuleClass::Checklist)
+        .map(|f| {
+            (
+                labels(&[("rule", &f.rule), ("target", &f.target), ("state", f.state)]),
+                1.0,
+            )
+        })
+        .collect();
+    e.gauge(
+        "checklist_item",
+        "Each tracked checklist item's current state: a setting that differs from MongoDB's production notes (pending, firing, resolved, stale, flapping)",
         None,
         rows,
     );

@@ -48,6 +48,7 @@ fn view(targets: usize, max_series: usize) -> View {
             target: "mongod:27017".into(),
             severity: "high",
             state: "firing",
+            class: crate::findings::RuleClass::Finding,
         }],
         agent: SelfView {
             max_series,

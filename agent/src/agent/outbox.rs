@@ -69,7 +69,7 @@ pub fn window_doc(
         },
         seconds,
         facts: bson::serialize_to_document(&report.facts)?,
-        held: report.findings.iter().map(|f| f.rule_id.clone()).collect(),
+        held: report.fired().map(|f| f.rule_id.clone()).collect(),
     })
 }
 

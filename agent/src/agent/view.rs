@@ -287,20 +287,24 @@ fn total_figures(t: &super::totals::Totals) -> Vec<Figure> {
     out
 }
 
-/// Every tracked finding with its rule's severity (a rule no longer in
+/// Every tracked finding with its rule's severity and class (a rule no longer in
 /// `rules` cannot be tracked: the set is fixed for the agent's life).
 pub fn findings(findings: &Findings, rules: &RuleSet) -> Vec<FindingView> {
     findings
         .iter()
-        .map(|((rule, target), t)| FindingView {
-            rule: rule.clone(),
-            target: target.clone(),
-            severity: rules
+        .map(|((rule, target), t)| {
+            let def = rules
                 .rules()
                 .iter()
                 .find(|r| r.id() == rule)
-                .map_or("unknown", |r| r.def.severity.as_str()),
-            state: state_name(t.lifecycle.state()),
+                .map(|r| &r.def);
+            FindingView {
+                rule: rule.clone(),
+                target: target.clone(),
+                severity: def.map_or("unknown", |d| d.severity.as_str()),
+                state: state_name(t.lifecycle.state()),
+                class: def.map(|d| d.class).unwrap_or_default(),
+            }
         })
         .collect()
 }
@@ -361,12 +365,22 @@ mod tests {
                 figures,
                 ..TargetView::default()
             }],
-            findings: vec![FindingView {
-                rule: "r".into(),
-                target: "t".into(),
-                severity: "high",
-                state: "firing",
-            }],
+            findings: vec![
+                FindingView {
+                    rule: "r".into(),
+                    target: "t".into(),
+                    severity: "high",
+                    state: "firing",
+                    class: crate::findings::RuleClass::Finding,
+                },
+                FindingView {
+                    rule: "c".into(),
+                    target: "t".into(),
+                    severity: "low",
+                    state: "firing",
+                    class: crate::findings::RuleClass::Checklist,
+                },
+            ],
             agent: SelfView {
                 bpf_run_seconds: Some(1.0),
                 max_series: 10_000,

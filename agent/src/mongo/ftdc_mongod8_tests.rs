@@ -166,7 +166,7 @@ fn ids<'a>(it: impl Iterator<Item = &'a String>) -> Vec<&'a str> {
 #[test]
 fn a_healthy_mongod_8_is_assessed_by_at_least_ten_rules_from_ftdc_alone() {
     let r = explain_dir(&Server::default());
-    let assessed: Vec<&str> = ids(r.findings.iter().map(|f| &f.rule_id))
+    let assessed: Vec<&str> = ids(r.fired().map(|f| &f.rule_id))
         .into_iter()
         .chain(ids(r.passed.iter().map(|p| &p.rule_id)))
         .collect();
@@ -206,8 +206,7 @@ fn a_healthy_mongod_8_is_assessed_by_at_least_ten_rules_from_ftdc_alone() {
     }
     // Healthy: nothing above low fires.
     let bad: Vec<_> = r
-        .findings
-        .iter()
+        .fired()
         .filter(|f| f.severity >= crate::findings::Severity::Medium)
         .map(|f| &f.rule_id)
         .collect();
@@ -236,8 +235,7 @@ fn per_cpu_advice_from_ftdc_alone_when_glibc_took_rseq() {
         ..Server::default()
     });
     let f = r
-        .findings
-        .iter()
+        .fired()
         .find(|f| f.rule_id == "allocator.tcmalloc_per_cpu_caches")
         .unwrap_or_else(|| panic!("{:?} / {:?}", r.findings, r.not_assessed));
     assert!(
@@ -247,8 +245,7 @@ fn per_cpu_advice_from_ftdc_alone_when_glibc_took_rseq() {
             .any(|c| c.contains("glibc.pthread.rseq=0"))
     );
     assert!(
-        !r.findings
-            .iter()
+        !r.fired()
             .any(|f| f.rule_id == "allocator.tcmalloc_per_cpu_cache_empty")
     );
     // Near miss: glibc 2.31 does not register rseq, so FTDC cannot blame it.
@@ -259,8 +256,7 @@ fn per_cpu_advice_from_ftdc_alone_when_glibc_took_rseq() {
         ..Server::default()
     });
     assert!(
-        !old.findings
-            .iter()
+        !old.fired()
             .any(|f| f.rule_id == "allocator.tcmalloc_per_cpu_caches")
     );
 }
@@ -273,8 +269,7 @@ fn zero_capacity_and_kernel_and_host_findings_from_ftdc_alone() {
         ..Server::default()
     });
     let f = r
-        .findings
-        .iter()
+        .fired()
         .find(|f| f.rule_id == "allocator.tcmalloc_per_cpu_cache_empty")
         .unwrap_or_else(|| panic!("{:?}", r.not_assessed));
     // 32000 MB / 4 = 8000 MiB, capped at 1 GiB, over 16 CPUs.
@@ -291,7 +286,7 @@ fn zero_capacity_and_kernel_and_host_findings_from_ftdc_alone() {
         max_open_files: 1024,
         ..Server::default()
     });
-    let fired = |r: &Report, id: &str| r.findings.iter().any(|f| f.rule_id == id);
+    let fired = |r: &Report, id: &str| r.fired().any(|f| f.rule_id == id);
     assert!(
         fired(&k, "allocator.tcmalloc_kernel"),
         "{:?}",

@@ -6,6 +6,7 @@
 //! - [`port`]: the local process listening on the URI's port (the target);
 //! - [`status`]: the one serverStatus parser (live replies and FTDC samples);
 //! - [`info`]: buildInfo / getCmdLineOpts / hostInfo facts;
+//! - [`startup`]: mongod's own startup warnings (`getLog`), kept verbatim;
 //! - [`poll`]: the driver on its own thread, with timeouts;
 //! - [`session`]: polls → one sample per slice, faults marked;
 //! - [`ftdc`]: FTDC samples as a recording, or joined to one on time;
@@ -31,6 +32,7 @@ pub mod port;
 pub mod repl;
 pub mod session;
 pub mod sockdiag;
+pub mod startup;
 pub mod status;
 pub mod summary;
 pub mod system;

@@ -482,8 +482,8 @@ fn replica_set_id(reply: &Document) -> Option<String> {
     Some(id.to_hex())
 }
 
-/// buildInfo, getCmdLineOpts, hostInfo and the catalogue sizes; what failed
-/// is listed, the rest kept.
+/// buildInfo, getCmdLineOpts, hostInfo, mongod's startup warnings and the
+/// catalogue sizes; what failed is listed, the rest kept.
 async fn read_info(client: &Client) -> (MongodInfo, Vec<String>) {
     let admin = client.database("admin");
     let mut errors = Vec::new();
@@ -498,6 +498,16 @@ async fn read_info(client: &Client) -> (MongodInfo, Vec<String>) {
     let opts = get("getCmdLineOpts").await;
     let host = get("hostInfo").await;
     let mut info = info::from_documents(build.as_ref(), opts.as_ref(), host.as_ref());
+    info.startup_warnings = match admin
+        .run_command(doc! { "getLog": "startupWarnings" })
+        .await
+    {
+        Ok(reply) => Some(super::startup::from_reply(&reply)),
+        Err(e) => {
+            errors.push(format!("getLog startupWarnings: {}", describe_error(&e)));
+            None
+        }
+    };
     match catalogue(client).await {
         Ok((dbs, colls, idx)) => {
             info.databases = Some(dbs);

@@ -130,6 +130,11 @@ pub struct MongodInfo {
     pub indexes: Option<u64>,
     /// The file system and disk behind dbPath (local servers only).
     pub db_path_storage: Option<StorageFacts>,
+    /// mongod's own startup warnings, the lines of `getLog:
+    /// "startupWarnings"` verbatim (bounded: `mongo::startup`); `None` when
+    /// not read (FTDC holds none, older files, the command refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_warnings: Option<Vec<String>>,
 }
 
 /// One slice's serverStatus sample, or why there is none.

@@ -69,6 +69,8 @@ mod tests {
                 "mdiag_version",
                 "architecture",
                 "architecture_overridden",
+                "checklist",
+                "startup_warnings",
                 "recording",
                 "rules",
                 "findings",
@@ -139,6 +141,9 @@ mod tests {
                 "references",
                 // Added within version 1 (docs/report-json.md).
                 "missing",
+                "class",
+                "mongod_warns",
+                "checklist",
             ])
         );
         assert_eq!(f["rule_id"], "sched.wakeup_preemption");

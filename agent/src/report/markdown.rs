@@ -84,6 +84,8 @@ fn write_report(out: &mut String, report: &Report) -> std::fmt::Result {
         write_finding(out, f)?;
     }
 
+    write_checklist(out, report)?;
+
     if !report.not_assessed.is_empty() {
         writeln!(out, "## Not assessed (data missing)")?;
         writeln!(out)?;
@@ -242,14 +244,78 @@ fn write_table(out: &mut String, t: &Table) -> std::fmt::Result {
     writeln!(out)
 }
 
+/// The checklist: one row per setting that differs from MongoDB's
+/// production notes, its fix behind a link; then mongod's own startup
+/// warnings verbatim.
+fn write_checklist(out: &mut String, report: &Report) -> std::fmt::Result {
+    if !report.checklist.is_empty() {
+        writeln!(out, "## Checklist")?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Settings that differ from MongoDB's production notes, with no measured cost in \
+             this recording: worth setting right, never ranked above a finding."
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "| Setting | Here | MongoDB's notes | mongod warns too | Fix |"
+        )?;
+        writeln!(out, "|---|---|---|---|---|")?;
+        for f in &report.checklist {
+            let Some(c) = &f.checklist else { continue };
+            writeln!(
+                out,
+                "| {} | {} | {} | {} | [{}]({}) |",
+                cell(&c.setting),
+                cell(&c.value),
+                cell(&c.notes),
+                if f.mongod_warns.is_empty() {
+                    "-".to_owned()
+                } else {
+                    cell(&f.mongod_warns.join("; "))
+                },
+                f.rule_id,
+                super::overview::rule_page(&f.rule_id)
+            )?;
+        }
+        writeln!(out)?;
+    }
+    if let Some(warnings) = &report.startup_warnings {
+        writeln!(out, "## mongod's startup warnings")?;
+        writeln!(out)?;
+        if warnings.is_empty() {
+            writeln!(out, "None: mongod logged no startup warning.")?;
+        }
+        for w in warnings {
+            writeln!(out, "- {}", cell(w))?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
 /// Every finding on one line, linked to its details.
 fn write_overview(out: &mut String, report: &Report) -> std::fmt::Result {
     let rows = super::overview::rows(&report.findings);
-    if rows.is_empty() {
+    let checklist = super::overview::checklist_count(report);
+    if rows.is_empty() && checklist.is_none() {
         return Ok(());
     }
     writeln!(out, "## Overview")?;
     writeln!(out)?;
+    if let Some(line) = checklist {
+        // The table, when any, follows; the count says where the rest is.
+        writeln!(
+            out,
+            "{}",
+            line.replacen("checklist", "[Checklist](#checklist)", 1)
+        )?;
+        writeln!(out)?;
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
     writeln!(out, "| # | Severity | Score | Finding | Key number |")?;
     writeln!(out, "|---:|---|---:|---|---|")?;
     for r in rows {
@@ -281,6 +347,10 @@ fn write_finding(out: &mut String, f: &Finding) -> std::fmt::Result {
     writeln!(out)?;
     writeln!(out, "{}", f.summary)?;
     writeln!(out)?;
+    for w in &f.mongod_warns {
+        writeln!(out, "mongod warns about this at startup too: {}", cell(w))?;
+        writeln!(out)?;
+    }
     writeln!(out, "| Evidence | Value |")?;
     writeln!(out, "|---|---:|")?;
     for e in &f.evidence {

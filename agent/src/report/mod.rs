@@ -58,8 +58,17 @@ pub struct Report {
     pub recording: RecordingSummary,
     /// Which rules were used.
     pub rules: RulesSummary,
-    /// Rules that fired, best first.
+    /// Finding rules that fired, best first.
     pub findings: Vec<Finding>,
+    /// Checklist rules that fired: settings that differ from MongoDB's
+    /// production notes with no measured cost, most severe first, never
+    /// ranked among the findings (absent from older reports).
+    #[serde(default)]
+    pub checklist: Vec<Finding>,
+    /// mongod's own startup warnings, verbatim (message and attributes);
+    /// `None` when they were not read (no live mongod, FTDC, older files).
+    #[serde(default)]
+    pub startup_warnings: Option<Vec<String>>,
     /// Rules that could not be evaluated (missing data), with the reason.
     pub not_assessed: Vec<RuleNote>,
     /// Rules that do not concern this host (architecture, kernel, ...), with the reason.
@@ -90,6 +99,12 @@ pub struct Report {
 }
 
 impl Report {
+    /// Every rule that fired: the findings in rank order, then the
+    /// checklist items.
+    pub fn fired(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().chain(&self.checklist)
+    }
+
     /// Sets where the recording was read from (a path), shown in the header.
     pub fn with_source(mut self, source: impl Into<String>) -> Report {
         self.recording.source = Some(source.into());
@@ -258,6 +273,9 @@ pub(crate) mod tests {
             },
             references: vec![],
             missing: vec![],
+            class: crate::findings::RuleClass::Finding,
+            mongod_warns: vec![],
+            checklist: None,
         }
     }
 

@@ -38,6 +38,28 @@ pub fn rows(findings: &[Finding]) -> Vec<Row<'_>> {
         .collect()
 }
 
+/// The overview's line for the checklist: "checklist: 8 settings differ
+/// from MongoDB's production notes (listed after the findings)"; `None`
+/// when none does.
+pub fn checklist_count(report: &super::Report) -> Option<String> {
+    match report.checklist.len() {
+        0 => None,
+        1 => Some(
+            "checklist: 1 setting differs from MongoDB's production notes (listed after the findings)"
+                .to_owned(),
+        ),
+        n => Some(format!(
+            "checklist: {n} settings differ from MongoDB's production notes (listed after the findings)"
+        )),
+    }
+}
+
+/// The page of rule `id` on the web (its runbook, with the fix, verify and
+/// revert), where a checklist item's fix is.
+pub fn rule_page(id: &str) -> String {
+    format!("{}/rules/{id}.md", crate::alerts::DEFAULT_DOCS_URL)
+}
+
 /// The heading of a finding's details in the Markdown and HTML reports.
 pub fn heading(f: &Finding) -> String {
     format!("{}. {} ({})", f.rank, f.title, f.severity)

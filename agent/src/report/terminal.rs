@@ -111,6 +111,7 @@ fn write_report(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
     write_header(out, report, p)?;
     write_overview(out, report, p)?;
     write_rules(out, report, p)?;
+    write_checklist(out, report, p)?;
     writeln!(out)?;
     write_measurements(out, &report.measurements, p)?;
     if let Some(h) = &report.hot_stacks {
@@ -161,7 +162,8 @@ fn write_header(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Res
 /// Every finding on one line, with the number that fired it beneath.
 fn write_overview(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Result {
     let rows = super::overview::rows(&report.findings);
-    if rows.is_empty() {
+    let checklist = super::overview::checklist_count(report);
+    if rows.is_empty() && checklist.is_none() {
         return Ok(());
     }
     writeln!(out)?;
@@ -178,6 +180,61 @@ fn write_overview(out: &mut String, report: &Report, p: &Painter) -> std::fmt::R
         )?;
         if let Some(key) = r.key {
             writeln!(out, "{}", p.dim(&wrap(&key, &" ".repeat(23), WIDTH)))?;
+        }
+    }
+    if let Some(line) = checklist {
+        writeln!(out, "{}", wrap(&line, "  ", WIDTH))?;
+    }
+    Ok(())
+}
+
+/// The checklist: one line per setting that differs from MongoDB's
+/// production notes, then mongod's own startup warnings verbatim.
+fn write_checklist(out: &mut String, report: &Report, p: &Painter) -> std::fmt::Result {
+    if !report.checklist.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{}",
+            p.heading("Checklist (settings that differ from MongoDB's production notes)")
+        )?;
+        for f in &report.checklist {
+            let Some(c) = &f.checklist else { continue };
+            writeln!(
+                out,
+                "{}",
+                wrap(
+                    &format!("{}: {} here; MongoDB: {}", c.setting, c.value, c.notes),
+                    "  ",
+                    WIDTH
+                )
+            )?;
+            for w in &f.mongod_warns {
+                writeln!(
+                    out,
+                    "{}",
+                    wrap(&format!("mongod warns too: {w}"), "      ", WIDTH)
+                )?;
+            }
+            writeln!(
+                out,
+                "{}",
+                p.dim(&format!(
+                    "      {}: fix at {}",
+                    f.rule_id,
+                    super::overview::rule_page(&f.rule_id)
+                ))
+            )?;
+        }
+    }
+    if let Some(warnings) = &report.startup_warnings {
+        writeln!(out)?;
+        writeln!(out, "{}", p.heading("mongod's startup warnings (verbatim)"))?;
+        if warnings.is_empty() {
+            writeln!(out, "  None: mongod logged no startup warning.")?;
+        }
+        for w in warnings {
+            writeln!(out, "{}", wrap(w, "  ", WIDTH))?;
         }
     }
     Ok(())
@@ -428,6 +485,18 @@ fn write_finding(out: &mut String, f: &Finding, p: &Painter) -> std::fmt::Result
     writeln!(out)?;
     writeln!(out, "{}", wrap(&f.summary, "    ", WIDTH))?;
     writeln!(out)?;
+    for w in &f.mongod_warns {
+        writeln!(
+            out,
+            "{}",
+            wrap(
+                &format!("mongod warns about this at startup too: {w}"),
+                "    ",
+                WIDTH
+            )
+        )?;
+        writeln!(out)?;
+    }
     writeln!(out, "    {}", p.bold("Evidence"))?;
     write_evidence(out, &f.evidence, p)?;
     writeln!(out)?;

@@ -139,8 +139,13 @@ pub(crate) fn ranking_line(report: &Report) -> String {
 
 pub(crate) fn rules_line(report: &Report) -> String {
     let n = report.rules.count;
+    let checklist = match report.checklist.len() {
+        0 => String::new(),
+        1 => ", 1 checklist item".to_owned(),
+        c => format!(", {c} checklist items"),
+    };
     format!(
-        "{}, {n} rule{}: {} finding{}, {} not assessed, {} not applicable, {} passed",
+        "{}, {n} rule{}: {} finding{}{checklist}, {} not assessed, {} not applicable, {} passed",
         report.rules.source,
         if n == 1 { "" } else { "s" },
         report.findings.len(),

@@ -55,4 +55,52 @@ mod tests {
             assert_eq!(rule.file, want, "rule {}", rule.id());
         }
     }
+
+    /// Every built-in rule says whether it is a finding or a checklist item
+    /// (the default, a finding, is for rule files of users), and the
+    /// configuration-only rules of the third review are checklist items.
+    #[test]
+    fn every_builtin_rule_states_its_class() {
+        use crate::findings::RuleClass;
+        for source in sources() {
+            let (name, text) = source.expect("UTF-8");
+            assert!(
+                text.lines()
+                    .any(|l| l == "class = \"finding\"" || l == "class = \"checklist\""),
+                "{name} does not say class = \"finding\" or \"checklist\""
+            );
+        }
+        let set = crate::rules::RuleSet::builtin().expect("builtin rules load");
+        let class = |id: &str| {
+            set.rules()
+                .iter()
+                .find(|r| r.id() == id)
+                .map(|r| r.def.class)
+                .unwrap_or_else(|| panic!("no rule {id}"))
+        };
+        // Configuration with neither a measured nor a documented large cost.
+        for id in [
+            "host.clock_sync",
+            "host.swap",
+            "host.tcp_keepalive",
+            "host.readahead",
+            "host.kernel_task_limits",
+            "memory.dirty_writeback",
+            "storage.noatime",
+            "storage.xfs",
+        ] {
+            assert_eq!(class(id), RuleClass::Checklist, "{id}");
+        }
+        // Measured, or a setting with a documented large cost for this target.
+        for id in [
+            "sched.cpu_saturation",
+            "memory.thp_legacy_tcmalloc",
+            "host.overcommit",
+            "allocator.tcmalloc_kernel",
+            "system.disk_full",
+            "replication.member_unhealthy",
+        ] {
+            assert_eq!(class(id), RuleClass::Finding, "{id}");
+        }
+    }
 }

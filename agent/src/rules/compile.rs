@@ -61,6 +61,7 @@ pub fn compile(file: &str, text: &str, example: &Facts) -> Result<Rule, Vec<Rule
     check_applies_to(&def, &mut p);
     check_references(&def, &mut p);
     check_fix(&def, &mut p);
+    check_class(&def, &mut p);
 
     let (condition, hold, evidence) = {
         let expressions = Expressions::new(&def, text, example);
@@ -301,6 +302,43 @@ fn check_applies_to(def: &RuleFile, p: &mut Problems<'_>) {
                 ),
             );
         }
+    }
+}
+
+/// A checklist item has its line, whose value names one of its evidence
+/// entries; a finding has none.
+fn check_class(def: &RuleFile, p: &mut Problems<'_>) {
+    use crate::findings::RuleClass;
+    match (def.class, &def.checklist) {
+        (RuleClass::Checklist, None) => p.add(
+            None,
+            "class = \"checklist\" needs a [checklist] table (setting, value, notes)".into(),
+        ),
+        (RuleClass::Finding, Some(_)) => p.add(
+            None,
+            "[checklist] is only for class = \"checklist\" (a finding is ranked, not listed)"
+                .into(),
+        ),
+        (RuleClass::Checklist, Some(c)) => {
+            if !def.evidence.contains_key(&c.value) {
+                p.add(
+                    None,
+                    format!(
+                        "checklist.value {:?} must be the label of one of the rule's evidence entries",
+                        c.value
+                    ),
+                );
+            }
+            for (field, text) in [
+                ("checklist.setting", &c.setting),
+                ("checklist.notes", &c.notes),
+            ] {
+                if text.trim().is_empty() {
+                    p.add(None, format!("{field} must not be empty"));
+                }
+            }
+        }
+        (RuleClass::Finding, None) => {}
     }
 }
 

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::findings::Severity;
+use crate::findings::{RuleClass, Severity};
 
 /// A rule file as written. Field order here follows the recommended order in
 /// a file (top-level keys first, then tables).
@@ -25,6 +25,22 @@ pub struct RuleFile {
     /// One line, says what is wrong in plain words.
     pub title: String,
     pub severity: Severity,
+    /// `"finding"`: something that costs the target now or puts it at risk
+    /// (measured, or a setting with a documented large cost for this very
+    /// target); `"checklist"`: a setting that differs from MongoDB's
+    /// production notes with neither, reported after the findings, one line
+    /// each, never ranked among them. Every built-in rule says which.
+    #[serde(default)]
+    pub class: RuleClass,
+    /// For a checklist item: its one line (required with `class =
+    /// "checklist"`, refused without).
+    #[serde(default)]
+    pub checklist: Option<ChecklistSpec>,
+    /// The ids of mongod's own startup warnings (its log's `id`, from
+    /// `startup_warnings_mongod.cpp` and the storage engine) that say the
+    /// same: the report then says mongod warns about it too.
+    #[serde(default)]
+    pub startup_warnings: Vec<i64>,
     /// One paragraph: what is happening and why it hurts mongod.
     pub summary: String,
     /// 0..=1: how directly the evidence shows the cause.
@@ -73,6 +89,22 @@ impl RuleFile {
         entries.sort_by_key(|(_, expr)| expr.span().start);
         entries
     }
+}
+
+/// A checklist item's line: the setting, its value here, what MongoDB's
+/// production notes say of it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecklistSpec {
+    /// The setting, as an administrator names it (`vm.swappiness`,
+    /// `transparent_hugepage/enabled`, "file system of dbPath").
+    pub setting: String,
+    /// The label of the evidence entry whose value is the setting's value
+    /// on this host.
+    pub value: String,
+    /// What the production notes (or the checklist, or mongod's startup
+    /// warning) ask for, in a few words.
+    pub notes: String,
 }
 
 /// Applicability: a rule that does not apply is listed as "not applicable",

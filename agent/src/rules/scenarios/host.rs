@@ -468,8 +468,7 @@ fn swap_only_where_other_software_shares_the_host() {
     for rec in [&node, &pod] {
         let r = report(rec);
         assert!(
-            !r.findings
-                .iter()
+            !r.fired()
                 .any(|f| f.fix.commands.iter().any(|c| c.contains("swapon"))),
             "swap suggested on a Kubernetes node"
         );
@@ -491,4 +490,82 @@ fn swap_only_where_other_software_shares_the_host() {
     system(&mut older).other_anon_bytes = None;
     let reason = not_assessed(&older, "host.swap");
     assert!(reason.contains("other_anon_share"), "{reason}");
+}
+
+/// Configuration hygiene is listed apart: a host whose open-files limit and
+/// swappiness differ from the production notes, and whose mongod is
+/// queueing (measured), gets one finding and two checklist items, the
+/// checklist never ranked; mongod's own startup warnings are kept verbatim
+/// and the checklist item it duplicates says so.
+#[test]
+fn settings_are_a_checklist_apart_from_findings_with_mongods_own_warnings() {
+    use crate::findings::RuleClass;
+    let mut rec = baseline();
+    tuning(&mut rec).vm.swappiness = Some(60);
+    rec.host.target_process.as_mut().unwrap().max_open_files = Some(ResourceLimit {
+        soft: Some(1024),
+        hard: Some(524_288),
+    });
+    // Access control and open files: mongod 6.0 does not check swappiness.
+    let lines = &crate::mongo::startup::EXAMPLE[..2];
+    rec.mongod
+        .as_mut()
+        .unwrap()
+        .info
+        .as_mut()
+        .unwrap()
+        .startup_warnings = Some(lines.iter().map(|l| (*l).to_owned()).collect());
+    let r = report(&rec);
+    let ids = |v: &[crate::findings::Finding]| -> Vec<String> {
+        v.iter().map(|f| f.rule_id.clone()).collect()
+    };
+    assert_eq!(
+        ids(&r.checklist),
+        ["host.open_files", "host.swappiness"],
+        "findings {:?}",
+        ids(&r.findings)
+    );
+    assert!(r.findings.iter().all(|f| f.class == RuleClass::Finding));
+    let open = &r.checklist[0];
+    assert_eq!(open.class, RuleClass::Checklist);
+    let line = open.checklist.as_ref().unwrap();
+    assert_eq!(line.setting, "open files (ulimit -n)");
+    assert_eq!(line.value, "1024");
+    assert_eq!(
+        open.mongod_warns,
+        [
+            "Soft rlimits for open file descriptors too low (currentValue: 1024, recommendedMinimum: 64000)"
+        ]
+    );
+    // swappiness: mongod 6.0 has no such warning here, so none is claimed.
+    assert!(r.checklist[1].mongod_warns.is_empty());
+    // Every warning is shown, the ones no rule speaks of too.
+    let shown = r.startup_warnings.as_ref().unwrap();
+    assert_eq!(shown.len(), 2);
+    assert!(shown[0].starts_with("Access control is not enabled"));
+    // The overview counts them; the terminal and Markdown list them after
+    // the findings, with the fix behind a link.
+    assert_eq!(
+        crate::report::overview::checklist_count(&r).as_deref(),
+        Some(
+            "checklist: 2 settings differ from MongoDB's production notes (listed after the findings)"
+        )
+    );
+    let md = crate::report::markdown::render(&r);
+    let (findings_at, checklist_at) = (
+        md.find("## Findings").unwrap(),
+        md.find("## Checklist").unwrap(),
+    );
+    assert!(findings_at < checklist_at);
+    assert!(md.contains("| open files (ulimit -n) | 1024 | 64000 or more (ulimit settings) | Soft rlimits for open file descriptors too low"));
+    assert!(md.contains("docs/rules/host.open_files.md)"));
+    assert!(md.contains("## mongod's startup warnings"));
+    let text = crate::report::terminal::render(&r, false);
+    assert!(text.contains("mongod warns too: Soft rlimits"), "{text}");
+    // Near miss: the notes' values, no checklist and no count; warnings
+    // not read (FTDC, no live mongod) say nothing of them.
+    let quiet = report(&baseline());
+    assert!(quiet.checklist.is_empty());
+    assert_eq!(crate::report::overview::checklist_count(&quiet), None);
+    assert!(!crate::report::markdown::render(&quiet).contains("## Checklist"));
 }

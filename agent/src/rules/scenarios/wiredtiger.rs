@@ -244,7 +244,7 @@ fn two_configstring_changes_become_one_setting() {
         .wt_config_string = Some("eviction_target=85".into());
     let r = report(&rec);
     let line = |id: &str| {
-        let f = r.findings.iter().find(|f| f.rule_id == id).unwrap();
+        let f = r.fired().find(|f| f.rule_id == id).unwrap();
         f.fix
             .files
             .iter()
