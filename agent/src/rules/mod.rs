@@ -29,6 +29,8 @@ pub mod facts;
 pub mod format;
 pub mod placeholders;
 pub mod ranking;
+#[cfg(test)]
+mod references_tests;
 mod rule;
 #[cfg(test)]
 mod scenarios;
