@@ -86,6 +86,12 @@ fn server_status(s: &Server, i: i64) -> bson::Document {
         "queues": { "execution": { "read": { "out": 2, "available": 126 },
                                    "write": { "out": 1, "available": 127 } } },
         "catalogStats": { "collections": 120, "capped": 0, "views": 0 },
+        // Targeted queries: about what they return is examined.
+        "metrics": { "queryExecutor": { "scanned": 4_000_000_i64 + 2500 * i,
+                "scannedObjects": 4_000_000_i64 + 2500 * i,
+                "collectionScans": { "total": 10_i64, "nonTailable": 10_i64 } },
+            "document": { "returned": 4_000_000_i64 + 2000 * i },
+            "operation": { "scanAndOrder": 100_i64 } },
         "storageEngine": { "name": "wiredTiger" },
         "tcmalloc": { "usingPerCPUCaches": s.using_per_cpu,
             "maxPerCPUCacheSizeBytes": s.max_per_cpu_cache,

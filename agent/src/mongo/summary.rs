@@ -73,6 +73,23 @@ pub struct MongodSummary {
     /// Connections opened per second (connections.totalCreated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections_created_per_s: Option<f64>,
+    /// Documents examined per second (metrics.queryExecutor.scannedObjects).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scanned_objects_per_s: Option<f64>,
+    /// Index keys examined per second (metrics.queryExecutor.scanned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scanned_keys_per_s: Option<f64>,
+    /// Documents returned per second (metrics.document.returned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned_per_s: Option<f64>,
+    /// Queries that scanned a whole collection, per second
+    /// (metrics.queryExecutor.collectionScans.total, 4.4+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collection_scans_per_s: Option<f64>,
+    /// Sorts done in memory for want of an index, per second
+    /// (metrics.operation.scanAndOrder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan_and_order_per_s: Option<f64>,
     /// Major page faults of mongod per second (extra_info.page_faults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_faults_per_s: Option<f64>,
@@ -214,6 +231,7 @@ impl MongodSummary {
             }
         }
         self.connection_figures(&series);
+        self.query_figures(&series);
         self.cache_figures(&series);
         self.checkpoint_figures(&series);
         self.tcmalloc_figures(samples);
@@ -238,6 +256,16 @@ impl MongodSummary {
         self.page_faults_per_s = v.rate(v.delta(&|s| s.page_faults), 1.0);
         self.read_tickets_available_min = v.min(&|s| s.tickets_read_available);
         self.write_tickets_available_min = v.min(&|s| s.tickets_write_available);
+    }
+
+    /// How well queries are targeted: documents and keys examined against
+    /// documents returned, collection scans, in-memory sorts.
+    fn query_figures(&mut self, v: &Series<'_>) {
+        self.scanned_objects_per_s = v.rate(v.delta(&|s| s.query_scanned_objects), 1.0);
+        self.scanned_keys_per_s = v.rate(v.delta(&|s| s.query_scanned_keys), 1.0);
+        self.returned_per_s = v.rate(v.delta(&|s| s.docs_returned), 1.0);
+        self.collection_scans_per_s = v.rate(v.delta(&|s| s.query_collection_scans), 1.0);
+        self.scan_and_order_per_s = v.rate(v.delta(&|s| s.scan_and_order), 1.0);
     }
 
     /// The WiredTiger cache: size, fill, and the application threads'

@@ -112,6 +112,14 @@ sample_fields! {
     lock_dhandle_wait_us: ["wiredTiger.lock.dhandle lock application thread time waiting (usecs)"];
     lock_schema_wait_us: ["wiredTiger.lock.schema lock application thread wait time (usecs)"];
     lock_txn_global_wait_us: ["wiredTiger.lock.txn global lock application thread time waiting (usecs)"];
+    /// `metrics.queryExecutor` / `metrics.document` / `metrics.operation`:
+    /// index keys and documents examined, documents returned, in-memory
+    /// sorts (counters): how well queries are targeted.
+    query_scanned_keys: ["metrics.queryExecutor.scanned"];
+    query_scanned_objects: ["metrics.queryExecutor.scannedObjects"];
+    query_collection_scans: ["metrics.queryExecutor.collectionScans.total"];
+    docs_returned: ["metrics.document.returned"];
+    scan_and_order: ["metrics.operation.scanAndOrder"];
     /// `wiredTiger.data-handle`.
     dhandles_active: ["wiredTiger.data-handle.connection data handles currently active"];
     dhandle_sweeps: ["wiredTiger.data-handle.connection sweeps"];
@@ -125,6 +133,9 @@ pub const COUNTERS: &[&str] = &[
     "extra_info.user_time_us",
     "extra_info.system_time_us",
     "extra_info.page_faults",
+    "metrics.queryExecutor.",
+    "metrics.document.returned",
+    "metrics.operation.scanAndOrder",
 ];
 
 impl ServerStatusSample {

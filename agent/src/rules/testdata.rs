@@ -390,6 +390,13 @@ pub(crate) fn healthy_mongod() -> Figures {
         ("connections.available", 51_150, 0),
         ("connections.totalCreated", 1_000, 0),
         ("extra_info.page_faults", 5_000, 0),
+        // Targeted queries: 1000 queries a second, each examining through
+        // an index about the two documents it returns.
+        ("metrics.queryExecutor.scanned", 0, 2_000),
+        ("metrics.queryExecutor.scannedObjects", 0, 2_000),
+        ("metrics.document.returned", 0, 2_000),
+        ("metrics.queryExecutor.collectionScans.total", 0, 0),
+        ("metrics.operation.scanAndOrder", 0, 0),
         ("wiredTiger.checkpoint.most recent time (msecs)", 800, 0),
         ("tcmalloc.usingPerCPUCaches", 1, 0),
         ("tcmalloc.tcmalloc.cpu_free", 200_000_000, 0),

@@ -89,3 +89,71 @@ fn page_faults_need_a_sustained_rate() {
         "mongod.page_faults",
     );
 }
+
+/// The server scanning: 50 queries a second, each examining a 20000-document
+/// collection to return one document (a COLLSCAN load).
+fn scanning() -> crate::recording::Recording {
+    with(&[
+        ("metrics.queryExecutor.scanned", 0, 0),
+        ("metrics.queryExecutor.scannedObjects", 0, 1_000_000),
+        ("metrics.document.returned", 0, 50),
+        ("metrics.queryExecutor.collectionScans.total", 0, 50),
+        ("metrics.operation.scanAndOrder", 0, 0),
+    ])
+}
+
+#[test]
+fn query_targeting_names_the_scan_and_sends_the_dba_to_the_queries() {
+    let f = fired(&scanning(), "mongod.query_targeting");
+    assert_eq!(
+        num(&f, "documents examined per document returned"),
+        20_000.0
+    );
+    assert_eq!(num(&f, "documents examined per second"), 1_000_000.0);
+    assert_eq!(txt(&f, "collection scans per second"), "50");
+    assert_eq!(f.class, crate::findings::RuleClass::Finding);
+    // Where to look: the slow-query log's COLLSCAN plans and the running
+    // scans, asked of this mongod; never a kernel or host setting.
+    assert!(f.fix.commands.iter().all(|c| c.starts_with("mongosh ")));
+    assert!(f.fix.commands.iter().any(|c| c.contains("COLLSCAN")));
+    for word in ["sysctl", "/sys/", "/proc/", "systemctl", "ulimit"] {
+        assert!(
+            f.fix.commands.iter().all(|c| !c.contains(word)),
+            "{:?}",
+            f.fix.commands
+        );
+    }
+    assert!(f.fix.summary.contains("$indexStats") && f.fix.summary.contains("slow"));
+    // Near miss, balanced: the healthy baseline examines what it returns.
+    passed(&baseline_mongod(), "mongod.query_targeting");
+    // Near miss, quiet: 999 documents examined a second, none returned, is
+    // below the volume worth a DBA's time.
+    passed(
+        &with(&[
+            ("metrics.queryExecutor.scannedObjects", 0, 999),
+            ("metrics.document.returned", 0, 0),
+        ]),
+        "mongod.query_targeting",
+    );
+    // Nothing returned at all while scanning 5000 a second still fires
+    // (the ratio is taken against at least one document a second).
+    fired(
+        &with(&[
+            ("metrics.queryExecutor.scannedObjects", 0, 5_000),
+            ("metrics.document.returned", 0, 0),
+        ]),
+        "mongod.query_targeting",
+    );
+    // Old FTDC without the figures: not assessed, never passed.
+    let mut old = baseline_mongod();
+    for s in &mut old.slices {
+        let st = s.mongod.as_mut().unwrap().status.as_mut().unwrap();
+        st.query_scanned_objects = None;
+        st.docs_returned = None;
+    }
+    super::not_assessed(&old, "mongod.query_targeting");
+}
+
+fn baseline_mongod() -> crate::recording::Recording {
+    with(&[])
+}
