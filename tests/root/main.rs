@@ -38,6 +38,7 @@ mod netns_targets;
 mod notify;
 mod perf;
 mod physics;
+mod query_targeting;
 mod readahead;
 mod real_mongod;
 mod real_replication;
