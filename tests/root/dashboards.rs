@@ -39,6 +39,25 @@ fn every_dashboard_query_returns_series_from_a_real_agent() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let rules = rules_dir(dir.path());
+    // The planted keepalive is a checklist item (mdiag_checklist_item); the
+    // same condition as a finding fills the panels of mdiag_finding_state
+    // and the alerts that read it.
+    let keepalive = std::fs::read_to_string(rules.join("host-tcp-keepalive.toml")).unwrap();
+    let checklist = "[checklist]\nsetting = \"net.ipv4.tcp_keepalive_time\"\n\
+                     value = \"net.ipv4.tcp_keepalive_time (s)\"\nnotes = \"120 s (FAQ: keepalive)\"\n";
+    let finding = keepalive
+        .replacen(
+            "id = \"host.tcp_keepalive\"",
+            "id = \"test.keepalive_finding\"",
+            1,
+        )
+        .replacen("class = \"checklist\"", "class = \"finding\"", 1)
+        .replacen(checklist, "", 1);
+    assert!(
+        finding.contains("class = \"finding\"") && !finding.contains("[checklist]"),
+        "host-tcp-keepalive.toml changed shape: {finding}"
+    );
+    std::fs::write(rules.join("test-keepalive-finding.toml"), finding).unwrap();
     let cfg = config(dir.path(), "\"mdiag-wtcheckpo\"");
     // Allocator windows every 500 ms (50 ms at a 10 % budget), so their
     // gauges come soon; a series limit no test exposition reaches.
@@ -127,7 +146,7 @@ fn every_dashboard_query_returns_series_from_a_real_agent() {
     // The planted finding's alert, from the real exposition.
     wait_until(
         &prometheus,
-        r#"ALERTS{alertname="MdiagFindingLow", alertstate="firing", rule="host.tcp_keepalive", severity="low"}"#,
+        r#"ALERTS{alertname="MdiagFindingLow", alertstate="firing", rule="test.keepalive_finding", severity="low"}"#,
     );
     let firing = prometheus
         .query(r#"ALERTS{alertstate="firing"}"#)
@@ -139,6 +158,14 @@ fn every_dashboard_query_returns_series_from_a_real_agent() {
     assert!(
         names.iter().all(|n| n.starts_with("MdiagFinding")),
         "the agent's own alerts fire on a healthy agent: {names:?}"
+    );
+    // The same setting as a checklist item is exported (the Checklist
+    // panel has it) but pages no one.
+    assert!(
+        firing
+            .iter()
+            .all(|s| s["metric"]["rule"] != "host.tcp_keepalive"),
+        "a checklist item raised an alert: {firing:?}"
     );
     let log = prometheus.log();
     drop(prometheus);

@@ -306,11 +306,7 @@ fn write_overview(out: &mut String, report: &Report) -> std::fmt::Result {
     writeln!(out)?;
     if let Some(line) = checklist {
         // The table, when any, follows; the count says where the rest is.
-        writeln!(
-            out,
-            "{}",
-            line.replacen("checklist", "[Checklist](#checklist)", 1)
-        )?;
+        writeln!(out, "{line}")?;
         writeln!(out)?;
     }
     if rows.is_empty() {
