@@ -14,7 +14,9 @@
 //!   assessed (found or passed, never "not assessed");
 //! - a two-member set whose secondary is stopped (SIGSTOP): the primary's
 //!   replSetGetStatus says DOWN, health 0, and `replication.member_unhealthy`
-//!   names that member, live and from the primary's FTDC.
+//!   names that member, live and from the primary's FTDC; that member is
+//!   delayed, and each live sample holds every member's delay as
+//!   replSetGetConfig says.
 //!
 //! Cost: about 40 s and 60 s (mongod starts, initial sync, 12 s and 4 s of
 //! recording, the heartbeat timeout), with every CPU loaded too.
@@ -286,6 +288,9 @@ fn wait_member(primary: &Mongod, i: usize, state: i32, limit: std::time::Duratio
     }
 }
 
+/// The second member's configured delay (secondaryDelaySecs), s.
+const DELAY_S: i64 = 5;
+
 #[test]
 fn a_stopped_secondary_is_an_unhealthy_member_live_and_from_ftdc() {
     let _serial = mdiag_tests::serial();
@@ -308,7 +313,8 @@ fn a_stopped_secondary_is_an_unhealthy_member_live_and_from_ftdc() {
         ..set()
     });
     // Added without a vote, so the primary keeps its majority while the
-    // secondary is stopped.
+    // secondary is stopped; delayed (a hidden, priority 0 member), so the
+    // recording reads its configured delay from replSetGetConfig.
     let mut config = primary
         .command(doc! { "replSetGetConfig": 1 })
         .get_document("config")
@@ -319,7 +325,8 @@ fn a_stopped_secondary_is_an_unhealthy_member_live_and_from_ftdc() {
     let host = format!("127.0.0.1:{}", second.port());
     let mut members = config.get_array("members").unwrap().clone();
     members.push(bson::Bson::Document(
-        doc! { "_id": 1, "host": &host, "votes": 0, "priority": 0 },
+        doc! { "_id": 1, "host": &host, "votes": 0, "priority": 0, "hidden": true,
+        "secondaryDelaySecs": DELAY_S },
     ));
     config.insert("members", members);
     primary.command(doc! { "replSetReconfig": config });
@@ -354,6 +361,42 @@ fn a_stopped_secondary_is_an_unhealthy_member_live_and_from_ftdc() {
     });
     assert!(evidence.contains(&want), "record --uri: {evidence}");
     assert_eq!(live["facts"]["replication"]["members"], 2);
+    // Each member's delay as the set's configuration holds it.
+    let config = primary.command(doc! { "replSetGetConfig": 1 });
+    let configured: Vec<(i64, i64)> = config
+        .get_document("config")
+        .unwrap()
+        .get_array("members")
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let m = m.as_document().unwrap();
+            let n = |k: &str| match m.get(k) {
+                Some(bson::Bson::Int32(i)) => i64::from(*i),
+                Some(bson::Bson::Int64(i)) => *i,
+                other => panic!("{k}: {other:?}"),
+            };
+            (n("_id"), n("secondaryDelaySecs"))
+        })
+        .collect();
+    assert_eq!(configured, vec![(0, 0), (1, DELAY_S)]);
+    let rec: Recording = read_file(&out).unwrap();
+    let samples: Vec<_> = rec
+        .slices
+        .iter()
+        .filter_map(|s| s.mongod.as_ref()?.repl.as_ref())
+        .collect();
+    assert!(!samples.is_empty(), "no replication sample");
+    for r in &samples {
+        let recorded: Vec<(i64, i64)> = r
+            .members
+            .iter()
+            .map(|m| (m.id, m.delay_s.expect("a delay read live")))
+            .collect();
+        assert_eq!(recorded, configured, "{r:?}");
+    }
+    assert_eq!(live["facts"]["replication"]["delays_read"], true);
+    assert_eq!(live["facts"]["replication"]["delayed_members"], 1);
     // FTDC: the samples since the stop reach metrics.interim within seconds.
     let ftdc = primary.diagnostic_data();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);

@@ -401,8 +401,8 @@ fn tcmalloc_detail(doc: &Document) -> Option<BTreeMap<String, i64>> {
 /// NoReplicationEnabled, or CommandNotFound from a mongos).
 struct NotReplicaSet;
 
-/// replSetGetStatus, the oplog's collStats and the `ts` of its first and
-/// last entries. A part that fails is left out (a user may lack the right
+/// replSetGetStatus, the oplog's collStats, the `ts` of its first and
+/// last entries and the members' configured delays (replSetGetConfig). A part that fails is left out (a user may lack the right
 /// to read `local`); `None` when nothing could be read.
 async fn read_repl(client: &Client) -> Result<Option<ReplSample>, NotReplicaSet> {
     let status = match client
@@ -435,13 +435,20 @@ async fn read_repl(client: &Client) -> Result<Option<ReplSample>, NotReplicaSet>
             .and_then(|d| d.get_timestamp("ts").ok())
             .map(|ts| i64::from(ts.time));
     }
+    // The members' configured delays (a delayed member lags on purpose).
+    let config = client
+        .database("admin")
+        .run_command(doc! { "replSetGetConfig": 1 })
+        .await
+        .ok();
     let raw = |d: &Option<Document>| d.as_ref().and_then(|d| RawDocumentBuf::try_from(d).ok());
-    let (status, stats) = (raw(&status), raw(&stats));
-    Ok(ReplSample::from_replies(
-        status.as_deref(),
-        stats.as_deref(),
-        (ends[0], ends[1]),
-    ))
+    let (status, stats, config) = (raw(&status), raw(&stats), raw(&config));
+    let mut sample =
+        ReplSample::from_replies(status.as_deref(), stats.as_deref(), (ends[0], ends[1]));
+    if let (Some(s), Some(c)) = (sample.as_mut(), config.as_deref()) {
+        s.set_delays(&super::repl::member_delays(c));
+    }
+    Ok(sample)
 }
 
 /// The cluster's id as mongodb_exporter's `cl_id` reads it:

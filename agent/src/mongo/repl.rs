@@ -59,6 +59,14 @@ impl MemberSample {
         self.health.is_none_or(|h| h == 1) && matches!(self.state, Some(1 | 2 | 7))
     }
 
+    /// How far it is behind a primary at `primary_ms`, s, less its
+    /// configured delay (a delayed member is not late by that much);
+    /// `None` without its optime.
+    pub fn lag_s(&self, primary_ms: i64) -> Option<f64> {
+        let behind = (primary_ms - self.optime_ms?) as f64 / 1000.0;
+        Some((behind - self.delay_s.unwrap_or(0) as f64).max(0.0))
+    }
+
     /// `name` or `member _id N`, for messages.
     pub fn label(&self) -> String {
         self.name
@@ -91,6 +99,7 @@ impl ReplSample {
                 health: field("health"),
                 optime_ms: field("optimeDate"),
                 is_self: field("self") == Some(1),
+                delay_s: None,
             });
         }
         let empty = s.my_state.is_none()
@@ -122,6 +131,45 @@ impl ReplSample {
         let mut s = Self::parse_with(&|p| values.get(p).copied(), &names)?;
         (s.oplog_first_s, s.oplog_last_s) = first_last;
         Some(s)
+    }
+}
+
+/// Each member's configured delay by `_id`, s, from a replSetGetConfig
+/// reply: `secondaryDelaySecs` (5.0+) or `slaveDelay` (before), 0 when
+/// neither is set. Members beyond [`MAX_MEMBERS`] are left out.
+pub fn member_delays(reply: &RawDocument) -> HashMap<i64, i64> {
+    let Ok(members) = reply
+        .get_document("config")
+        .and_then(|c| c.get_array("members"))
+    else {
+        return HashMap::new();
+    };
+    let number = |d: &RawDocument, key: &str| {
+        d.get(key).ok().flatten().and_then(|v| {
+            v.as_i64()
+                .or_else(|| v.as_i32().map(i64::from))
+                .or_else(|| v.as_f64().map(|f| f as i64))
+        })
+    };
+    members
+        .into_iter()
+        .take(MAX_MEMBERS)
+        .filter_map(|m| {
+            let m = m.ok()?.as_document()?;
+            let delay = number(m, "secondaryDelaySecs")
+                .or_else(|| number(m, "slaveDelay"))
+                .unwrap_or(0);
+            Some((number(m, "_id")?, delay))
+        })
+        .collect()
+}
+
+impl ReplSample {
+    /// Sets each member's configured delay (see [`member_delays`]).
+    pub fn set_delays(&mut self, delays: &HashMap<i64, i64>) {
+        for m in &mut self.members {
+            m.delay_s = delays.get(&m.id).copied();
+        }
     }
 }
 
@@ -191,6 +239,51 @@ mod tests {
         assert_eq!(s.oplog_insert_bytes, Some(1_933_584));
         assert_eq!((s.oplog_first_s, s.oplog_last_s), (Some(10), Some(20)));
         assert_eq!(ReplSample::from_replies(None, None, (None, None)), None);
+    }
+
+    #[test]
+    fn member_delays_come_from_either_field_name_by_id() {
+        let reply = bson::rawdoc! {
+            "config": {
+                "members": [
+                    { "_id": 0, "host": "a:1", "secondaryDelaySecs": 0_i64 },
+                    { "_id": 3, "host": "b:1", "secondaryDelaySecs": 3600_i64 },
+                    // Before 5.0, an int.
+                    { "_id": 5, "host": "c:1", "slaveDelay": 60 },
+                    { "_id": 7, "host": "d:1" },
+                ]
+            },
+            "ok": 1.0,
+        };
+        let delays = member_delays(&reply);
+        assert_eq!(delays.get(&0), Some(&0));
+        assert_eq!(delays.get(&3), Some(&3600));
+        assert_eq!(delays.get(&5), Some(&60));
+        assert_eq!(delays.get(&7), Some(&0));
+        assert!(member_delays(&bson::rawdoc! { "ok": 0.0 }).is_empty());
+        let mut s = ReplSample {
+            members: vec![
+                MemberSample {
+                    id: 3,
+                    optime_ms: Some(1_000),
+                    ..MemberSample::default()
+                },
+                MemberSample {
+                    id: 9,
+                    optime_ms: Some(1_000),
+                    ..MemberSample::default()
+                },
+            ],
+            ..ReplSample::default()
+        };
+        s.set_delays(&delays);
+        assert_eq!(s.members[0].delay_s, Some(3600));
+        // Not in the configuration read: unknown, not 0.
+        assert_eq!(s.members[1].delay_s, None);
+        // 3605 s behind with a 3600 s delay is 5 s late; never below 0.
+        assert_eq!(s.members[0].lag_s(3_606_000), Some(5.0));
+        assert_eq!(s.members[0].lag_s(2_000), Some(0.0));
+        assert_eq!(s.members[1].lag_s(3_606_000), Some(3605.0));
     }
 
     #[test]

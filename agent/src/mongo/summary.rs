@@ -90,6 +90,21 @@ pub struct MongodSummary {
     /// (metrics.operation.scanAndOrder).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scan_and_order_per_s: Option<f64>,
+    /// Time writes waited for flow-control tickets, ms per second
+    /// (flowControl.timeAcquiringMicros, summed over operations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_control_wait_ms_per_s: Option<f64>,
+    /// Share of samples in which flow control saw the majority commit
+    /// point lagging (flowControl.isLagged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_control_lagged_share: Option<f64>,
+    /// Journal syncs per second (wiredTiger.log "log sync operations").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_syncs_per_s: Option<f64>,
+    /// Mean time of one journal sync, ms ("log sync time duration (usecs)"
+    /// over "log sync operations"); 0 when the journal never synced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_sync_ms: Option<f64>,
     /// Major page faults of mongod per second (extra_info.page_faults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_faults_per_s: Option<f64>,
@@ -232,6 +247,7 @@ impl MongodSummary {
         }
         self.connection_figures(&series);
         self.query_figures(&series);
+        self.write_path_figures(&series);
         self.cache_figures(&series);
         self.checkpoint_figures(&series);
         self.tcmalloc_figures(samples);
@@ -266,6 +282,29 @@ impl MongodSummary {
         self.returned_per_s = v.rate(v.delta(&|s| s.docs_returned), 1.0);
         self.collection_scans_per_s = v.rate(v.delta(&|s| s.query_collection_scans), 1.0);
         self.scan_and_order_per_s = v.rate(v.delta(&|s| s.scan_and_order), 1.0);
+    }
+
+    /// What writes wait for besides locks: flow control (the majority
+    /// commit point lagging) and the journal's syncs.
+    fn write_path_figures(&mut self, v: &Series<'_>) {
+        self.flow_control_wait_ms_per_s = v.rate(v.delta(&|s| s.flow_control_acquiring_us), 1000.0);
+        let lagged: Vec<i64> = v
+            .samples
+            .iter()
+            .filter_map(|(_, s)| s.flow_control_lagged)
+            .collect();
+        if !lagged.is_empty() {
+            let n = lagged.len() as f64;
+            self.flow_control_lagged_share =
+                Some(lagged.iter().filter(|l| **l != 0).count() as f64 / n);
+        }
+        let syncs = v.delta(&|s| s.journal_syncs);
+        self.journal_syncs_per_s = v.rate(syncs, 1.0);
+        self.journal_sync_ms = match (syncs, v.delta(&|s| s.journal_sync_us)) {
+            (Some(n), Some(us)) if n > 0 => Some(us as f64 / 1000.0 / n as f64),
+            (Some(_), Some(_)) => Some(0.0),
+            _ => None,
+        };
     }
 
     /// The WiredTiger cache: size, fill, and the application threads'

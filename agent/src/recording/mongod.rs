@@ -214,6 +214,11 @@ pub struct MemberSample {
     pub optime_ms: Option<i64>,
     /// The member answering (`self: true`).
     pub is_self: bool,
+    /// Its configured delay, s: `secondaryDelaySecs` (`slaveDelay` before
+    /// 5.0) of replSetGetConfig, read live only (FTDC keeps no replica-set
+    /// configuration). A delayed member lags by this much on purpose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_s: Option<i64>,
 }
 
 /// Replication figures of one sample; `None` fields were not reported.

@@ -120,6 +120,15 @@ sample_fields! {
     query_collection_scans: ["metrics.queryExecutor.collectionScans.total"];
     docs_returned: ["metrics.document.returned"];
     scan_and_order: ["metrics.operation.scanAndOrder"];
+    /// `flowControl`: time writes waited for flow-control tickets (µs,
+    /// counter), whether the majority commit point lags now (0/1), and how
+    /// often it began to (counter).
+    flow_control_acquiring_us: ["flowControl.timeAcquiringMicros"];
+    flow_control_lagged: ["flowControl.isLagged"];
+    flow_control_lagged_count: ["flowControl.isLaggedCount"];
+    /// `wiredTiger.log`: journal syncs and their time (µs), counters.
+    journal_syncs: ["wiredTiger.log.log sync operations"];
+    journal_sync_us: ["wiredTiger.log.log sync time duration (usecs)"];
     /// `wiredTiger.data-handle`.
     dhandles_active: ["wiredTiger.data-handle.connection data handles currently active"];
     dhandle_sweeps: ["wiredTiger.data-handle.connection sweeps"];
@@ -136,6 +145,9 @@ pub const COUNTERS: &[&str] = &[
     "metrics.queryExecutor.",
     "metrics.document.returned",
     "metrics.operation.scanAndOrder",
+    "flowControl.timeAcquiringMicros",
+    "flowControl.isLaggedCount",
+    "wiredTiger.log.log sync",
 ];
 
 impl ServerStatusSample {

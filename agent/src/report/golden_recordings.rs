@@ -36,7 +36,7 @@ fn dir() -> PathBuf {
 
 /// The scenario as a version 1 file can hold it: without the facts
 /// recorded since (what shares the host with mongod, how well queries are
-/// targeted).
+/// targeted, flow control and the journal's syncs, members' delays).
 fn without_newer_facts(r: &mut Recording) {
     for slice in &mut r.slices {
         if let Some(st) = slice.mongod.as_mut().and_then(|m| m.status.as_mut()) {
@@ -45,6 +45,16 @@ fn without_newer_facts(r: &mut Recording) {
             st.query_collection_scans = None;
             st.docs_returned = None;
             st.scan_and_order = None;
+            st.flow_control_acquiring_us = None;
+            st.flow_control_lagged = None;
+            st.flow_control_lagged_count = None;
+            st.journal_syncs = None;
+            st.journal_sync_us = None;
+        }
+        if let Some(repl) = slice.mongod.as_mut().and_then(|m| m.repl.as_mut()) {
+            for m in &mut repl.members {
+                m.delay_s = None;
+            }
         }
     }
     if let Some(s) = r.host.system.as_mut() {

@@ -33,6 +33,11 @@ const DIFFER: &[(&str, &str)] = &[
     ("mongod.queue_max", "a maximum over samples"),
     ("mongod.queue_mean", "a mean over samples"),
     ("mongod.queued_share", "a share of samples"),
+    ("mongod.flow_control_lagged_share", "a share of samples"),
+    (
+        "mongod.journal_sync_ms",
+        "a mean of counters' differences needs two samples",
+    ),
     (
         "mongod.checkpoint_mean_ms",
         "a counter's increase needs two samples",

@@ -274,6 +274,13 @@ fn summary_figures(g: &mut FactGroup, s: &MongodSummary) {
         ("returned_per_s", fl(s.returned_per_s)),
         ("collection_scans_per_s", fl(s.collection_scans_per_s)),
         ("scan_and_order_per_s", fl(s.scan_and_order_per_s)),
+        (
+            "flow_control_wait_ms_per_s",
+            fl(s.flow_control_wait_ms_per_s),
+        ),
+        ("flow_control_lagged_share", fl(s.flow_control_lagged_share)),
+        ("journal_syncs_per_s", fl(s.journal_syncs_per_s)),
+        ("journal_sync_ms", fl(s.journal_sync_ms)),
         ("dhandles_active", it(s.dhandles_active_last)),
         ("cache_fill", fl(s.cache_fill_last)),
         ("cache_fill_max", fl(s.cache_fill_max)),

@@ -154,6 +154,79 @@ fn query_targeting_names_the_scan_and_sends_the_dba_to_the_queries() {
     super::not_assessed(&old, "mongod.query_targeting");
 }
 
+#[test]
+fn flow_control_needs_a_lagging_commit_point_and_writers_waiting() {
+    // Lagged in every sample, writes waiting 400 ms a second in total.
+    let throttled = with(&[
+        ("flowControl.isLagged", 1, 0),
+        ("flowControl.isLaggedCount", 3, 0),
+        ("flowControl.timeAcquiringMicros", 0, 400_000),
+    ]);
+    let f = fired(&throttled, "mongod.flow_control");
+    assert_eq!(
+        num(
+            &f,
+            "writes waited for flow-control tickets (ms per second, summed)"
+        ),
+        400.0
+    );
+    assert_eq!(
+        num(&f, "samples with the majority commit point lagging"),
+        100.0
+    );
+    assert!(f.fix.commands.is_empty(), "{:?}", f.fix.commands);
+    assert!(f.fix.summary.contains("Do not disable flow control"));
+    // Balanced: the healthy baseline, a few µs of ticket time.
+    passed(&baseline_mongod(), "mongod.flow_control");
+    // Near miss: lagged, yet writes waited 20 ms a second.
+    passed(
+        &with(&[
+            ("flowControl.isLagged", 1, 0),
+            ("flowControl.timeAcquiringMicros", 0, 20_000),
+        ]),
+        "mongod.flow_control",
+    );
+    // A standalone (no flowControl section): not assessed.
+    let mut standalone = baseline_mongod();
+    for s in &mut standalone.slices {
+        let st = s.mongod.as_mut().unwrap().status.as_mut().unwrap();
+        st.flow_control_acquiring_us = None;
+        st.flow_control_lagged = None;
+    }
+    super::not_assessed(&standalone, "mongod.flow_control");
+}
+
+#[test]
+fn journal_syncs_slow_on_average_fire_and_a_quick_journal_passes() {
+    // 10 syncs a second of 45 ms each.
+    let slow = with(&[
+        ("wiredTiger.log.log sync operations", 0, 10),
+        ("wiredTiger.log.log sync time duration (usecs)", 0, 450_000),
+    ]);
+    let f = fired(&slow, "storage.journal_sync");
+    assert_eq!(num(&f, "journal sync, mean time (ms)"), 45.0);
+    assert_eq!(num(&f, "journal syncs per second"), 10.0);
+    assert!(f.fix.commands.is_empty(), "{:?}", f.fix.commands);
+    // Balanced: 0.5 ms syncs.
+    passed(&baseline_mongod(), "storage.journal_sync");
+    // Near miss, idle: one slow sync in the whole recording.
+    let mut idle = with(&[
+        ("wiredTiger.log.log sync operations", 0, 0),
+        ("wiredTiger.log.log sync time duration (usecs)", 0, 0),
+    ]);
+    let last = idle.slices.len() - 1;
+    let st = idle.slices[last]
+        .mongod
+        .as_mut()
+        .unwrap()
+        .status
+        .as_mut()
+        .unwrap();
+    st.journal_syncs = Some(1);
+    st.journal_sync_us = Some(80_000);
+    passed(&idle, "storage.journal_sync");
+}
+
 fn baseline_mongod() -> crate::recording::Recording {
     with(&[])
 }

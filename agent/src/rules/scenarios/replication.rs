@@ -69,6 +69,56 @@ fn lag_fires_on_a_secondary_far_behind_and_not_on_a_close_one() {
 }
 
 #[test]
+fn a_delayed_member_lags_only_beyond_its_configured_delay() {
+    // db2 is delayed by an hour (secondaryDelaySecs 3600) and is 3600 s
+    // behind: by design, read live from replSetGetConfig.
+    let delayed = |late_ms: i64| {
+        let mut rec = baseline();
+        set_repl(&mut rec, move |i| {
+            let mut s = healthy_repl(i);
+            s.members[2].optime_ms = s.members[0].optime_ms.map(|t| t - late_ms);
+            for m in &mut s.members {
+                m.delay_s = Some(if m.id == 2 { 3600 } else { 0 });
+            }
+            s
+        });
+        rec
+    };
+    passed(&delayed(3_600_000), "replication.lag");
+    // Near miss: the same member 30 s later than its delay.
+    let f = fired(&delayed(3_630_000), "replication.lag");
+    assert_eq!(num(&f, "replication lag held over 30 s"), 30.0);
+    assert_eq!(txt(&f, "member that held it"), "db2.example:27017");
+    assert_eq!(
+        txt(
+            &f,
+            "members delayed on purpose (lag counted beyond their delay)"
+        ),
+        "1"
+    );
+    // From FTDC (no configuration), an hour behind is an hour late, and
+    // the evidence says the delays were not read.
+    let mut ftdc = baseline();
+    set_repl(&mut ftdc, |i| {
+        let mut s = healthy_repl(i);
+        s.members[2].optime_ms = s.members[0].optime_ms.map(|t| t - 3_600_000);
+        for m in &mut s.members {
+            m.delay_s = None;
+        }
+        s
+    });
+    let f = fired(&ftdc, "replication.lag");
+    assert!(
+        txt(
+            &f,
+            "members delayed on purpose (lag counted beyond their delay)"
+        )
+        .starts_with("not read"),
+        "{f:?}"
+    );
+}
+
+#[test]
 fn an_unhealthy_member_fires_an_arbiter_does_not() {
     let mut rec = baseline();
     set_repl(&mut rec, |i| {

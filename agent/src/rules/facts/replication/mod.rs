@@ -77,7 +77,19 @@ pub fn replication_facts(rec: &Recording) -> Result<FactGroup, String> {
         Some(text(first_bad.unwrap_or_default())),
     );
 
-    // Lag: the primary's optime less each secondary's, per sample.
+    // Delayed members (secondaryDelaySecs), read live from replSetGetConfig:
+    // their lag below counts only what exceeds their delay. FTDC keeps no
+    // configuration, so there a delayed member's lag is all of it.
+    let delays_read = newest.members.iter().any(|m| m.delay_s.is_some());
+    put("delays_read", Some(FactValue::Bool(delays_read)));
+    let delayed = newest
+        .members
+        .iter()
+        .filter(|m| m.delay_s.is_some_and(|d| d > 0))
+        .count();
+    put("delayed_members", Some(int(delayed as u64)));
+
+    // Lag: the primary's optime less each secondary's (and its delay), per sample.
     let mut lag_max = (0.0_f64, String::new());
     let mut lag_last = 0.0_f64;
     for (i, (_, s)) in samples.iter().enumerate() {
@@ -88,7 +100,7 @@ pub fn replication_facts(rec: &Recording) -> Result<FactGroup, String> {
             .members
             .iter()
             .filter(|m| m.state == Some(2))
-            .filter_map(|m| Some((m, (primary - m.optime_ms?).max(0) as f64 / 1000.0)));
+            .filter_map(|m| Some((m, m.lag_s(primary)?)));
         let mut here = 0.0_f64;
         for (m, lag) in lags {
             here = here.max(lag);
@@ -222,6 +234,7 @@ pub(crate) fn example_sample(i: i64) -> ReplSample {
         health: Some(1),
         optime_ms: Some(optime_ms),
         is_self: id == 0,
+        delay_s: Some(0),
     };
     ReplSample {
         my_state: Some(1),
@@ -249,6 +262,7 @@ mod tests {
             health: Some(health),
             optime_ms: Some(optime_ms),
             is_self,
+            delay_s: None,
         }
     }
 

@@ -30,8 +30,7 @@ pub fn sustained_lag(samples: &[(u64, &ReplSample)]) -> Option<(f64, String)> {
             continue;
         };
         for m in s.members.iter().filter(|m| m.state == Some(2)) {
-            if let Some(at) = m.optime_ms {
-                let lag = (primary - at).max(0) as f64 / 1000.0;
+            if let Some(lag) = m.lag_s(primary) {
                 series.entry(m.label()).or_default().push((*t, lag));
             }
         }
