@@ -4,6 +4,7 @@
 //! Everything that can be wrong with the user's input is found here, before a
 //! single probe is loaded, so a mistake costs nothing.
 
+mod fit;
 mod progress;
 pub mod run;
 

@@ -297,6 +297,8 @@ pub(crate) struct Session {
     checks: Checks,
     /// rseq(2) calls of the slices taken (at most [`RSEQ_CALLS_KEPT`]).
     rseq_calls: Vec<RseqCall>,
+    /// Per-thread time read past a slice's cut, for the next slice.
+    carry: super::fit::Carry,
     /// The target's code and glibc's `__rseq_size`, read once while it runs.
     target_code: Option<(TargetCode, Option<u32>)>,
     /// When the target's code was last tried (at most once a second).
@@ -316,6 +318,7 @@ impl Session {
             slices: Vec::new(),
             checks: Checks::default(),
             rseq_calls: Vec::new(),
+            carry: super::fit::Carry::default(),
             target_code: None,
             code_tried: None,
             code_job: None,
@@ -558,6 +561,8 @@ impl Session {
         let to = if last { to.max(Instant::now()) } else { to };
         slice.start_ms = (from - start).as_millis() as u64;
         slice.duration_ms = ((to - start).as_millis() as u64).saturating_sub(slice.start_ms);
+        // Time the families read past the cut goes to the next slice.
+        self.carry.fit(&mut slice, last);
         slice.mongod = self.mongo.as_mut().map(|m| m.slice(to));
         let events = slice
             .sched
