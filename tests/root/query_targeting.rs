@@ -3,7 +3,9 @@
 //! one) fires it, with the ratio mongod's own serverStatus shows for the
 //! same seconds (read by the test through the driver, outside mdiag), and
 //! the same queries once the field is indexed (about one document examined
-//! per document returned) pass it.
+//! per document returned) pass it. The same report lists the server's
+//! release series (6.0, past its end of life) as a checklist item, with
+//! the version mongod's own buildInfo gives.
 
 use bson::{Document, doc};
 use mdiag_tests::{mongod::Mongod, require_root, run_mdiag, start_record_until};
@@ -120,6 +122,36 @@ fn a_scanning_load_fires_query_targeting_with_mongods_own_ratio() {
     assert!(
         commands.contains("COLLSCAN") && !commands.contains("sysctl"),
         "{commands}"
+    );
+
+    // The server's release series against MongoDB's lifecycle schedule:
+    // mongod itself says which version it is (buildInfo); 6.0 reached its
+    // end of life on 31 July 2025 (MongoDB's Software Lifecycle Schedules),
+    // before any recording of this test: a checklist item, not a finding.
+    let version = server
+        .command(doc! { "buildInfo": 1 })
+        .get_str("version")
+        .unwrap()
+        .to_owned();
+    assert!(
+        version.starts_with("6.0."),
+        "the project's mongod: {version}"
+    );
+    let eol = r["checklist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule_id"] == "mongod.end_of_life")
+        .unwrap_or_else(|| panic!("no end-of-life item: {:#}", r["checklist"]));
+    assert_eq!(eol["evidence"]["version"], version.as_str());
+    assert_eq!(eol["evidence"]["release series"], "6.0");
+    assert!(
+        r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["rule_id"] != "mongod.end_of_life"),
+        "end of life ranked among the findings"
     );
 
     // Near miss: the same queries with an index on x examine what they return.

@@ -27,6 +27,7 @@ mod ftdc_mongod8_tests;
 mod ftdc_tests;
 pub mod ftdc_window;
 pub mod info;
+pub mod lifecycle;
 pub mod poll;
 pub mod port;
 pub mod repl;

@@ -51,6 +51,7 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
     }
     let mut g = FactGroup::new();
     identity_facts(&mut g, &s);
+    lifecycle_facts(&mut g, rec, &s);
     status_facts(&mut g, rec, &s);
     if let Some(i) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) {
         config_facts(&mut g, rec, i);
@@ -74,6 +75,36 @@ fn fl(v: Option<f64>) -> Option<FactValue> {
 /// A signed figure, when reported.
 fn it(v: Option<i64>) -> Option<FactValue> {
     v.map(FactValue::Int)
+}
+
+/// Where the server's release series stands in MongoDB's lifecycle
+/// schedule on the day of the recording (`mongo::lifecycle`): its series,
+/// its end-of-life date (`""` when the schedule has none) and whether that
+/// date had passed.
+fn lifecycle_facts(g: &mut FactGroup, rec: &Recording, s: &MongodSummary) {
+    let Some(version) = s.version.as_deref() else {
+        return;
+    };
+    let series = crate::mongo::lifecycle::series(version);
+    put(
+        g,
+        "release_series",
+        Some(text(
+            series.map_or_else(String::new, |(a, b)| format!("{a}.{b}")),
+        )),
+    );
+    let eol = crate::mongo::lifecycle::end_of_life(version);
+    put(
+        g,
+        "end_of_life",
+        Some(text(eol.map_or_else(String::new, |d| d.to_string()))),
+    );
+    let day = rec.started_at.date_naive();
+    put(
+        g,
+        "past_end_of_life",
+        Some(FactValue::Bool(eol.is_some_and(|d| day > d))),
+    );
 }
 
 /// What the server is: version, allocator, process, storage engine and

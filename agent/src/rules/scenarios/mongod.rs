@@ -227,6 +227,50 @@ fn journal_syncs_slow_on_average_fire_and_a_quick_journal_passes() {
     passed(&idle, "storage.journal_sync");
 }
 
+/// The healthy mongod, reporting `version`.
+fn running(version: &str) -> crate::recording::Recording {
+    let mut rec = baseline_mongod();
+    let info = rec.mongod.as_mut().unwrap().info.as_mut().unwrap();
+    info.version = Some(version.into());
+    rec
+}
+
+#[test]
+fn a_release_series_past_its_end_of_life_is_a_checklist_item() {
+    // Recorded on 2 March 2026: 6.0 ended on 31 July 2025.
+    let f = fired(&running("6.0.5"), "mongod.end_of_life");
+    assert_eq!(f.class, crate::findings::RuleClass::Checklist);
+    assert_eq!(txt(&f, "release series"), "6.0");
+    assert_eq!(
+        txt(&f, "end of life (MongoDB's lifecycle schedule)"),
+        "2025-07-31"
+    );
+    assert!(f.fix.commands.is_empty(), "{:?}", f.fix.commands);
+    // Near misses: 7.0 (until August 2027) and the baseline's 8.2.1.
+    passed(&running("7.0.14"), "mongod.end_of_life");
+    passed(&baseline_mongod(), "mongod.end_of_life");
+    // The day before 6.0's end: still supported.
+    let mut before = running("6.0.5");
+    before.started_at = "2025-07-31T12:00:00Z".parse().unwrap();
+    passed(&before, "mongod.end_of_life");
+    // A rapid release the schedule has no date for: nothing guessed.
+    let report = super::report(&running("6.3.2"));
+    let p = report
+        .passed
+        .iter()
+        .find(|p| p.rule_id == "mongod.end_of_life")
+        .expect("passed");
+    let eol = p
+        .evidence
+        .iter()
+        .find(|e| e.label == "end of life (MongoDB's lifecycle schedule)")
+        .expect("evidence");
+    assert_eq!(
+        eol.value,
+        crate::findings::EvidenceValue::Text("not in the schedule".into())
+    );
+}
+
 fn baseline_mongod() -> crate::recording::Recording {
     with(&[])
 }
