@@ -402,8 +402,9 @@ fn tcmalloc_detail(doc: &Document) -> Option<BTreeMap<String, i64>> {
 struct NotReplicaSet;
 
 /// replSetGetStatus, the oplog's collStats, the `ts` of its first and
-/// last entries and the members' configured delays (replSetGetConfig). A part that fails is left out (a user may lack the right
-/// to read `local`); `None` when nothing could be read.
+/// last entries and the members' configured delays (replSetGetConfig). A
+/// part that fails is left out (a user may lack the right to read
+/// `local`); `None` when nothing could be read.
 async fn read_repl(client: &Client) -> Result<Option<ReplSample>, NotReplicaSet> {
     let status = match client
         .database("admin")
