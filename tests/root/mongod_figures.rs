@@ -1,6 +1,6 @@
 //! The rules on mongod's own figures (queued operations, checkpoint duration
 //! against the interval, cache triggers, connections near the limit,
-//! connection churn, page faults) on the real mongod 6.0.5 under load, live
+//! connection churn, page faults, the journal's syncs) on the real mongod 6.0.5 under load, live
 //! (`record --uri`): each is assessed, and the figures they read agree with
 //! mongod's own serverStatus read by the test through the driver (outside
 //! mdiag) and with the `--syncdelay` the server was started with. The host
@@ -26,6 +26,8 @@ const RULES: &[&str] = &[
     "mongod.connections_limit",
     "mongod.connection_churn",
     "mongod.page_faults",
+    "storage.journal_sync",
+    "mongod.flow_control",
     "wiredtiger.checkpoint_duration",
     "wiredtiger.cache_pressure",
 ];
@@ -94,10 +96,12 @@ fn mongod_figure_rules_are_assessed_live_and_read_mongods_own_numbers() {
     // well inside the recording; mongod counts them in
     // connections.totalCreated, read before and after by the test.
     let before = server.server_status();
+    let t0 = std::time::Instant::now();
     for _ in 0..CLIENTS {
         server.command(bson::doc! { "ping": 1 });
     }
     let after = server.server_status();
+    let between_s = t0.elapsed().as_secs_f64();
     let o = child.wait_with_output().unwrap();
     drop(load);
     let err = stderr.join().unwrap();
@@ -156,6 +160,20 @@ fn mongod_figure_rules_are_assessed_live_and_read_mongods_own_numbers() {
         rate >= 10.0 && samples >= 10.0,
         "{rate}/s, {samples} samples"
     );
+    // The journal's syncs: WiredTiger's own count between the test's two
+    // serverStatus reads, per second of the test's clock, against mdiag's
+    // rate over the recording (the load writes all along, so the journal
+    // syncs at its steady 100 ms interval in both windows).
+    let path = ["wiredTiger", "log", "log sync operations"];
+    let truth = (int(&after, &path) - int(&before, &path)) as f64 / between_s;
+    let syncs = m["journal_syncs_per_s"].as_f64().unwrap();
+    eprintln!("journal syncs: mdiag {syncs:.2}/s, serverStatus {truth:.2}/s over {between_s:.1} s");
+    assert!(
+        (syncs - truth).abs() <= 0.3 * truth + 1.0 / between_s,
+        "journal syncs: mdiag {syncs}/s, serverStatus {truth}/s"
+    );
+    assert!(m["journal_sync_ms"].as_f64().unwrap() > 0.0, "{m}");
+
     // WiredTiger's triggers are its defaults (no configString).
     assert_eq!(m["eviction_trigger"].as_f64(), Some(95.0));
     assert_eq!(m["eviction_dirty_trigger"].as_f64(), Some(20.0));

@@ -443,10 +443,10 @@ async fn read_repl(client: &Client) -> Result<Option<ReplSample>, NotReplicaSet>
         .await
         .ok();
     let raw = |d: &Option<Document>| d.as_ref().and_then(|d| RawDocumentBuf::try_from(d).ok());
-    let (status, stats, config) = (raw(&status), raw(&stats), raw(&config));
+    let (status, stats) = (raw(&status), raw(&stats));
     let mut sample =
         ReplSample::from_replies(status.as_deref(), stats.as_deref(), (ends[0], ends[1]));
-    if let (Some(s), Some(c)) = (sample.as_mut(), config.as_deref()) {
+    if let (Some(s), Some(c)) = (sample.as_mut(), config.as_ref()) {
         s.set_delays(&super::repl::member_delays(c));
     }
     Ok(sample)

@@ -15,9 +15,10 @@
 
 use std::collections::HashMap;
 
-use bson::RawDocument;
+use bson::{Document, RawDocument};
 
 use crate::ftdc::metrics::extract;
+use crate::mongo::info::int;
 use crate::recording::mongod::{MemberSample, ReplSample};
 
 /// Prefix of replSetGetStatus metrics (FTDC and live alike).
@@ -76,6 +77,13 @@ impl MemberSample {
 }
 
 impl ReplSample {
+    /// Sets each member's configured delay (see [`member_delays`]).
+    pub fn set_delays(&mut self, delays: &HashMap<i64, i64>) {
+        for m in &mut self.members {
+            m.delay_s = delays.get(&m.id).copied();
+        }
+    }
+
     /// Reads the figures through `lookup` (full paths, with the prefixes);
     /// `names` are the members' names by index. `None` when neither reply
     /// is there.
@@ -137,40 +145,24 @@ impl ReplSample {
 /// Each member's configured delay by `_id`, s, from a replSetGetConfig
 /// reply: `secondaryDelaySecs` (5.0+) or `slaveDelay` (before), 0 when
 /// neither is set. Members beyond [`MAX_MEMBERS`] are left out.
-pub fn member_delays(reply: &RawDocument) -> HashMap<i64, i64> {
+pub fn member_delays(reply: &Document) -> HashMap<i64, i64> {
     let Ok(members) = reply
         .get_document("config")
         .and_then(|c| c.get_array("members"))
     else {
         return HashMap::new();
     };
-    let number = |d: &RawDocument, key: &str| {
-        d.get(key).ok().flatten().and_then(|v| {
-            v.as_i64()
-                .or_else(|| v.as_i32().map(i64::from))
-                .or_else(|| v.as_f64().map(|f| f as i64))
-        })
-    };
     members
-        .into_iter()
+        .iter()
         .take(MAX_MEMBERS)
         .filter_map(|m| {
-            let m = m.ok()?.as_document()?;
-            let delay = number(m, "secondaryDelaySecs")
-                .or_else(|| number(m, "slaveDelay"))
+            let m = m.as_document()?;
+            let delay = int(m, &["secondaryDelaySecs"])
+                .or_else(|| int(m, &["slaveDelay"]))
                 .unwrap_or(0);
-            Some((number(m, "_id")?, delay))
+            Some((int(m, &["_id"])?, delay))
         })
         .collect()
-}
-
-impl ReplSample {
-    /// Sets each member's configured delay (see [`member_delays`]).
-    pub fn set_delays(&mut self, delays: &HashMap<i64, i64>) {
-        for m in &mut self.members {
-            m.delay_s = delays.get(&m.id).copied();
-        }
-    }
 }
 
 /// Whether `path` (under `prefix`) is a figure the parser reads.
@@ -243,7 +235,7 @@ mod tests {
 
     #[test]
     fn member_delays_come_from_either_field_name_by_id() {
-        let reply = bson::rawdoc! {
+        let reply = bson::doc! {
             "config": {
                 "members": [
                     { "_id": 0, "host": "a:1", "secondaryDelaySecs": 0_i64 },
@@ -260,7 +252,7 @@ mod tests {
         assert_eq!(delays.get(&3), Some(&3600));
         assert_eq!(delays.get(&5), Some(&60));
         assert_eq!(delays.get(&7), Some(&0));
-        assert!(member_delays(&bson::rawdoc! { "ok": 0.0 }).is_empty());
+        assert!(member_delays(&bson::doc! { "ok": 0.0 }).is_empty());
         let mut s = ReplSample {
             members: vec![
                 MemberSample {

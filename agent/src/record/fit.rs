@@ -76,7 +76,7 @@ trait Timed: Sized {
 
 /// Carries into `rows` (sorted by tid; a thread with a carry but no row here
 /// gets its carried row), then splits every row at `limit`.
-fn fit_rows<R: Timed + Clone>(
+fn fit_rows<R: Timed>(
     rows: &mut Vec<R>,
     carry: &mut HashMap<u32, R>,
     limit: u64,

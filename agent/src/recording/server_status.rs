@@ -121,11 +121,9 @@ sample_fields! {
     docs_returned: ["metrics.document.returned"];
     scan_and_order: ["metrics.operation.scanAndOrder"];
     /// `flowControl`: time writes waited for flow-control tickets (µs,
-    /// counter), whether the majority commit point lags now (0/1), and how
-    /// often it began to (counter).
+    /// counter), and whether the majority commit point lags now (0/1).
     flow_control_acquiring_us: ["flowControl.timeAcquiringMicros"];
     flow_control_lagged: ["flowControl.isLagged"];
-    flow_control_lagged_count: ["flowControl.isLaggedCount"];
     /// `wiredTiger.log`: journal syncs and their time (µs), counters.
     journal_syncs: ["wiredTiger.log.log sync operations"];
     journal_sync_us: ["wiredTiger.log.log sync time duration (usecs)"];
@@ -146,7 +144,6 @@ pub const COUNTERS: &[&str] = &[
     "metrics.document.returned",
     "metrics.operation.scanAndOrder",
     "flowControl.timeAcquiringMicros",
-    "flowControl.isLaggedCount",
     "wiredTiger.log.log sync",
 ];
 

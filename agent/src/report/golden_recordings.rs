@@ -47,7 +47,6 @@ fn without_newer_facts(r: &mut Recording) {
             st.scan_and_order = None;
             st.flow_control_acquiring_us = None;
             st.flow_control_lagged = None;
-            st.flow_control_lagged_count = None;
             st.journal_syncs = None;
             st.journal_sync_us = None;
         }

@@ -401,7 +401,6 @@ pub(crate) fn healthy_mongod() -> Figures {
         // journal synced ten times a second, 0.5 ms each.
         ("flowControl.timeAcquiringMicros", 0, 8),
         ("flowControl.isLagged", 0, 0),
-        ("flowControl.isLaggedCount", 0, 0),
         ("wiredTiger.log.log sync operations", 0, 10),
         ("wiredTiger.log.log sync time duration (usecs)", 0, 5_000),
         ("wiredTiger.checkpoint.most recent time (msecs)", 800, 0),

@@ -159,7 +159,6 @@ fn flow_control_needs_a_lagging_commit_point_and_writers_waiting() {
     // Lagged in every sample, writes waiting 400 ms a second in total.
     let throttled = with(&[
         ("flowControl.isLagged", 1, 0),
-        ("flowControl.isLaggedCount", 3, 0),
         ("flowControl.timeAcquiringMicros", 0, 400_000),
     ]);
     let f = fired(&throttled, "mongod.flow_control");
