@@ -1,6 +1,7 @@
 //! The rules on mongod's own figures (queued operations, checkpoint duration
 //! against the interval, cache triggers, connections near the limit,
-//! connection churn, page faults, the journal's syncs) on the real mongod 6.0.5 under load, live
+//! connection churn, page faults, the journal's syncs, assertions) on the real
+//! mongod 6.0.5 under load, live
 //! (`record --uri`): each is assessed, and the figures they read agree with
 //! mongod's own serverStatus read by the test through the driver (outside
 //! mdiag) and with the `--syncdelay` the server was started with. The host
@@ -28,6 +29,7 @@ const RULES: &[&str] = &[
     "mongod.page_faults",
     "storage.journal_sync",
     "mongod.flow_control",
+    "mongod.asserts",
     "wiredtiger.checkpoint_duration",
     "wiredtiger.cache_pressure",
 ];
@@ -94,11 +96,16 @@ fn mongod_figure_rules_are_assessed_live_and_read_mongods_own_numbers() {
     );
     // Churn: a new client (new connections) for each of CLIENTS commands,
     // well inside the recording; mongod counts them in
-    // connections.totalCreated, read before and after by the test.
+    // connections.totalCreated, read before and after by the test. Each
+    // command inserts a duplicate key: an error of the request, which
+    // mongod counts as a user assertion (asserts.user).
+    let dup = bson::doc! { "insert": "dups", "documents": [{ "_id": 1 }] };
+    server.command(dup.clone());
     let before = server.server_status();
     let t0 = std::time::Instant::now();
     for _ in 0..CLIENTS {
-        server.command(bson::doc! { "ping": 1 });
+        let reply = server.command(dup.clone());
+        assert!(reply.get_array("writeErrors").is_ok(), "{reply}");
     }
     let after = server.server_status();
     let between_s = t0.elapsed().as_secs_f64();
@@ -173,6 +180,26 @@ fn mongod_figure_rules_are_assessed_live_and_read_mongods_own_numbers() {
         "journal syncs: mdiag {syncs}/s, serverStatus {truth}/s"
     );
     assert!(m["journal_sync_ms"].as_f64().unwrap() > 0.0, "{m}");
+    // Assertions: user assertions counted by mongod between the test's
+    // reads (the duplicate keys, and more that the load and the new
+    // clients raise all along: 1660 in one run) against mdiag's rate over
+    // its span; the server's own checks failed in neither.
+    let user = int(&after, &["asserts", "user"]) - int(&before, &["asserts", "user"]);
+    let from_mdiag = m["user_asserts_per_s"].as_f64().unwrap() * span;
+    eprintln!("user assertions: mdiag {from_mdiag:.0}, serverStatus {user}");
+    assert!(user >= CLIENTS as i64, "{user}");
+    assert!(
+        (from_mdiag - user as f64).abs() <= 0.1 * user as f64 + 10.0,
+        "mdiag counts {from_mdiag:.0} user assertions, serverStatus {user}"
+    );
+    let server_checks = |d: &Document| {
+        ["regular", "msg", "tripwire"]
+            .iter()
+            .map(|k| int(d, &["asserts", k]))
+            .sum::<i64>()
+    };
+    assert_eq!(server_checks(&after), server_checks(&before));
+    assert_eq!(m["server_asserts"].as_i64(), Some(0), "{m}");
 
     // WiredTiger's triggers are its defaults (no configString).
     assert_eq!(m["eviction_trigger"].as_f64(), Some(95.0));

@@ -86,6 +86,9 @@ fn server_status(s: &Server, i: i64) -> bson::Document {
         "queues": { "execution": { "read": { "out": 2, "available": 126 },
                                    "write": { "out": 1, "available": 127 } } },
         "catalogStats": { "collections": 120, "capped": 0, "views": 0 },
+        // The application's duplicate keys (user); no failed server check.
+        "asserts": { "regular": 0, "warning": 0, "msg": 0, "user": 700_i64 + i,
+            "tripwire": 0, "rollovers": 0 },
         // Targeted queries: about what they return is examined.
         "metrics": { "queryExecutor": { "scanned": 4_000_000_i64 + 2500 * i,
                 "scannedObjects": 4_000_000_i64 + 2500 * i,
@@ -110,6 +113,9 @@ fn server_status(s: &Server, i: i64) -> bson::Document {
             "lock": { "checkpoint lock application thread wait time (usecs)": 1000_i64,
                 "dhandle lock application thread time waiting (usecs)": 500_i64 },
             "data-handle": { "connection data handles currently active": 400_i64 },
+            // The journal synced ten times a second, 0.4 ms each.
+            "log": { "log sync operations": 36_000_i64 + 10 * i,
+                "log sync time duration (usecs)": 14_400_000_i64 + 4000 * i },
         },
     }
 }

@@ -105,6 +105,22 @@ pub struct MongodSummary {
     /// over "log sync operations"); 0 when the journal never synced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_sync_ms: Option<f64>,
+    /// Assertions of the server's own checks raised during the recording:
+    /// `asserts.regular`, `msg` and `tripwire` (what mongod's `verify`,
+    /// `massert` and `tassert` count), summed over those reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_asserts: Option<i64>,
+    /// Of those, each kind: regular, msg, tripwire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asserts_regular: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asserts_msg: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asserts_tripwire: Option<i64>,
+    /// User assertions per second (`asserts.user`: errors of requests,
+    /// such as duplicate keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_asserts_per_s: Option<f64>,
     /// Major page faults of mongod per second (extra_info.page_faults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_faults_per_s: Option<f64>,
@@ -248,6 +264,7 @@ impl MongodSummary {
         self.connection_figures(&series);
         self.query_figures(&series);
         self.write_path_figures(&series);
+        self.assert_figures(&series);
         self.cache_figures(&series);
         self.checkpoint_figures(&series);
         self.tcmalloc_figures(samples);
@@ -305,6 +322,23 @@ impl MongodSummary {
             (Some(_), Some(_)) => Some(0.0),
             _ => None,
         };
+    }
+
+    /// Assertions raised during the recording, by kind.
+    fn assert_figures(&mut self, v: &Series<'_>) {
+        self.asserts_regular = v.delta(&|s| s.asserts_regular);
+        self.asserts_msg = v.delta(&|s| s.asserts_msg);
+        self.asserts_tripwire = v.delta(&|s| s.asserts_tripwire);
+        let kinds = [
+            self.asserts_regular,
+            self.asserts_msg,
+            self.asserts_tripwire,
+        ];
+        self.server_asserts = kinds
+            .iter()
+            .any(Option::is_some)
+            .then(|| kinds.iter().flatten().sum());
+        self.user_asserts_per_s = v.rate(v.delta(&|s| s.asserts_user), 1.0);
     }
 
     /// The WiredTiger cache: size, fill, and the application threads'

@@ -127,6 +127,15 @@ sample_fields! {
     /// `wiredTiger.log`: journal syncs and their time (µs), counters.
     journal_syncs: ["wiredTiger.log.log sync operations"];
     journal_sync_us: ["wiredTiger.log.log sync time duration (usecs)"];
+    /// `asserts.*`: assertions raised since start (counters; all reset to
+    /// 0 when one reaches 2^30, and `rollovers` grows): `regular` by the
+    /// server's `verify`, `msg` by `massert`, `tripwire` (newer servers) by
+    /// `tassert` (its own checks of invariants), `user` by `uassert`
+    /// (errors of the request: a duplicate key, a bad query).
+    asserts_regular: ["asserts.regular"];
+    asserts_msg: ["asserts.msg"];
+    asserts_tripwire: ["asserts.tripwire"];
+    asserts_user: ["asserts.user"];
     /// `wiredTiger.data-handle`.
     dhandles_active: ["wiredTiger.data-handle.connection data handles currently active"];
     dhandle_sweeps: ["wiredTiger.data-handle.connection sweeps"];
@@ -145,6 +154,7 @@ pub const COUNTERS: &[&str] = &[
     "metrics.operation.scanAndOrder",
     "flowControl.timeAcquiringMicros",
     "wiredTiger.log.log sync",
+    "asserts.",
 ];
 
 impl ServerStatusSample {

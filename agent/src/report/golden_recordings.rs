@@ -36,7 +36,7 @@ fn dir() -> PathBuf {
 
 /// The scenario as a version 1 file can hold it: without the facts
 /// recorded since (what shares the host with mongod, how well queries are
-/// targeted, flow control and the journal's syncs, members' delays).
+/// targeted, flow control and the journal's syncs, assertions, members' delays).
 fn without_newer_facts(r: &mut Recording) {
     for slice in &mut r.slices {
         if let Some(st) = slice.mongod.as_mut().and_then(|m| m.status.as_mut()) {
@@ -49,6 +49,10 @@ fn without_newer_facts(r: &mut Recording) {
             st.flow_control_lagged = None;
             st.journal_syncs = None;
             st.journal_sync_us = None;
+            st.asserts_regular = None;
+            st.asserts_msg = None;
+            st.asserts_tripwire = None;
+            st.asserts_user = None;
         }
         if let Some(repl) = slice.mongod.as_mut().and_then(|m| m.repl.as_mut()) {
             for m in &mut repl.members {

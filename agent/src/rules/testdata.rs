@@ -403,6 +403,13 @@ pub(crate) fn healthy_mongod() -> Figures {
         ("flowControl.isLagged", 0, 0),
         ("wiredTiger.log.log sync operations", 0, 10),
         ("wiredTiger.log.log sync time duration (usecs)", 0, 5_000),
+        // Three regular assertions long before the recording, none in it;
+        // the application's own errors (user assertions: duplicate keys)
+        // two a second.
+        ("asserts.regular", 3, 0),
+        ("asserts.msg", 0, 0),
+        ("asserts.tripwire", 0, 0),
+        ("asserts.user", 1_000, 2),
         ("wiredTiger.checkpoint.most recent time (msecs)", 800, 0),
         ("tcmalloc.usingPerCPUCaches", 1, 0),
         ("tcmalloc.tcmalloc.cpu_free", 200_000_000, 0),

@@ -226,6 +226,53 @@ fn journal_syncs_slow_on_average_fire_and_a_quick_journal_passes() {
     passed(&idle, "storage.journal_sync");
 }
 
+#[test]
+fn a_failed_server_check_fires_and_the_applications_own_errors_do_not() {
+    // One massert a second, one regular assertion in the whole recording.
+    let mut rec = with(&[("asserts.msg", 10, 1)]);
+    let last = rec.slices.len() - 1;
+    for (i, s) in rec.slices.iter_mut().enumerate() {
+        let st = s.mongod.as_mut().unwrap().status.as_mut().unwrap();
+        st.asserts_regular = Some(if i == last { 4 } else { 3 });
+    }
+    let f = fired(&rec, "mongod.asserts");
+    let msg = i64::try_from(last).unwrap();
+    assert_eq!(txt(&f, "msg (massert)"), msg.to_string());
+    assert_eq!(txt(&f, "regular (verify)"), "1");
+    assert_eq!(txt(&f, "tripwire (tassert)"), "0");
+    assert_eq!(
+        num(&f, "server assertions raised in the recording"),
+        (msg + 1) as f64
+    );
+    assert_eq!(num(&f, "user assertions per second"), 2.0);
+    assert!(f.fix.commands.iter().all(|c| c.contains("getLog")));
+    // Balanced: the baseline's three old regular assertions, none new.
+    passed(&baseline_mongod(), "mongod.asserts");
+    // Near miss: 500 user assertions a second (duplicate keys) alone.
+    passed(&with(&[("asserts.user", 0, 500)]), "mongod.asserts");
+    // A rollover: every counter back to 0 when user reached 2^30; the old
+    // regular assertions are not counted again.
+    let mut rolled = baseline_mongod();
+    for (i, s) in rolled.slices.iter_mut().enumerate() {
+        let st = s.mongod.as_mut().unwrap().status.as_mut().unwrap();
+        if i >= 4 {
+            st.asserts_regular = Some(0);
+            st.asserts_user = Some(i as i64);
+        }
+    }
+    passed(&rolled, "mongod.asserts");
+    // A server that reports no asserts: not assessed.
+    let mut old = baseline_mongod();
+    for s in &mut old.slices {
+        let st = s.mongod.as_mut().unwrap().status.as_mut().unwrap();
+        st.asserts_regular = None;
+        st.asserts_msg = None;
+        st.asserts_tripwire = None;
+        st.asserts_user = None;
+    }
+    super::not_assessed(&old, "mongod.asserts");
+}
+
 /// The healthy mongod, reporting `version`.
 fn running(version: &str) -> crate::recording::Recording {
     let mut rec = baseline_mongod();
