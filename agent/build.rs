@@ -5,7 +5,25 @@
 //! one that the installed bpf-linker reads). `AYA_BUILD_SKIP=1` skips the build
 //! (for `cargo check` on machines without bpf-linker); the binary then refuses
 //! to record and says why.
-use std::{env, path::PathBuf};
+//!
+//! One eBPF build per target directory, toolchain and BPF target: aya-build
+//! builds in a cargo target directory under `OUT_DIR`, which differs for
+//! every profile and feature set of this crate (clippy, the tests, the debug
+//! and the release binary), and each of those rebuilt the same object from
+//! scratch, `core` included (half a minute of CPU each, five times in a CI
+//! run). The object depends only on the eBPF sources, the toolchain and the
+//! BPF target (endianness and `bpf_target_arch`), so aya-build is pointed at
+//! a directory keyed by those (`<target>/ebpf/<toolchain>/<bpf>-<arch>`), its
+//! cargo rebuilds what changed there, and the object is copied into this
+//! build's `OUT_DIR`. A lock file serialises builds that share it (the head
+//! start of `./x test` builds the release binary beside the test tiers).
+use std::{
+    env,
+    fs::{self, File},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, anyhow};
 
 const DEFAULT_EBPF_TOOLCHAIN: &str = "nightly-2026-08-01";
 
@@ -20,22 +38,58 @@ fn main() -> anyhow::Result<()> {
     let ebpf_dir = ebpf_dir.canonicalize()?;
     let root_dir = ebpf_dir
         .to_str()
-        .ok_or_else(|| anyhow::anyhow!("non-UTF-8 path {}", ebpf_dir.display()))?;
+        .ok_or_else(|| anyhow!("non-UTF-8 path {}", ebpf_dir.display()))?;
     // Always leave a file for include_bytes!, even when the build is skipped.
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
     let object = out_dir.join("mdiag");
+    println!("cargo::rustc-env=MDIAG_EBPF_TOOLCHAIN_USED={toolchain}");
     let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    if skip && !object.exists() {
-        std::fs::write(&object, [])?;
+    if skip {
+        if !object.exists() {
+            fs::write(&object, [])?;
+        }
+        // aya-build says that it skips, in a cargo warning.
+        return build(root_dir, &toolchain);
     }
+    let shared = shared_dir(&out_dir, &toolchain)?;
+    fs::create_dir_all(&shared).with_context(|| format!("creating {}", shared.display()))?;
+    let lock = File::create(shared.join(".lock"))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", shared.display()))?;
+    // SAFETY: set_var is sound while no other thread reads the environment:
+    // this build script has started none yet (aya-build starts its own only
+    // after reading OUT_DIR, its one use of the variable).
+    unsafe { env::set_var("OUT_DIR", &shared) };
+    build(root_dir, &toolchain)?;
+    fs::copy(shared.join("mdiag"), &object)
+        .with_context(|| format!("copying the eBPF object to {}", object.display()))?;
+    Ok(())
+}
+
+fn build(root_dir: &str, toolchain: &str) -> anyhow::Result<()> {
     aya_build::build_ebpf(
         [aya_build::Package {
             name: "mdiag-ebpf",
             root_dir,
             ..Default::default()
         }],
-        aya_build::Toolchain::Custom(&toolchain),
-    )?;
-    println!("cargo::rustc-env=MDIAG_EBPF_TOOLCHAIN_USED={toolchain}");
-    Ok(())
+        aya_build::Toolchain::Custom(toolchain),
+    )
+}
+
+/// `<target>/ebpf/<toolchain>/<bpfel|bpfeb>-<arch>`: the cargo target
+/// directory is the nearest ancestor of `out_dir` that cargo tagged with
+/// `CACHEDIR.TAG`.
+fn shared_dir(out_dir: &Path, toolchain: &str) -> anyhow::Result<PathBuf> {
+    let target = out_dir
+        .ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .ok_or_else(|| anyhow!("no cargo target directory above {}", out_dir.display()))?;
+    let endian = env::var("CARGO_CFG_TARGET_ENDIAN")?;
+    let arch = env::var("CARGO_CFG_TARGET_ARCH")?;
+    let bpf = if endian == "big" { "bpfeb" } else { "bpfel" };
+    Ok(target
+        .join("ebpf")
+        .join(toolchain)
+        .join(format!("{bpf}-{arch}")))
 }
