@@ -34,10 +34,22 @@ const DIFFER: &[(&str, &str)] = &[
     ("mongod.queue_mean", "a mean over samples"),
     ("mongod.queued_share", "a share of samples"),
     ("mongod.flow_control_lagged_share", "a share of samples"),
-    ("mongod.server_asserts", "a counter's increase needs two samples"),
-    ("mongod.asserts_regular", "a counter's increase needs two samples"),
-    ("mongod.asserts_msg", "a counter's increase needs two samples"),
-    ("mongod.asserts_tripwire", "a counter's increase needs two samples"),
+    (
+        "mongod.server_asserts",
+        "a counter's increase needs two samples",
+    ),
+    (
+        "mongod.asserts_regular",
+        "a counter's increase needs two samples",
+    ),
+    (
+        "mongod.asserts_msg",
+        "a counter's increase needs two samples",
+    ),
+    (
+        "mongod.asserts_tripwire",
+        "a counter's increase needs two samples",
+    ),
     (
         "mongod.journal_sync_ms",
         "a mean of counters' differences needs two samples",
