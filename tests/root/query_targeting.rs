@@ -5,7 +5,10 @@
 //! the same queries once the field is indexed (about one document examined
 //! per document returned) pass it. The same report lists the server's
 //! release series (6.0, past its end of life) as a checklist item, with
-//! the version mongod's own buildInfo gives.
+//! the version mongod's own buildInfo gives; and its feature compatibility
+//! version, set to 5.0 by the test before the first recording (as after an
+//! upgrade from 5.0), as a checklist item whose fix, issued through the
+//! driver, raises it to 6.0, after which the item passes.
 
 use bson::{Document, doc};
 use mdiag_tests::{mongod::Mongod, require_root, run_mdiag, start_record_until};
@@ -99,6 +102,8 @@ fn a_scanning_load_fires_query_targeting_with_mongods_own_ratio() {
         client.shutdown().await;
     });
 
+    // As after an upgrade from 5.0: the FCV one release behind.
+    server.command(doc! { "setFeatureCompatibilityVersion": "5.0" });
     let (r, truth) = record_queries(&server);
     // mongod's own ratio over the queries: a scan of every document for one.
     assert!(truth > 1000.0, "mongod's own ratio {truth}");
@@ -154,6 +159,37 @@ fn a_scanning_load_fires_query_targeting_with_mongods_own_ratio() {
         "end of life ranked among the findings"
     );
 
+    // The FCV: what mongod itself answers, then the fix's command.
+    let fcv = |server: &Mongod| {
+        server
+            .command(doc! { "getParameter": 1, "featureCompatibilityVersion": 1 })
+            .get_document("featureCompatibilityVersion")
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(fcv(&server), doc! { "version": "5.0" });
+    let item = r["checklist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule_id"] == "mongod.feature_compatibility")
+        .unwrap_or_else(|| panic!("no FCV item: {:#}", r["checklist"]));
+    assert_eq!(item["evidence"]["feature compatibility version"], "5.0");
+    assert_eq!(item["evidence"]["release series of the binary"], "6.0");
+    let set = item["fix"]["commands"][0].as_str().unwrap();
+    assert!(
+        set.ends_with("--eval 'db.adminCommand({setFeatureCompatibilityVersion: \"6.0\"})'"),
+        "{set}"
+    );
+    let revert = item["fix"]["revert"][0].as_str().unwrap();
+    assert!(
+        revert.contains("setFeatureCompatibilityVersion: \"5.0\""),
+        "{revert}"
+    );
+    // The fix's command, through the driver (6.0 takes no confirm field).
+    server.command(doc! { "setFeatureCompatibilityVersion": "6.0" });
+    assert_eq!(fcv(&server), doc! { "version": "6.0" });
+
     // Near miss: the same queries with an index on x examine what they return.
     rt.block_on(async {
         let client = mongodb::Client::with_uri_str(&uri).await.unwrap();
@@ -177,5 +213,15 @@ fn a_scanning_load_fires_query_targeting_with_mongods_own_ratio() {
             .any(|p| p["rule_id"] == "mongod.query_targeting"),
         "query_targeting did not pass with the index: findings {:#}",
         r["findings"]
+    );
+    // The FCV raised by the fix: the item passes.
+    assert!(
+        r["passed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["rule_id"] == "mongod.feature_compatibility"),
+        "FCV item after the fix: {:#}",
+        r["checklist"]
     );
 }

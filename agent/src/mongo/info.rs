@@ -148,6 +148,13 @@ impl MongodInfo {
     }
 }
 
+/// The feature compatibility version of a `getParameter:
+/// featureCompatibilityVersion` reply: (`version`, `targetVersion`).
+pub fn fcv(reply: &Document) -> (Option<String>, Option<String>) {
+    let path = |key| string(reply, &["featureCompatibilityVersion", key]);
+    (path("version"), path("targetVersion"))
+}
+
 /// The kernel release hostInfo reports (`extra.kernelVersion`), if any.
 pub fn kernel_version(host: &Document) -> Option<String> {
     string(host, &["extra", "kernelVersion"])

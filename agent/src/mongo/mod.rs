@@ -7,6 +7,7 @@
 //! - [`status`]: the one serverStatus parser (live replies and FTDC samples);
 //! - [`info`]: buildInfo / getCmdLineOpts / hostInfo facts;
 //! - [`startup`]: mongod's own startup warnings (`getLog`), kept verbatim;
+//! - [`fcv`]: the command that sets the feature compatibility version;
 //! - [`poll`]: the driver on its own thread, with timeouts;
 //! - [`session`]: polls → one sample per slice, faults marked;
 //! - [`ftdc`]: FTDC samples as a recording, or joined to one on time;
@@ -19,6 +20,7 @@
 //!   `recording/server_status.rs`, below this module.
 
 pub mod conn;
+pub mod fcv;
 pub mod ftdc;
 pub mod ftdc_extra;
 #[cfg(test)]

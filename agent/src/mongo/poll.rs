@@ -490,8 +490,9 @@ fn replica_set_id(reply: &Document) -> Option<String> {
     Some(id.to_hex())
 }
 
-/// buildInfo, getCmdLineOpts, hostInfo, mongod's startup warnings and the
-/// catalogue sizes; what failed is listed, the rest kept.
+/// buildInfo, getCmdLineOpts, hostInfo, mongod's startup warnings, its
+/// feature compatibility version and the catalogue sizes; what failed is
+/// listed, the rest kept.
 async fn read_info(client: &Client) -> (MongodInfo, Vec<String>) {
     let admin = client.database("admin");
     let mut errors = Vec::new();
@@ -516,6 +517,14 @@ async fn read_info(client: &Client) -> (MongodInfo, Vec<String>) {
             None
         }
     };
+    let fcv = doc! { "getParameter": 1, "featureCompatibilityVersion": 1 };
+    match admin.run_command(fcv).await {
+        Ok(reply) => (info.fcv, info.fcv_target) = info::fcv(&reply),
+        Err(e) => errors.push(format!(
+            "getParameter featureCompatibilityVersion: {}",
+            describe_error(&e)
+        )),
+    }
     match catalogue(client).await {
         Ok((dbs, colls, idx)) => {
             info.databases = Some(dbs);

@@ -135,6 +135,14 @@ pub struct MongodInfo {
     /// not read (FTDC holds none, older files, the command refused).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub startup_warnings: Option<Vec<String>>,
+    /// getParameter featureCompatibilityVersion: its `version` ("6.0");
+    /// `None` when not read (FTDC, a mongos, older files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fcv: Option<String>,
+    /// Its `targetVersion`: present only while a change of it is unfinished
+    /// (an upgrade or downgrade interrupted or still running).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fcv_target: Option<String>,
 }
 
 /// One slice's serverStatus sample, or why there is none.

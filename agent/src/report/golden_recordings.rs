@@ -36,7 +36,8 @@ fn dir() -> PathBuf {
 
 /// The scenario as a version 1 file can hold it: without the facts
 /// recorded since (what shares the host with mongod, how well queries are
-/// targeted, flow control and the journal's syncs, assertions, members' delays).
+/// targeted, flow control and the journal's syncs, assertions, members' delays, the
+/// feature compatibility version).
 fn without_newer_facts(r: &mut Recording) {
     for slice in &mut r.slices {
         if let Some(st) = slice.mongod.as_mut().and_then(|m| m.status.as_mut()) {
@@ -59,6 +60,10 @@ fn without_newer_facts(r: &mut Recording) {
                 m.delay_s = None;
             }
         }
+    }
+    if let Some(info) = r.mongod.as_mut().and_then(|m| m.info.as_mut()) {
+        info.fcv = None;
+        info.fcv_target = None;
     }
     if let Some(s) = r.host.system.as_mut() {
         s.other_anon_bytes = None;

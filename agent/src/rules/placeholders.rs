@@ -22,9 +22,14 @@ pub fn names(text: &str) -> Vec<&str> {
 
 /// Facts that are shell fragments of several words, built by mdiag itself
 /// from quoted parts (`target.mongosh_args`: the server's URI as one quoted
-/// word and, when it wants authentication, `--username "$MONGOSH_USER"`);
-/// they are inserted as they are.
-pub const SHELL_FRAGMENTS: &[&str] = &["target.mongosh_args"];
+/// word and, when it wants authentication, `--username "$MONGOSH_USER"`;
+/// `mongod.fcv_*_eval`: one single-quoted word built from a version's
+/// digits, `mongo::fcv`); they are inserted as they are.
+pub const SHELL_FRAGMENTS: &[&str] = &[
+    "target.mongosh_args",
+    "mongod.fcv_set_eval",
+    "mongod.fcv_revert_eval",
+];
 
 /// A fact as it appears in a command: numbers in plain digits, text as is
 /// when it is a plain word (a disk name, a path), else single-quoted for the

@@ -496,6 +496,7 @@ pub(crate) fn set_mongod(rec: &mut Recording, figures: &Figures) {
         source: "live".into(),
         info: Some(MongodInfo {
             version: Some("8.2.1".into()),
+            fcv: Some("8.2".into()),
             allocator: Some("tcmalloc-google".into()),
             process: Some("mongod".into()),
             storage_engine: Some("wiredTiger".into()),

@@ -52,6 +52,7 @@ pub fn mongod_facts(rec: &Recording) -> Result<FactGroup, String> {
     let mut g = FactGroup::new();
     identity_facts(&mut g, &s);
     lifecycle_facts(&mut g, rec, &s);
+    fcv_facts(&mut g, rec, &s);
     status_facts(&mut g, rec, &s);
     if let Some(i) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) {
         config_facts(&mut g, rec, i);
@@ -105,6 +106,31 @@ fn lifecycle_facts(g: &mut FactGroup, rec: &Recording, s: &MongodSummary) {
         "past_end_of_life",
         Some(FactValue::Bool(eol.is_some_and(|d| day > d))),
     );
+}
+
+/// The feature compatibility version, when it was read: `fcv`,
+/// `fcv_target` (`""` unless a change of it is unfinished), and the fix's
+/// `--eval` arguments that set it to the binary's series
+/// (`fcv_set_eval`) and back to the recorded value (`fcv_revert_eval`).
+fn fcv_facts(g: &mut FactGroup, rec: &Recording, s: &MongodSummary) {
+    let Some(info) = rec.mongod.as_ref().and_then(|m| m.info.as_ref()) else {
+        return;
+    };
+    let Some(fcv) = info.fcv.as_deref() else {
+        return;
+    };
+    put(g, "fcv", Some(text(fcv.to_owned())));
+    put(
+        g,
+        "fcv_target",
+        Some(text(info.fcv_target.clone().unwrap_or_default())),
+    );
+    let Some(version) = s.version.as_deref() else {
+        return;
+    };
+    let eval = crate::mongo::fcv::set_eval;
+    put(g, "fcv_set_eval", eval(version, version).map(text));
+    put(g, "fcv_revert_eval", eval(version, fcv).map(text));
 }
 
 /// What the server is: version, allocator, process, storage engine and
@@ -436,6 +462,7 @@ pub(crate) fn fill_example(rec: &mut Recording) {
         uri: Some("mongodb://127.0.0.1:27017".into()),
         info: Some(MongodInfo {
             version: Some("8.2.1".into()),
+            fcv: Some("8.2".into()),
             allocator: Some("tcmalloc-google".into()),
             process: Some("mongod".into()),
             storage_engine: Some("wiredTiger".into()),

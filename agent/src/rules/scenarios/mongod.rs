@@ -1,9 +1,10 @@
 //! Scenarios of the `mongod.*` rules, read from mongod's own serverStatus
 //! figures (live or FTDC): queued operations, connections near the limit,
-//! connection churn and page faults; each fires with its evidence and has
+//! connection churn, page faults, assertions, the release and its feature
+//! compatibility version; each fires with its evidence and has
 //! near misses (the idle baseline, and a busy but healthy server).
 
-use super::{fired, num, passed, txt};
+use super::{fired, fix_has, num, passed, txt};
 use crate::rules::testdata::{baseline, healthy_mongod, set_mongod, with_figure};
 
 /// The baseline with `figures` added to its healthy mongod.
@@ -319,4 +320,70 @@ fn a_release_series_past_its_end_of_life_is_a_checklist_item() {
 
 fn baseline_mongod() -> crate::recording::Recording {
     with(&[])
+}
+
+/// The healthy mongod running `version`, its FCV `fcv` (and `target` while
+/// a change of it is unfinished).
+fn with_fcv(version: &str, fcv: &str, target: Option<&str>) -> crate::recording::Recording {
+    let mut rec = running(version);
+    let info = rec.mongod.as_mut().unwrap().info.as_mut().unwrap();
+    info.fcv = Some(fcv.into());
+    info.fcv_target = target.map(Into::into);
+    rec
+}
+
+#[test]
+fn a_feature_compatibility_version_behind_the_binary_is_a_checklist_item() {
+    // Upgraded to 6.0, FCV left at 5.0: the fix sets 6.0 (no confirm
+    // before 7.0), the revert the recorded 5.0.
+    let f = fired(
+        &with_fcv("6.0.5", "5.0", None),
+        "mongod.feature_compatibility",
+    );
+    assert_eq!(f.class, crate::findings::RuleClass::Checklist);
+    assert_eq!(txt(&f, "feature compatibility version"), "5.0");
+    assert_eq!(txt(&f, "release series of the binary"), "6.0");
+    assert_eq!(txt(&f, "targetVersion"), "none");
+    let set = "--eval 'db.adminCommand({setFeatureCompatibilityVersion: \"6.0\"})'";
+    assert!(fix_has(&f, set), "{:?}", f.fix.commands);
+    assert!(
+        f.fix
+            .revert
+            .iter()
+            .any(|c| c.contains("setFeatureCompatibilityVersion: \"5.0\"})'")),
+        "{:?}",
+        f.fix.revert
+    );
+    // From 7.0 the command asks for confirm: true, the revert too.
+    let f = fired(
+        &with_fcv("8.2.1", "8.0", None),
+        "mongod.feature_compatibility",
+    );
+    assert!(
+        fix_has(&f, "\"8.2\", confirm: true})'"),
+        "{:?}",
+        f.fix.commands
+    );
+    assert!(
+        f.fix
+            .revert
+            .iter()
+            .any(|c| c.contains("\"8.0\", confirm: true"))
+    );
+    // An upgrade of the FCV interrupted half way.
+    let f = fired(
+        &with_fcv("6.0.5", "5.0", Some("6.0")),
+        "mongod.feature_compatibility",
+    );
+    assert_eq!(txt(&f, "targetVersion"), "6.0");
+    // Balanced: the baseline (8.2.1 at FCV 8.2), and 6.0.5 at 6.0.
+    passed(&baseline_mongod(), "mongod.feature_compatibility");
+    passed(
+        &with_fcv("6.0.5", "6.0", None),
+        "mongod.feature_compatibility",
+    );
+    // Not read (FTDC holds no FCV): not assessed.
+    let mut ftdc = baseline_mongod();
+    ftdc.mongod.as_mut().unwrap().info.as_mut().unwrap().fcv = None;
+    super::not_assessed(&ftdc, "mongod.feature_compatibility");
 }
