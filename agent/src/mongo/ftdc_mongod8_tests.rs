@@ -83,8 +83,11 @@ fn server_status(s: &Server, i: i64) -> bson::Document {
         "opcounters": { "insert": 10_000_i64 + 200 * i, "query": 50_000_i64 + 2000 * i,
             "update": 5_000_i64 + 100 * i, "delete": 0_i64, "getmore": 0_i64, "command": 9_000_i64 + 300 * i },
         "globalLock": { "currentQueue": { "total": 0, "readers": 0, "writers": 0 } },
-        "queues": { "execution": { "read": { "out": 2, "available": 126 },
-                                   "write": { "out": 1, "available": 127 } } },
+        "queues": { "execution": {
+            "read": { "out": 2, "available": 126,
+                "normalPriority": { "queueLength": 0, "totalTimeQueuedMicros": 0_i64 } },
+            "write": { "out": 1, "available": 127,
+                "normalPriority": { "queueLength": 0, "totalTimeQueuedMicros": 0_i64 } } } },
         "catalogStats": { "collections": 120, "capped": 0, "views": 0 },
         // The application's duplicate keys (user); no failed server check.
         "asserts": { "regular": 0, "warning": 0, "msg": 0, "user": 700_i64 + i,

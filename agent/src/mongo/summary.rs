@@ -105,6 +105,14 @@ pub struct MongodSummary {
     /// over "log sync operations"); 0 when the journal never synced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_sync_ms: Option<f64>,
+    /// Time operations waited for an execution ticket (admission), ms per
+    /// second summed over operations: reads and writes, both priorities
+    /// (`totalTimeQueuedMicros`, 6.1+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_wait_ms_per_s: Option<f64>,
+    /// Of which writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_write_wait_ms_per_s: Option<f64>,
     /// Assertions of the server's own checks raised during the recording:
     /// `asserts.regular`, `msg` and `tripwire` (what mongod's `verify`,
     /// `massert` and `tassert` count), summed over those reported.
@@ -265,6 +273,7 @@ impl MongodSummary {
         self.query_figures(&series);
         self.write_path_figures(&series);
         self.assert_figures(&series);
+        self.admission_figures(&series);
         self.cache_figures(&series);
         self.checkpoint_figures(&series);
         self.tcmalloc_figures(samples);
@@ -322,6 +331,26 @@ impl MongodSummary {
             (Some(_), Some(_)) => Some(0.0),
             _ => None,
         };
+    }
+
+    /// Time operations queued for execution tickets, in all and of writes.
+    fn admission_figures(&mut self, v: &Series<'_>) {
+        let sum = |fields: &[Option<i64>]| {
+            fields
+                .iter()
+                .any(Option::is_some)
+                .then(|| fields.iter().flatten().sum::<i64>())
+        };
+        let reads = sum(&[
+            v.delta(&|s| s.admission_read_queued_us),
+            v.delta(&|s| s.admission_read_low_queued_us),
+        ]);
+        let writes = sum(&[
+            v.delta(&|s| s.admission_write_queued_us),
+            v.delta(&|s| s.admission_write_low_queued_us),
+        ]);
+        self.admission_wait_ms_per_s = v.rate(sum(&[reads, writes]), 1000.0);
+        self.admission_write_wait_ms_per_s = v.rate(writes, 1000.0);
     }
 
     /// Assertions raised during the recording, by kind.

@@ -127,6 +127,14 @@ sample_fields! {
     /// `wiredTiger.log`: journal syncs and their time (µs), counters.
     journal_syncs: ["wiredTiger.log.log sync operations"];
     journal_sync_us: ["wiredTiger.log.log sync time duration (usecs)"];
+    /// Execution admission (6.1+): time operations waited in the queue for
+    /// an execution ticket, µs summed over operations (counters), by kind
+    /// and priority; `queues.execution` from 8.0,
+    /// `wiredTiger.concurrentTransactions` before.
+    admission_read_queued_us: ["queues.execution.read.normalPriority.totalTimeQueuedMicros", "wiredTiger.concurrentTransactions.read.normalPriority.totalTimeQueuedMicros"];
+    admission_read_low_queued_us: ["queues.execution.read.lowPriority.totalTimeQueuedMicros", "wiredTiger.concurrentTransactions.read.lowPriority.totalTimeQueuedMicros"];
+    admission_write_queued_us: ["queues.execution.write.normalPriority.totalTimeQueuedMicros", "wiredTiger.concurrentTransactions.write.normalPriority.totalTimeQueuedMicros"];
+    admission_write_low_queued_us: ["queues.execution.write.lowPriority.totalTimeQueuedMicros", "wiredTiger.concurrentTransactions.write.lowPriority.totalTimeQueuedMicros"];
     /// `asserts.*`: assertions raised since start (counters; all reset to
     /// 0 when one reaches 2^30, and `rollovers` grows): `regular` by the
     /// server's `verify`, `msg` by `massert`, `tripwire` (newer servers) by

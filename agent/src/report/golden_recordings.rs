@@ -36,7 +36,7 @@ fn dir() -> PathBuf {
 
 /// The scenario as a version 1 file can hold it: without the facts
 /// recorded since (what shares the host with mongod, how well queries are
-/// targeted, flow control and the journal's syncs, assertions, members' delays, the
+/// targeted, flow control and the journal's syncs, tickets' queues, assertions, members' delays, the
 /// feature compatibility version).
 fn without_newer_facts(r: &mut Recording) {
     for slice in &mut r.slices {
@@ -51,6 +51,10 @@ fn without_newer_facts(r: &mut Recording) {
             st.journal_syncs = None;
             st.journal_sync_us = None;
             st.asserts_regular = None;
+            st.admission_read_queued_us = None;
+            st.admission_read_low_queued_us = None;
+            st.admission_write_queued_us = None;
+            st.admission_write_low_queued_us = None;
             st.asserts_msg = None;
             st.asserts_tripwire = None;
             st.asserts_user = None;

@@ -403,6 +403,17 @@ pub(crate) fn healthy_mongod() -> Figures {
         ("flowControl.isLagged", 0, 0),
         ("wiredTiger.log.log sync operations", 0, 10),
         ("wiredTiger.log.log sync time duration (usecs)", 0, 5_000),
+        // Tickets for every operation at once: none queued.
+        (
+            "queues.execution.read.normalPriority.totalTimeQueuedMicros",
+            0,
+            0,
+        ),
+        (
+            "queues.execution.write.normalPriority.totalTimeQueuedMicros",
+            0,
+            0,
+        ),
         // Three regular assertions long before the recording, none in it;
         // the application's own errors (user assertions: duplicate keys)
         // two a second.

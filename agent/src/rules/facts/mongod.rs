@@ -338,6 +338,11 @@ fn summary_figures(g: &mut FactGroup, s: &MongodSummary) {
         ("flow_control_lagged_share", fl(s.flow_control_lagged_share)),
         ("journal_syncs_per_s", fl(s.journal_syncs_per_s)),
         ("journal_sync_ms", fl(s.journal_sync_ms)),
+        ("admission_wait_ms_per_s", fl(s.admission_wait_ms_per_s)),
+        (
+            "admission_write_wait_ms_per_s",
+            fl(s.admission_write_wait_ms_per_s),
+        ),
         ("server_asserts", it(s.server_asserts)),
         ("asserts_regular", it(s.asserts_regular)),
         ("asserts_msg", it(s.asserts_msg)),

@@ -197,6 +197,57 @@ fn flow_control_needs_a_lagging_commit_point_and_writers_waiting() {
 }
 
 #[test]
+fn operations_queued_for_tickets_fire_and_a_short_wait_does_not() {
+    // 8.0's queues.execution: writes waited 300 ms a second, reads 50.
+    let queued = with(&[
+        (
+            "queues.execution.write.normalPriority.totalTimeQueuedMicros",
+            0,
+            300_000,
+        ),
+        (
+            "queues.execution.read.normalPriority.totalTimeQueuedMicros",
+            0,
+            50_000,
+        ),
+    ]);
+    let f = fired(&queued, "mongod.admission_queue");
+    assert_eq!(
+        num(&f, "operations waited for tickets (ms per second, summed)"),
+        350.0
+    );
+    assert_eq!(num(&f, "of which writes"), 300.0);
+    assert!(f.fix.commands.is_empty(), "{:?}", f.fix.commands);
+    assert!(f.fix.summary.contains("Do not raise the ticket limits"));
+    // 7.0's wiredTiger.concurrentTransactions, low priority included.
+    let mut seven = baseline_mongod();
+    for (i, s) in seven.slices.iter_mut().enumerate() {
+        let st = s.mongod.as_mut().unwrap().status.as_mut().unwrap();
+        st.admission_read_low_queued_us = Some(i as i64 * 200_000);
+    }
+    fired(&seven, "mongod.admission_queue");
+    // Balanced: the baseline, no wait.
+    passed(&baseline_mongod(), "mongod.admission_queue");
+    // Near miss: 30 ms a second of waiting.
+    passed(
+        &with(&[(
+            "queues.execution.write.normalPriority.totalTimeQueuedMicros",
+            0,
+            30_000,
+        )]),
+        "mongod.admission_queue",
+    );
+    // 6.0 and earlier report no queue time: not assessed.
+    let mut six = baseline_mongod();
+    for s in &mut six.slices {
+        let st = s.mongod.as_mut().unwrap().status.as_mut().unwrap();
+        st.admission_read_queued_us = None;
+        st.admission_write_queued_us = None;
+    }
+    super::not_assessed(&six, "mongod.admission_queue");
+}
+
+#[test]
 fn journal_syncs_slow_on_average_fire_and_a_quick_journal_passes() {
     // 10 syncs a second of 45 ms each.
     let slow = with(&[
