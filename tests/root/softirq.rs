@@ -100,26 +100,25 @@ fn loopback_pinned_to_one_cpu_fires_the_rfs_rule() {
         != "0";
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("pinned.mdiag");
+    // The traffic starts once the probes are attached and runs until the
+    // recording has ended, so that it fills the recording whatever the
+    // time attaching takes on a busy host (a traffic of fixed length,
+    // started first, once ended before a slow attach did).
     let proc_before = proc_softirqs();
+    let (record, stderr) = mdiag_tests::start_record_until(
+        &["--duration", "3s", "-o", out.to_str().unwrap()],
+        &["probes attached"],
+    );
     let mut traffic = Command::new("taskset")
-        .args(["-c", "0", LOOPBACK, "--ms", "5000"])
+        .args(["-c", "0", LOOPBACK, "--ms", "600000"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("taskset -c 0 mdiag-loopback");
-    let recorded = mdiag_tests::run_mdiag(&[
-        "record",
-        "--no-progress",
-        "--duration",
-        "3s",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(
-        recorded.status.success(),
-        "{}",
-        String::from_utf8_lossy(&recorded.stderr)
-    );
-    assert!(traffic.wait().unwrap().success());
+    let recorded = record.wait_with_output().expect("mdiag record");
+    let _ = traffic.kill();
+    let _ = traffic.wait();
+    let err = stderr.join().unwrap();
+    assert!(recorded.status.success(), "{err}");
     let proc_after = proc_softirqs();
     let rx: Vec<u64> = proc_after["NET_RX"]
         .iter()
