@@ -79,12 +79,21 @@ fn build(root_dir: &str, toolchain: &str) -> anyhow::Result<()> {
 
 /// `<target>/ebpf/<toolchain>/<bpfel|bpfeb>-<arch>`: the cargo target
 /// directory is the nearest ancestor of `out_dir` that cargo tagged with
-/// `CACHEDIR.TAG`.
+/// `CACHEDIR.TAG`, or its parent when that ancestor is the directory of a
+/// `--target` build (`<target>/<triple>`, which cargo tags too), so that
+/// the release binary's build shares the host's.
 fn shared_dir(out_dir: &Path, toolchain: &str) -> anyhow::Result<PathBuf> {
-    let target = out_dir
+    let tagged = |d: &Path| d.join("CACHEDIR.TAG").is_file();
+    let mut target = out_dir
         .ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .find(|d| tagged(d))
         .ok_or_else(|| anyhow!("no cargo target directory above {}", out_dir.display()))?;
+    let triple = env::var("TARGET")?;
+    if target.file_name().is_some_and(|n| *n == *triple)
+        && let Some(parent) = target.parent().filter(|p| tagged(p))
+    {
+        target = parent;
+    }
     let endian = env::var("CARGO_CFG_TARGET_ENDIAN")?;
     let arch = env::var("CARGO_CFG_TARGET_ARCH")?;
     let bpf = if endian == "big" { "bpfeb" } else { "bpfel" };
