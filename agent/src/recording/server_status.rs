@@ -149,22 +149,6 @@ sample_fields! {
     dhandle_sweeps: ["wiredTiger.data-handle.connection sweeps"];
 }
 
-/// The figures whose values only grow while mongod runs (rates are taken
-/// from their differences).
-pub const COUNTERS: &[&str] = &[
-    "opcounters.",
-    "connections.totalCreated",
-    "extra_info.user_time_us",
-    "extra_info.system_time_us",
-    "extra_info.page_faults",
-    "metrics.queryExecutor.",
-    "metrics.document.returned",
-    "metrics.operation.scanAndOrder",
-    "flowControl.timeAcquiringMicros",
-    "wiredTiger.log.log sync",
-    "asserts.",
-];
-
 impl ServerStatusSample {
     /// Whether per-CPU caches really work: `usingPerCPUCaches` and
     /// `cpu_free > 0` (MongoDB's own check); `None` without Google TCMalloc.
