@@ -358,22 +358,10 @@ fn a_long_dstate_sleep_is_split_over_the_slices_it_overlaps() {
     let child_ns = report["child_sleep_ns"].as_u64().unwrap();
     let seen_d = seen_d.expect("the parent was never seen in D state");
     let d = split_wait(&per_slice(&rec, tid, |t| t.dstate), "D state", 3);
-    eprintln!(
-        "D state recorded {d} ns; parent in clone() {vfork_ns} ns, child asleep {child_ns} ns, \
-         seen in D by /proc for {seen_d} ns"
-    );
-    // The sleep lies inside the parent's clone() call (1 ms for the clock
-    // reads around it) and covers what /proc showed as D (which starts when
-    // the task sets its state, just before it is switched out: 20 ms in
-    // case an interrupt preempts it in between on a busy host)...
-    assert!(d <= vfork_ns + 1_000_000, "{d} > {vfork_ns}");
-    assert!(d + 20_000_000 >= seen_d, "{d} < {seen_d} seen in /proc");
-    // ...and the child's whole sleep, but for the moment between starting
-    // the child and going to sleep, which a busy host can stretch by a few
-    // scheduler time slices if it preempts the parent there (100 ms).
-    assert!(d + 100_000_000 >= child_ns, "{d} vs the child's {child_ns}");
-    // The stack names the clone syscall, and its time per slice is the
-    // thread's (nothing else of the workload sleeps in D meanwhile).
+    // The D-state sleeps inside clone(): those whose kernel stack names
+    // it. The thread may also sleep in D elsewhere (on a busy host, a page
+    // fault waiting for the workload's own pages: 4 ms once, a sleep that
+    // ended in the first slice while the vfork one ended in the last).
     let ids: BTreeSet<u32> = rec
         .kernel_stacks
         .iter()
@@ -385,7 +373,7 @@ fn a_long_dstate_sleep_is_split_over_the_slices_it_overlaps() {
         "no stack through clone: {:?}",
         rec.kernel_stacks
     );
-    let stack_ns: u64 = rec
+    let in_clone: u64 = rec
         .slices
         .iter()
         .filter_map(|s| s.contention.as_ref())
@@ -393,9 +381,31 @@ fn a_long_dstate_sleep_is_split_over_the_slices_it_overlaps() {
         .filter(|s| ids.contains(&s.stack_id))
         .map(|s| s.sleeps.ns())
         .sum();
+    eprintln!(
+        "D state recorded {d} ns, {in_clone} ns of it through clone; parent in clone() \
+         {vfork_ns} ns, child asleep {child_ns} ns, seen in D by /proc for {seen_d} ns"
+    );
+    // The thread's D time holds the sleeps through clone (nothing else of
+    // the workload sleeps in D meanwhile; 1 ms for the families' spans).
     assert!(
-        stack_ns.abs_diff(d) <= d / 20,
-        "stack {stack_ns} ns vs thread {d} ns"
+        in_clone <= d + 1_000_000,
+        "stack {in_clone} ns vs thread {d} ns"
+    );
+    // They lie inside the parent's clone() call (1 ms for the clock reads
+    // around it) and cover what /proc showed as D (which starts when the
+    // task sets its state, just before it is switched out: 20 ms in case
+    // an interrupt preempts it in between on a busy host)...
+    assert!(in_clone <= vfork_ns + 1_000_000, "{in_clone} > {vfork_ns}");
+    assert!(
+        in_clone + 20_000_000 >= seen_d,
+        "{in_clone} < {seen_d} seen in /proc"
+    );
+    // ...and the child's whole sleep, but for the moment between starting
+    // the child and going to sleep, which a busy host can stretch by a few
+    // scheduler time slices if it preempts the parent there (100 ms).
+    assert!(
+        in_clone + 100_000_000 >= child_ns,
+        "{in_clone} vs the child's {child_ns}"
     );
 }
 
