@@ -425,13 +425,8 @@ fn a_long_kernel_lock_wait_is_split_over_the_slices_it_overlaps() {
          the write {blocked_ns} ns (wchan {})",
         report["waiter_wchan"]
     );
-    // The wait lies inside the waiter's read() (1 ms for the clock reads)
-    // and lasted at least from when the waiter was seen blocked to the
-    // write that let the holder go.
-    assert!(wait <= read_ns + 1_000_000, "{wait} > {read_ns}");
-    assert!(wait >= blocked_ns, "{wait} < {blocked_ns}");
     // The kind is a mutex, split the same way.
-    let mut mutex_ns = 0;
+    let (mut mutex_ns, mut other_ns) = (0, 0);
     for (i, s) in rec.slices.iter().enumerate() {
         let Some(c) = &s.contention else { continue };
         let ns: u64 = c
@@ -446,7 +441,24 @@ fn a_long_kernel_lock_wait_is_split_over_the_slices_it_overlaps() {
             c.lock_kinds
         );
         mutex_ns += ns;
+        other_ns += c
+            .lock_kinds
+            .iter()
+            .filter(|k| !k.kind.starts_with("mutex"))
+            .map(|k| k.waits.ns())
+            .sum::<u64>();
     }
+    // The mutex wait lies inside the waiter's read() (1 ms for the clock
+    // reads); the thread's other lock waits, of other kinds (a spinlock at
+    // its exit; on a busy host a page fault's wait for the mmap lock), lie
+    // outside it and are bounded by all waits of those kinds. It lasted at
+    // least from when the waiter was seen blocked to the write that let
+    // the holder go.
+    assert!(
+        wait <= read_ns + 1_000_000 + other_ns,
+        "{wait} > {read_ns} + {other_ns} of other kinds"
+    );
+    assert!(wait >= blocked_ns, "{wait} < {blocked_ns}");
     // At least the waiter's wait for that mutex (its other, short lock
     // waits, a spinlock at thread exit, may be of other kinds).
     assert!(
