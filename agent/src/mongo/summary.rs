@@ -335,12 +335,7 @@ impl MongodSummary {
 
     /// Time operations queued for execution tickets, in all and of writes.
     fn admission_figures(&mut self, v: &Series<'_>) {
-        let sum = |fields: &[Option<i64>]| {
-            fields
-                .iter()
-                .any(Option::is_some)
-                .then(|| fields.iter().flatten().sum::<i64>())
-        };
+        let sum = sum_present;
         let reads = sum(&[
             v.delta(&|s| s.admission_read_queued_us),
             v.delta(&|s| s.admission_read_low_queued_us),
@@ -358,15 +353,11 @@ impl MongodSummary {
         self.asserts_regular = v.delta(&|s| s.asserts_regular);
         self.asserts_msg = v.delta(&|s| s.asserts_msg);
         self.asserts_tripwire = v.delta(&|s| s.asserts_tripwire);
-        let kinds = [
+        self.server_asserts = sum_present(&[
             self.asserts_regular,
             self.asserts_msg,
             self.asserts_tripwire,
-        ];
-        self.server_asserts = kinds
-            .iter()
-            .any(Option::is_some)
-            .then(|| kinds.iter().flatten().sum());
+        ]);
         self.user_asserts_per_s = v.rate(v.delta(&|s| s.asserts_user), 1.0);
     }
 
@@ -715,6 +706,14 @@ impl<'a> Series<'a> {
     fn min(&self, f: Field<'_>) -> Option<i64> {
         self.samples.iter().filter_map(|(_, s)| f(s)).min()
     }
+}
+
+/// The sum of the figures present; `None` when none is.
+fn sum_present(figures: &[Option<i64>]) -> Option<i64> {
+    figures
+        .iter()
+        .any(Option::is_some)
+        .then(|| figures.iter().flatten().sum())
 }
 
 fn plural(n: u64, one: &str, many: &str) -> String {
